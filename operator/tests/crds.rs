@@ -1,0 +1,122 @@
+//! The provider CRDs as an API server sees them, and the `crds/` folder kept in step with the code.
+
+use std::path::Path;
+
+use butler_core::crds::{check_structural, undocumented_fields};
+use butler_operator::api::ProviderKind;
+use butler_operator::crds::{all, providers, stale_files};
+
+#[test]
+fn crds_folder_matches_the_code() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds");
+    let stale = stale_files(&dir).expect("crds/ is readable");
+    assert!(
+        stale.is_empty(),
+        "crds/ is out of date with the API types: {stale:?}\nrun `make crds` to regenerate it"
+    );
+}
+
+#[test]
+fn every_crd_of_the_workspace_is_structural() {
+    let crds = all();
+    assert_eq!(crds.len(), 11);
+    for crd in &crds {
+        let errors = check_structural(crd);
+        assert!(errors.is_empty(), "{}", errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"));
+    }
+}
+
+#[test]
+fn provider_crds_share_one_shape_and_differ_only_in_names() {
+    let crds = providers();
+    assert_eq!(
+        crds.iter().map(|c| c.spec.names.kind.as_str()).collect::<Vec<_>>(),
+        ProviderKind::ALL.map(|k| k.kind())
+    );
+    let shorts: Vec<String> =
+        crds.iter().flat_map(|c| c.spec.names.short_names.clone().unwrap_or_default()).collect();
+    assert_eq!(shorts, ["coreprov", "infraprov", "bootprov", "cplaneprov", "addonprov", "ipamprov"]);
+    let spec_schema = |i: usize| {
+        let schema = serde_json::to_value(&crds[i].spec.versions[0].schema).unwrap();
+        schema["openAPIV3Schema"]["properties"].clone()
+    };
+    for (i, crd) in crds.iter().enumerate() {
+        assert_eq!(spec_schema(i), spec_schema(0), "{} differs from CoreProvider", crd.spec.names.kind);
+        assert_eq!(crd.spec.scope, "Namespaced");
+        assert_eq!(crd.spec.names.plural, ProviderKind::ALL[i].plural());
+        assert!(crd.spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+        assert_eq!(undocumented_fields(crd), Vec::<String>::new(), "{}", crd.spec.names.kind);
+        let columns: Vec<&str> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(columns, ["Version", "Installed", "Contract", "Paused", "Ready", "Age"]);
+    }
+}
+
+#[test]
+fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
+    let schema = serde_json::to_value(&providers()[0].spec.versions[0].schema).unwrap();
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        v["properties"].as_object().unwrap().keys().cloned().collect()
+    };
+    let mut top: Vec<String> = spec.as_object().unwrap().keys().cloned().collect();
+    top.sort();
+    assert_eq!(top, ["configSecret", "deployment", "fetchConfig", "manager", "paused", "version"]);
+    assert_eq!(
+        keys(&spec["manager"]),
+        [
+            "cacheNamespace",
+            "debug",
+            "featureGates",
+            "gracefulShutDown",
+            "health",
+            "leaderElection",
+            "maxConcurrentReconciles",
+            "metrics",
+            "profilerAddress",
+            "syncPeriod",
+            "verbosity",
+            "webhook"
+        ]
+    );
+    assert_eq!(
+        keys(&spec["manager"]["properties"]["health"]),
+        ["healthProbeBindAddress", "livenessEndpointName", "readinessEndpointName"]
+    );
+    assert_eq!(keys(&spec["manager"]["properties"]["webhook"]), ["certDir", "host", "port"]);
+    assert_eq!(keys(&spec["manager"]["properties"]["metrics"]), ["bindAddress"]);
+    assert_eq!(
+        keys(&spec["manager"]["properties"]["leaderElection"]),
+        [
+            "leaderElect",
+            "leaseDuration",
+            "renewDeadline",
+            "resourceLock",
+            "resourceName",
+            "resourceNamespace",
+            "retryPeriod"
+        ]
+    );
+    assert_eq!(
+        keys(&spec["deployment"]),
+        ["affinity", "containers", "nodeSelector", "replicas", "tolerations"]
+    );
+    assert_eq!(
+        keys(&spec["deployment"]["properties"]["containers"]["items"]),
+        ["args", "env", "image", "name", "resources"]
+    );
+    assert_eq!(
+        keys(&spec["deployment"]["properties"]["containers"]["items"]["properties"]["image"]),
+        ["name", "repository", "tag"]
+    );
+    assert_eq!(keys(&spec["configSecret"]), ["name", "namespace"]);
+    let fetch = &spec["fetchConfig"];
+    assert_eq!(keys(fetch), ["selector", "url"]);
+    assert_eq!(fetch["x-kubernetes-validations"][0]["rule"], "has(self.url) != has(self.selector)");
+    let status = &schema["openAPIV3Schema"]["properties"]["status"];
+    assert_eq!(keys(status), ["conditions", "contract", "installedVersion", "observedGeneration"]);
+}
