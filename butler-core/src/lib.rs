@@ -4,6 +4,8 @@
 //! - [`api`]: the custom resources Team, ProviderConfig, NetworkPool, IPAllocation and
 //!   TenantCluster, with the finalizer names and label keys they use.
 //! - [`crds`]: the CustomResourceDefinitions generated from those types.
+//! - [`ipam`]: the address allocator, a pure library with no Kubernetes types.
 
 pub mod api;
 pub mod crds;
+pub mod ipam;
