@@ -45,6 +45,10 @@ fn every_crd_is_structural_documented_and_has_a_status_subresource() {
         assert_eq!(undocumented_fields(&crd), Vec::<String>::new(), "{}", crd.spec.names.kind);
         assert!(crd.spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
         assert_eq!(crd.spec.names.categories.as_deref(), Some(&["butler".to_string()][..]));
+        // Conditions merge by type under server-side apply, as metav1.Condition lists do.
+        let conditions = node(&crd, "status.conditions");
+        assert_eq!(conditions["x-kubernetes-list-type"], json!("map"), "{}", crd.spec.names.kind);
+        assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
     }
 }
 

@@ -120,6 +120,7 @@ pub struct IPAllocationStatus {
     pub observed_generation: Option<i64>,
     /// Standard conditions, among them `Ready`, whose message says why an allocation failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
 

@@ -121,5 +121,6 @@ pub struct NetworkPoolStatus {
     /// Standard conditions: `Ready`, and the capacity tiers `CapacityWarning` (70% used),
     /// `CapacityCritical` (85%) and `CapacityExhausted` (95%).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }

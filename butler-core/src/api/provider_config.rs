@@ -440,6 +440,7 @@ pub struct ProviderLimits {
 pub struct ProviderConfigStatus {
     /// Standard conditions, among them `Ready` and `Validated`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The generation of the spec that this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -188,6 +188,7 @@ pub struct ClusterDefaults {
 pub struct TeamStatus {
     /// Standard conditions: `NamespaceReady`, `RBACReady`, `QuotaExceeded` and `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// Where the team is in its life.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -117,6 +117,7 @@ pub struct TenantClusterStatus {
     pub phase: Option<TenantClusterPhase>,
     /// Standard conditions, among them `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The generation of the spec that this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -16,6 +16,7 @@ pub struct ProviderStatus {
     pub installed_version: Option<String>,
     /// Conditions: `PreflightCheckPassed`, `ProviderInstalled`, `ProviderUpgraded` and `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The generation of the spec that this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
