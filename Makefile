@@ -1,7 +1,7 @@
 # Butler provider operator. `make help` lists the targets.
 CARGO ?= cargo
 
-.PHONY: help run build test fmt lint unit crds bench
+.PHONY: help run build test fmt lint unit e2e crds bench
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
@@ -22,6 +22,10 @@ lint: ## Clippy on every target, warnings are errors
 
 unit: ## Every test of the workspace
 	$(CARGO) test --workspace
+
+e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBECONFIG
+	@test -n "$$BUTLER_E2E_KUBECONFIG" || { echo "set BUTLER_E2E_KUBECONFIG to the kubeconfig of a disposable cluster; make test runs the same scenarios against the in-memory API server"; exit 2; }
+	$(CARGO) test -p butler-e2e --tests
 
 crds: ## Regenerate crds/ from the API types (one file per CRD)
 	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds --dir crds

@@ -1,0 +1,324 @@
+//! The HTTP face of the server: paths to kinds, verbs to store operations, errors to `Status`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::Value;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::Shared;
+use super::discovery;
+use super::errors::ApiError;
+use super::patch::PatchType;
+use super::selectors::{FieldSelector, LabelSelector};
+use super::store::{DeleteOptions, ListOptions, Store, WriteOptions};
+use super::watch::{self, WatchRequest};
+
+/// A resource path taken apart.
+#[derive(Debug, Default, PartialEq)]
+struct Target {
+    group: String,
+    version: String,
+    plural: String,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+/// What a path asks for.
+#[derive(Debug, PartialEq)]
+enum Route {
+    Version,
+    CoreVersions,
+    GroupList,
+    Group(String),
+    Resources(String, String),
+    Resource(Target),
+}
+
+fn route(path: &str) -> Option<Route> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segments.as_slice() {
+        ["version"] => return Some(Route::Version),
+        ["api"] => return Some(Route::CoreVersions),
+        ["apis"] => return Some(Route::GroupList),
+        ["apis", group] => return Some(Route::Group(group.to_string())),
+        ["api", version] => return Some(Route::Resources(String::new(), version.to_string())),
+        ["apis", group, version] => return Some(Route::Resources(group.to_string(), version.to_string())),
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return None,
+    };
+    let mut target = Target { group: group.to_string(), version: version.to_string(), ..Default::default() };
+    let rest = match rest {
+        ["namespaces", ns, plural, tail @ ..] if *plural != "status" && *plural != "finalize" => {
+            target.namespace = Some(ns.to_string());
+            target.plural = plural.to_string();
+            tail
+        }
+        [plural, tail @ ..] => {
+            target.plural = plural.to_string();
+            tail
+        }
+        [] => return None,
+    };
+    match rest {
+        [] => {}
+        [name] => target.name = Some(name.to_string()),
+        [name, sub] => {
+            target.name = Some(name.to_string());
+            target.subresource = Some(sub.to_string());
+        }
+        _ => return None,
+    }
+    Some(Route::Resource(target))
+}
+
+fn json_response(code: u16, value: &Value) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
+}
+
+fn error_response(error: ApiError) -> Response {
+    json_response(error.code, &error.to_status())
+}
+
+/// Every request lands here.
+pub async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    shared.requests.fetch_add(1, Ordering::Relaxed);
+    let query: HashMap<String, String> =
+        form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
+    tracing::debug!(%method, path = uri.path(), query = uri.query().unwrap_or_default(), "request");
+    let result = match route(uri.path()) {
+        None => Err(ApiError::no_such_resource()),
+        Some(route) => dispatch(&shared, route, &method, &query, &headers, &body),
+    };
+    match result {
+        Ok(Reply::Json(code, value)) => json_response(code, &value),
+        Ok(Reply::Stream(rx)) => {
+            let stream = ReceiverStream::new(rx).map(|line| Ok::<_, Infallible>(Bytes::from(line)));
+            (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream))
+                .into_response()
+        }
+        Err(error) => error_response(error),
+    }
+}
+
+enum Reply {
+    Json(u16, Value),
+    Stream(tokio::sync::mpsc::Receiver<String>),
+}
+
+fn dispatch(
+    shared: &Shared,
+    route: Route,
+    method: &Method,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let store = &shared.store;
+    if method != Method::GET && !matches!(route, Route::Resource(_)) {
+        return Err(ApiError::method_not_allowed("discovery documents are read-only"));
+    }
+    let target = match route {
+        Route::Version => return Ok(Reply::Json(200, discovery::version())),
+        Route::CoreVersions => return Ok(Reply::Json(200, discovery::core_versions(&shared.address))),
+        Route::GroupList => return Ok(Reply::Json(200, discovery::group_list(&lock(store).registry))),
+        Route::Group(group) => {
+            return discovery::group(&lock(store).registry, &group)
+                .map(|g| Reply::Json(200, g))
+                .ok_or_else(ApiError::no_such_resource);
+        }
+        Route::Resources(group, version) => {
+            return discovery::resource_list(&lock(store).registry, &group, &version)
+                .map(|r| Reply::Json(200, r))
+                .ok_or_else(ApiError::no_such_resource);
+        }
+        Route::Resource(target) => target,
+    };
+    let rt = lock(store)
+        .registry
+        .find(&target.group, &target.version, &target.plural)
+        .cloned()
+        .ok_or_else(ApiError::no_such_resource)?;
+    if target.namespace.is_some() && !rt.namespaced {
+        return Err(ApiError::no_such_resource());
+    }
+    let status_scope = match target.subresource.as_deref() {
+        None => false,
+        Some("status") if rt.status => true,
+        Some(_) => return Err(ApiError::no_such_resource()),
+    };
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let list_options = || -> Result<ListOptions, ApiError> {
+        Ok(ListOptions {
+            labels: LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or_default())?,
+            fields: FieldSelector::parse(
+                query.get("fieldSelector").map(String::as_str).unwrap_or_default(),
+                &rt.kind,
+            )?,
+            limit: query.get("limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0),
+            continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
+        })
+    };
+    let write_options = |default_manager: bool| WriteOptions {
+        manager: query
+            .get("fieldManager")
+            .cloned()
+            .unwrap_or_else(|| if default_manager { user_agent_manager(headers) } else { String::new() }),
+        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+        force: query.get("force").is_some_and(|f| f == "true"),
+    };
+    let scope = (rt.namespaced && target.namespace.is_some()).then_some(namespace.as_str());
+    let check_scope = |name_present: bool| -> Result<(), ApiError> {
+        if rt.namespaced && name_present && target.namespace.is_none() {
+            return Err(ApiError::no_such_resource());
+        }
+        Ok(())
+    };
+
+    match (method.clone(), target.name.as_deref()) {
+        (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            let request = WatchRequest {
+                rt: rt.clone(),
+                namespace: scope.map(String::from),
+                list: list_options()?,
+                resource_version: query.get("resourceVersion").cloned(),
+                send_initial_events: query.get("sendInitialEvents").is_some_and(|s| s == "true"),
+                bookmarks: query.get("allowWatchBookmarks").is_some_and(|b| b == "true"),
+                timeout: Duration::from_secs(
+                    query.get("timeoutSeconds").and_then(|t| t.parse().ok()).unwrap_or(1800),
+                ),
+            };
+            Ok(Reply::Stream(watch::start(store, request)?))
+        }
+        (Method::GET, None) => Ok(Reply::Json(200, lock(store).list(&rt, scope, &list_options()?)?)),
+        (Method::GET, Some(name)) => {
+            check_scope(true)?;
+            Ok(Reply::Json(200, lock(store).get(&rt, &namespace, name)?))
+        }
+        (Method::POST, None) => {
+            if rt.namespaced && target.namespace.is_none() {
+                return Err(ApiError::method_not_allowed(format!(
+                    "POST to {} needs a namespace in the path",
+                    rt.plural
+                )));
+            }
+            let object = parse_body(body)?;
+            Ok(Reply::Json(201, lock(store).create(&rt, &namespace, object, &write_options(true))?))
+        }
+        (Method::PUT, Some(name)) => {
+            check_scope(true)?;
+            let object = parse_body(body)?;
+            Ok(Reply::Json(
+                200,
+                lock(store).replace(&rt, &namespace, name, object, status_scope, &write_options(true))?,
+            ))
+        }
+        (Method::PATCH, Some(name)) => {
+            check_scope(true)?;
+            let content_type =
+                headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let kind = PatchType::from_content_type(content_type)?;
+            let options = write_options(kind != PatchType::Apply);
+            let mut guard = lock(store);
+            let existed = guard.lookup(&rt, &namespace, name).is_some();
+            let result = guard.patch(&rt, &namespace, name, kind, body, status_scope, &options)?;
+            Ok(Reply::Json(if existed { 200 } else { 201 }, result))
+        }
+        (Method::DELETE, Some(name)) => {
+            check_scope(true)?;
+            let options = DeleteOptions::from_body(body)?;
+            Ok(Reply::Json(200, lock(store).delete(&rt, &namespace, name, &options)?))
+        }
+        (Method::DELETE, None) => {
+            let options = DeleteOptions::from_body(body)?;
+            Ok(Reply::Json(200, lock(store).delete_collection(&rt, scope, &list_options()?, &options)?))
+        }
+        (method, _) => Err(ApiError::method_not_allowed(format!("{method} is not supported on this path"))),
+    }
+}
+
+fn lock(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
+    store.lock().expect("the store lock is never poisoned")
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
+    // JSON is YAML, and kubectl may send either.
+    serde_saphyr::from_str(text)
+        .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON or YAML: {e}")))
+}
+
+/// The default field manager: the user agent up to its first `/`, as the API server does.
+fn user_agent_manager(headers: &HeaderMap) -> String {
+    let agent = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
+    agent.split('/').next().unwrap_or(agent).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        sub: Option<&str>,
+    ) -> Route {
+        Route::Resource(Target {
+            group: group.into(),
+            version: if group.is_empty() { "v1".into() } else { "v1alpha1".into() },
+            plural: plural.into(),
+            namespace: namespace.map(Into::into),
+            name: name.map(Into::into),
+            subresource: sub.map(Into::into),
+        })
+    }
+
+    #[test]
+    fn paths_are_taken_apart_like_the_api_server_does() {
+        assert_eq!(route("/version"), Some(Route::Version));
+        assert_eq!(route("/apis/g.io"), Some(Route::Group("g.io".into())));
+        assert_eq!(route("/api/v1"), Some(Route::Resources("".into(), "v1".into())));
+        assert_eq!(route("/api/v1/namespaces"), Some(target("", "namespaces", None, None, None)));
+        assert_eq!(route("/api/v1/namespaces/a"), Some(target("", "namespaces", None, Some("a"), None)));
+        assert_eq!(
+            route("/api/v1/namespaces/a/status"),
+            Some(target("", "namespaces", None, Some("a"), Some("status")))
+        );
+        assert_eq!(
+            route("/api/v1/namespaces/a/configmaps"),
+            Some(target("", "configmaps", Some("a"), None, None))
+        );
+        assert_eq!(
+            route("/api/v1/namespaces/a/configmaps/b"),
+            Some(target("", "configmaps", Some("a"), Some("b"), None))
+        );
+        assert_eq!(
+            route("/apis/g.io/v1alpha1/teams/t/status"),
+            Some(target("g.io", "teams", None, Some("t"), Some("status")))
+        );
+        assert_eq!(
+            route("/apis/g.io/v1alpha1/namespaces/n/things/t/status"),
+            Some(target("g.io", "things", Some("n"), Some("t"), Some("status")))
+        );
+        assert_eq!(route("/nothing"), None);
+    }
+}

@@ -1,0 +1,526 @@
+//! The object store: every object as JSON, one global resourceVersion counter, and the log of
+//! changes that watches replay and follow. All writes go through [`Store::save`], which enforces
+//! what the API server enforces on every write (immutable metadata, status subresource, schema,
+//! field ownership, generation, no-op detection).
+
+mod delete;
+mod hooks;
+mod read;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use super::apply::{Applier, record_update};
+use super::errors::ApiError;
+use super::patch::{PatchType, apply_patch};
+use super::registry::{Registry, ResourceType};
+use super::schema;
+
+pub use delete::DeleteOptions;
+pub use read::ListOptions;
+
+/// How many changes are kept for watches to replay by default; an older resourceVersion gets
+/// 410 Expired.
+pub const DEFAULT_WATCH_HISTORY: usize = 20_000;
+
+/// The kind of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One change, as watches see it.
+#[derive(Debug)]
+pub struct Event {
+    pub rv: u64,
+    pub key: (String, String),
+    pub change: Change,
+    pub object: Value,
+    /// The object before the change, for MODIFIED (selectors decide ADDED/DELETED with it).
+    pub old: Option<Value>,
+}
+
+/// Who writes, and how.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// The field manager; for non-apply writes the default comes from the user agent.
+    pub manager: String,
+    pub dry_run: bool,
+    /// Server-side apply only: take fields over from other managers.
+    pub force: bool,
+}
+
+type Objects = BTreeMap<(String, String), Value>;
+
+pub struct Store {
+    pub registry: Registry,
+    objects: BTreeMap<(String, String), Objects>,
+    rv: u64,
+    counter: u64,
+    log: VecDeque<Arc<Event>>,
+    history: usize,
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+/// The current time as the API server writes it.
+pub fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn namespace_of(object: &Value) -> &str {
+    object["metadata"]["namespace"].as_str().unwrap_or_default()
+}
+
+/// An object without the parts that do not count as a change of its spec.
+fn spec_part(rt: &ResourceType, object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(map) = copy.as_object_mut() {
+        map.remove("metadata");
+        map.remove("apiVersion");
+        map.remove("kind");
+        if rt.status {
+            map.remove("status");
+        }
+    }
+    copy
+}
+
+impl Store {
+    /// A store with the standard namespaces that keeps `history` changes for watches.
+    pub fn new(history: usize) -> Store {
+        let (tx, _) = broadcast::channel(10_000);
+        let mut store = Store {
+            registry: Registry::builtin(),
+            objects: BTreeMap::new(),
+            rv: 0,
+            counter: 0,
+            log: VecDeque::new(),
+            history: history.max(1),
+            tx,
+        };
+        let namespaces =
+            store.registry.find("", "v1", "namespaces").cloned().expect("namespaces are built in");
+        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            store
+                .create(
+                    &namespaces,
+                    "",
+                    body,
+                    &WriteOptions { manager: "kube-apiserver".into(), ..Default::default() },
+                )
+                .expect("the standard namespaces can be created");
+        }
+        store
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    fn next_uid(&mut self) -> String {
+        self.counter += 1;
+        let addr = self as *const Store as usize as u64;
+        format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", addr as u32, (addr >> 32) as u16, 0, 0, self.counter)
+    }
+
+    /// Five characters of the kind the API server appends to generateName.
+    fn random_suffix(&mut self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        self.counter += 1;
+        let mut x = self.counter.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (self.rv << 17);
+        (0..5)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ALPHABET[(x % ALPHABET.len() as u64) as usize] as char
+            })
+            .collect()
+    }
+
+    fn objects_of(&self, rt: &ResourceType) -> Option<&Objects> {
+        self.objects.get(&rt.storage_key())
+    }
+
+    pub(super) fn lookup(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<&Value> {
+        self.objects_of(rt)?.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The object as read through `rt`'s version.
+    pub(super) fn present(rt: &ResourceType, mut object: Value) -> Value {
+        object["apiVersion"] = Value::String(rt.api_version());
+        object["kind"] = Value::String(rt.kind.clone());
+        object
+    }
+
+    fn record(&mut self, key: (String, String), change: Change, object: Value, old: Option<Value>) {
+        let event = Arc::new(Event { rv: self.rv, key, change, object, old });
+        if self.log.len() >= self.history {
+            self.log.pop_front();
+        }
+        self.log.push_back(event.clone());
+        let _ = self.tx.send(event); // Nobody listening is fine.
+    }
+
+    /// `GET` of one object.
+    pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        self.lookup(rt, namespace, name)
+            .cloned()
+            .map(|o| Store::present(rt, o))
+            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))
+    }
+
+    /// `POST`: a new object.
+    pub fn create(
+        &mut self,
+        rt: &ResourceType,
+        namespace: &str,
+        mut body: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        if !body.is_object() {
+            return Err(ApiError::bad_request("the body of the request is not an object"));
+        }
+        check_kind(rt, &body)?;
+        let meta = body["metadata"].as_object().cloned().unwrap_or_default();
+        if let Some(ns) = meta.get("namespace").and_then(Value::as_str)
+            && rt.namespaced
+            && !ns.is_empty()
+            && ns != namespace
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let name = match (
+            meta.get("name").and_then(Value::as_str),
+            meta.get("generateName").and_then(Value::as_str),
+        ) {
+            (Some(name), _) if !name.is_empty() => name.to_string(),
+            (_, Some(prefix)) if !prefix.is_empty() => format!("{prefix}{}", self.random_suffix()),
+            _ => {
+                return Err(ApiError::invalid(
+                    &rt.group,
+                    &rt.kind,
+                    "",
+                    vec![super::errors::Cause {
+                        reason: "FieldValueRequired",
+                        message: "Required value: name or generateName is required".into(),
+                        field: "metadata.name".into(),
+                    }],
+                ));
+            }
+        };
+        body["metadata"]["name"] = Value::String(name.clone());
+        if rt.namespaced {
+            self.check_namespace_accepts(namespace)?;
+            body["metadata"]["namespace"] = Value::String(namespace.to_string());
+        } else if let Some(meta) = body["metadata"].as_object_mut() {
+            meta.remove("namespace");
+        }
+        if self.lookup(rt, namespace, &name).is_some() {
+            return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
+        }
+        hooks::check_name(rt, &name)?;
+        self.save(rt, None, body, Some(&opts.manager), false, opts.dry_run)
+    }
+
+    fn check_namespace_accepts(&self, namespace: &str) -> Result<(), ApiError> {
+        let namespaces = self.registry.find("", "v1", "namespaces").expect("namespaces are built in");
+        match self.lookup(namespaces, "", namespace) {
+            None => Err(ApiError::not_found("", "namespaces", namespace)),
+            Some(ns) if !ns["metadata"]["deletionTimestamp"].is_null() => Err(ApiError::forbidden(format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// `PUT`: replaces an object (or its status).
+    pub fn replace(
+        &mut self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        status_scope: bool,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        check_kind(rt, &body)?;
+        if body["metadata"]["name"].as_str().is_some_and(|n| n != name) {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                name_of(&body)
+            )));
+        }
+        let old = self
+            .lookup(rt, namespace, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+        check_resource_version(rt, name, &old, &body)?;
+        self.save(rt, Some(&old), body, Some(&opts.manager), status_scope, opts.dry_run)
+    }
+
+    /// `PATCH`: merge, JSON, strategic merge or server-side apply.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch(
+        &mut self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        kind: PatchType,
+        body: &[u8],
+        status_scope: bool,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let old = self.lookup(rt, namespace, name).cloned();
+        if kind == PatchType::Apply {
+            return self.server_side_apply(rt, namespace, name, old, body, status_scope, opts);
+        }
+        let old = old.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+        let patched = apply_patch(rt, kind, &old, body)?;
+        check_resource_version(rt, name, &old, &patched)?;
+        if name_of(&patched) != name {
+            return Err(ApiError::bad_request("a patch cannot change the name of an object"));
+        }
+        self.save(rt, Some(&old), patched, Some(&opts.manager), status_scope, opts.dry_run)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn server_side_apply(
+        &mut self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        old: Option<Value>,
+        body: &[u8],
+        status_scope: bool,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        if opts.manager.is_empty() {
+            return Err(ApiError::bad_request(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ));
+        }
+        let text =
+            std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the apply patch is not UTF-8"))?;
+        let applied: Value = serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("the apply patch is not valid YAML or JSON: {e}")))?;
+        if !applied.is_object() {
+            return Err(ApiError::bad_request("the apply patch is not an object"));
+        }
+        check_kind(rt, &applied)?;
+        if applied["apiVersion"].is_null() || applied["kind"].is_null() {
+            return Err(ApiError::bad_request("an apply patch must set apiVersion and kind"));
+        }
+        if applied["metadata"]["name"].as_str().is_some_and(|n| n != name) {
+            return Err(ApiError::bad_request(
+                "the name in the apply patch does not match the name on the URL",
+            ));
+        }
+        let live = match &old {
+            Some(old) => old.clone(),
+            None => {
+                if status_scope {
+                    return Err(ApiError::not_found(&rt.group, &rt.plural, name));
+                }
+                if rt.namespaced {
+                    self.check_namespace_accepts(namespace)?;
+                }
+                hooks::check_name(rt, name)?;
+                let mut meta = json!({"name": name});
+                if rt.namespaced {
+                    meta["namespace"] = Value::String(namespace.to_string());
+                }
+                json!({"apiVersion": rt.api_version(), "kind": rt.kind, "metadata": meta})
+            }
+        };
+        let now = now();
+        let applier = Applier { rt, manager: &opts.manager, force: opts.force, status_scope, now: &now };
+        let merged = applier
+            .apply(&live, &applied)
+            .map_err(|conflicts| ApiError::apply_conflict(&rt.group, &rt.plural, name, &conflicts))?;
+        self.save(rt, old.as_ref(), merged, None, status_scope, opts.dry_run)
+    }
+
+    /// Every write ends here. `manager` records field ownership for non-apply writes (apply has
+    /// recorded it already); `status_scope` means the write came through `/status`.
+    fn save(
+        &mut self,
+        rt: &ResourceType,
+        old: Option<&Value>,
+        mut new: Value,
+        manager: Option<&str>,
+        status_scope: bool,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let now = now();
+        // The status subresource: each side of the object is written through its own door.
+        if rt.status {
+            match (old, status_scope) {
+                (Some(old), true) => {
+                    let status = new.get("status").cloned();
+                    let managed = new["metadata"].get("managedFields").cloned();
+                    new = old.clone();
+                    match status {
+                        Some(s) => new["status"] = s,
+                        None => {
+                            new.as_object_mut().expect("objects").remove("status");
+                        }
+                    }
+                    if manager.is_none()
+                        && let Some(m) = managed
+                    {
+                        new["metadata"]["managedFields"] = m;
+                    }
+                }
+                (Some(old), false) => match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        new.as_object_mut().expect("objects").remove("status");
+                    }
+                },
+                (None, _) => {
+                    new.as_object_mut().expect("objects").remove("status");
+                }
+            }
+        }
+        self.keep_system_metadata(rt, old, &mut new, &now);
+        hooks::before_save(rt, old, &mut new)?;
+        if let Some(custom) = &rt.custom {
+            schema::prune_and_default(&custom.schema, &mut new);
+            let old_view = old.map(|o| Store::present(rt, o.clone()));
+            let causes = schema::validate(custom, &Store::present(rt, new.clone()), old_view.as_ref());
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(&rt.group, &rt.kind, name_of(&new), causes));
+            }
+        }
+        if let Some(manager) = manager {
+            record_update(rt, old, &mut new, manager, status_scope, &now);
+        }
+        if rt.generation
+            && let Some(old) = old
+            && spec_part(rt, old) != spec_part(rt, &new)
+        {
+            let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            new["metadata"]["generation"] = json!(generation);
+        }
+        if let Some(old) = old {
+            let mut same = new.clone();
+            same["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+            same["apiVersion"] = old["apiVersion"].clone();
+            if &same == old {
+                return Ok(Store::present(rt, old.clone()));
+            }
+        }
+        if dry_run {
+            return Ok(Store::present(rt, new));
+        }
+        self.rv += 1;
+        new["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+        new["apiVersion"] = Value::String(rt.api_version());
+        new["kind"] = Value::String(rt.kind.clone());
+        let key = (namespace_of(&new).to_string(), name_of(&new).to_string());
+        self.objects.entry(rt.storage_key()).or_default().insert(key, new.clone());
+        let change = if old.is_some() { Change::Modified } else { Change::Added };
+        self.record(rt.storage_key(), change, new.clone(), old.cloned());
+        hooks::after_save(self, rt, &new)?;
+        // Only deletions and owner references give the garbage collector work.
+        if !new["metadata"]["deletionTimestamp"].is_null() || new["metadata"]["ownerReferences"].is_array() {
+            self.collect_garbage();
+        }
+        let stored = self.lookup(rt, namespace_of(&new), name_of(&new)).cloned().unwrap_or(new);
+        Ok(Store::present(rt, stored))
+    }
+
+    /// uid, creation time, deletion time, generation, name and namespace are the server's.
+    fn keep_system_metadata(&mut self, rt: &ResourceType, old: Option<&Value>, new: &mut Value, now: &str) {
+        if !new["metadata"].is_object() {
+            new["metadata"] = json!({});
+        }
+        let meta = new["metadata"].as_object_mut().expect("made an object above");
+        meta.remove("resourceVersion");
+        meta.remove("selfLink");
+        match old {
+            Some(old) => {
+                for key in [
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                    "name",
+                    "namespace",
+                ] {
+                    match old["metadata"].get(key) {
+                        Some(v) => meta.insert(key.to_string(), v.clone()),
+                        None => meta.remove(key),
+                    };
+                }
+                if !meta.contains_key("managedFields")
+                    && let Some(m) = old["metadata"].get("managedFields")
+                {
+                    meta.insert("managedFields".into(), m.clone());
+                }
+            }
+            None => {
+                for key in ["deletionTimestamp", "deletionGracePeriodSeconds", "generation", "uid"] {
+                    meta.remove(key);
+                }
+                meta.insert("creationTimestamp".into(), Value::String(now.to_string()));
+                if rt.generation {
+                    meta.insert("generation".into(), json!(1));
+                }
+                let uid = self.next_uid();
+                new["metadata"]["uid"] = Value::String(uid);
+            }
+        }
+    }
+}
+
+/// A resourceVersion in a write is a precondition: it must be the stored one.
+fn check_resource_version(rt: &ResourceType, name: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
+    match new["metadata"]["resourceVersion"].as_str() {
+        Some(rv) if rv != old["metadata"]["resourceVersion"].as_str().unwrap_or_default() => {
+            Err(ApiError::conflict(
+                &rt.group,
+                &rt.plural,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The body's apiVersion and kind, when set, must be those of the URL.
+fn check_kind(rt: &ResourceType, body: &Value) -> Result<(), ApiError> {
+    if let Some(kind) = body["kind"].as_str()
+        && kind != rt.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind of the object ({kind}) does not match the URL ({})",
+            rt.kind
+        )));
+    }
+    if let Some(api_version) = body["apiVersion"].as_str()
+        && api_version != rt.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the apiVersion of the object ({api_version}) does not match the URL ({})",
+            rt.api_version()
+        )));
+    }
+    Ok(())
+}

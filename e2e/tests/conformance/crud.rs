@@ -1,0 +1,131 @@
+use butler_e2e::Cluster;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::support::{api_error, config_map};
+
+#[tokio::test]
+async fn create_get_replace_delete() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("crud").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+
+    let created = api.create(&PostParams::default(), &config_map("a", &[], &[("k", "v")])).await.unwrap();
+    let meta = &created.metadata;
+    assert!(meta.uid.is_some() && meta.creation_timestamp.is_some() && meta.resource_version.is_some());
+    assert_eq!(meta.namespace.as_deref(), Some(ns.as_str()));
+    assert_eq!(api.get("a").await.unwrap(), created);
+
+    let again = api_error(api.create(&PostParams::default(), &config_map("a", &[], &[])).await);
+    assert_eq!((again.code, again.reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(again.message, "configmaps \"a\" already exists");
+
+    let mut changed = created.clone();
+    changed.data = Some([("k".to_string(), "w".to_string())].into());
+    let replaced = api.replace("a", &PostParams::default(), &changed).await.unwrap();
+    assert_ne!(replaced.metadata.resource_version, created.metadata.resource_version);
+    assert_eq!(replaced.metadata.uid, created.metadata.uid);
+
+    // `changed` still carries the old resourceVersion.
+    let stale = api_error(api.replace("a", &PostParams::default(), &changed).await);
+    assert_eq!((stale.code, stale.reason.as_str()), (409, "Conflict"));
+    assert!(stale.message.contains("the object has been modified"), "{}", stale.message);
+
+    // A write that changes nothing keeps the resourceVersion.
+    let same = api.replace("a", &PostParams::default(), &replaced).await.unwrap();
+    assert_eq!(same.metadata.resource_version, replaced.metadata.resource_version);
+
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let gone = api_error(api.get("a").await);
+    assert_eq!((gone.code, gone.reason.as_str()), (404, "NotFound"));
+    assert_eq!(gone.message, "configmaps \"a\" not found");
+}
+
+#[tokio::test]
+async fn generate_name_and_missing_namespaces() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("gen").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    let mut cm = config_map("", &[], &[]);
+    cm.metadata.name = None;
+    cm.metadata.generate_name = Some("made-".into());
+    let one = api.create(&PostParams::default(), &cm).await.unwrap();
+    let two = api.create(&PostParams::default(), &cm).await.unwrap();
+    let (a, b) = (one.metadata.name.unwrap(), two.metadata.name.unwrap());
+    assert!(a.starts_with("made-") && a.len() == 10 && a != b, "{a} {b}");
+
+    let missing = cluster.unique("missing");
+    let nowhere: Api<ConfigMap> = Api::namespaced(cluster.client(), &missing);
+    let error = api_error(nowhere.create(&PostParams::default(), &config_map("x", &[], &[])).await);
+    assert_eq!((error.code, error.reason.as_str()), (404, "NotFound"));
+    assert_eq!(error.message, format!("namespaces \"{missing}\" not found"));
+
+    let bad = api_error(api.create(&PostParams::default(), &config_map("Not_Valid", &[], &[])).await);
+    assert_eq!((bad.code, bad.reason.as_str()), (422, "Invalid"));
+}
+
+#[tokio::test]
+async fn secrets_fold_string_data_into_data() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("secret").await;
+    let api: Api<Secret> = Api::namespaced(cluster.client(), &ns);
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"token": "abc"}})).unwrap();
+    let stored = api.create(&PostParams::default(), &secret).await.unwrap();
+    assert_eq!(stored.string_data, None);
+    assert_eq!(stored.data.unwrap()["token"].0, b"abc");
+}
+
+#[tokio::test]
+async fn merge_json_and_strategic_patches() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("patch").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    api.create(&PostParams::default(), &config_map("p", &[], &[("a", "1"), ("b", "2")])).await.unwrap();
+
+    let merge = Patch::Merge(json!({"data": {"a": null, "c": "3"}}));
+    let merged = api.patch("p", &PatchParams::default(), &merge).await.unwrap();
+    assert_eq!(
+        merged.data.unwrap(),
+        [("b".to_string(), "2".to_string()), ("c".to_string(), "3".to_string())].into()
+    );
+
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/data/b", "value": "20"},
+        {"op": "add", "path": "/data/d", "value": "4"}
+    ]))
+    .unwrap();
+    let patched = api.patch("p", &PatchParams::default(), &Patch::<()>::Json(ops)).await.unwrap();
+    assert_eq!(patched.data.as_ref().unwrap()["b"], "20");
+    assert_eq!(patched.data.as_ref().unwrap()["d"], "4");
+    let failing: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "test", "path": "/data/b", "value": "nope"}])).unwrap();
+    let error = api_error(api.patch("p", &PatchParams::default(), &Patch::<()>::Json(failing)).await);
+    assert_eq!(error.code, 422);
+
+    let deployments: Api<Deployment> = Api::namespaced(cluster.client(), &ns);
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {
+                "metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [
+                    {"name": "manager", "image": "example/manager:v1"},
+                    {"name": "sidecar", "image": "example/sidecar:v1"}
+                ]}
+            }
+        }
+    }))
+    .unwrap();
+    deployments.create(&PostParams::default(), &deployment).await.unwrap();
+    let strategic = Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "manager", "image": "example/manager:v2"}
+    ]}}}}));
+    let patched = deployments.patch("d", &PatchParams::default(), &strategic).await.unwrap();
+    let containers = patched.spec.unwrap().template.spec.unwrap().containers;
+    let images: Vec<_> = containers.iter().map(|c| (c.name.as_str(), c.image.as_deref().unwrap())).collect();
+    assert_eq!(images, [("manager", "example/manager:v2"), ("sidecar", "example/sidecar:v1")]);
+}
