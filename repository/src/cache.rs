@@ -1,0 +1,156 @@
+//! The on-disk response cache: each URL's body with its ETag and Last-Modified, so repeated
+//! fetches become conditional requests (304 Not Modified), and an offline mode can serve from
+//! it alone. Writes go to a temporary file renamed into place, and the metadata records the
+//! body's digest, so concurrent processes never see a torn entry.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::sha256_hex;
+use crate::error::RepositoryError;
+
+/// A cache folder and how long entries are trusted.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    dir: PathBuf,
+    max_age: Duration,
+}
+
+/// A cached response.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub body: Vec<u8>,
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+    /// The `Link` header (GitHub's pagination), kept for 304 answers.
+    pub link: Option<String>,
+    pub age: Duration,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    url: String,
+    etag: Option<String>,
+    last_modified: Option<String>,
+    link: Option<String>,
+    stored_at: u64,
+    sha256: String,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
+}
+
+impl Cache {
+    /// A cache in `dir`; entries older than `max_age` are fetched again unconditionally.
+    pub fn new(dir: impl Into<PathBuf>, max_age: Duration) -> Cache {
+        Cache { dir: dir.into(), max_age }
+    }
+
+    /// `$BUTLER_CACHE_DIR`, else the user's cache folder (`$XDG_CACHE_HOME` or `~/.cache`)
+    /// followed by `butler`.
+    pub fn default_dir() -> PathBuf {
+        if let Some(dir) = std::env::var_os("BUTLER_CACHE_DIR") {
+            return PathBuf::from(dir);
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        base.join("butler")
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn max_age(&self) -> Duration {
+        self.max_age
+    }
+
+    fn paths(&self, url: &str) -> (PathBuf, PathBuf) {
+        let key = sha256_hex(url.as_bytes());
+        (self.dir.join(format!("{key}.body")), self.dir.join(format!("{key}.json")))
+    }
+
+    /// The cached response of `url`, whatever its age.
+    pub fn lookup(&self, url: &str) -> Option<Entry> {
+        let (body_path, meta_path) = self.paths(url);
+        let meta: Meta = serde_json::from_slice(&std::fs::read(meta_path).ok()?).ok()?;
+        let body = std::fs::read(body_path).ok()?;
+        if meta.url != url || sha256_hex(&body) != meta.sha256 {
+            return None; // Another process is between its two renames, or the files are damaged.
+        }
+        Some(Entry {
+            body,
+            etag: meta.etag,
+            last_modified: meta.last_modified,
+            link: meta.link,
+            age: Duration::from_secs(now_secs().saturating_sub(meta.stored_at)),
+        })
+    }
+
+    /// Stores a response of `url`.
+    pub fn store(
+        &self,
+        url: &str,
+        body: &[u8],
+        etag: Option<&str>,
+        last_modified: Option<&str>,
+        link: Option<&str>,
+    ) -> Result<(), RepositoryError> {
+        let (body_path, meta_path) = self.paths(url);
+        let meta = Meta {
+            url: url.to_string(),
+            etag: etag.map(String::from),
+            last_modified: last_modified.map(String::from),
+            link: link.map(String::from),
+            stored_at: now_secs(),
+            sha256: sha256_hex(body),
+        };
+        std::fs::create_dir_all(&self.dir).map_err(|e| io(&self.dir, e))?;
+        write_atomically(&body_path, body)?;
+        write_atomically(&meta_path, &serde_json::to_vec(&meta).expect("cache metadata serializes"))
+    }
+
+    /// Marks the entry of `url` as fresh (after a 304).
+    pub fn touch(&self, url: &str) -> Result<(), RepositoryError> {
+        match self.lookup(url) {
+            Some(e) => {
+                self.store(url, &e.body, e.etag.as_deref(), e.last_modified.as_deref(), e.link.as_deref())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+fn io(path: &Path, e: std::io::Error) -> RepositoryError {
+    RepositoryError::Io { path: path.to_path_buf(), message: e.to_string() }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), RepositoryError> {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or_default();
+    let temp = path.with_extension(format!("{}.{nanos}.tmp", std::process::id()));
+    std::fs::write(&temp, bytes).map_err(|e| io(&temp, e))?;
+    std::fs::rename(&temp, path).map_err(|e| io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_a_torn_pair_is_a_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path(), Duration::from_secs(60));
+        assert!(cache.lookup("https://x/a").is_none());
+        cache.store("https://x/a", b"body", Some("\"e1\""), None, None).unwrap();
+        let entry = cache.lookup("https://x/a").unwrap();
+        assert_eq!((entry.body.as_slice(), entry.etag.as_deref()), (&b"body"[..], Some("\"e1\"")));
+        let (body, _) = cache.paths("https://x/a");
+        std::fs::write(body, b"other").unwrap();
+        assert!(cache.lookup("https://x/a").is_none());
+    }
+}

@@ -1,0 +1,160 @@
+//! [`Repository`]: one provider's repository, whatever its source: versions, metadata and
+//! files, with pinned digests and clusterctl's version rules.
+
+use std::collections::BTreeMap;
+
+use crate::digest::sha256_hex;
+use crate::error::{RepositoryError, Result};
+use crate::http::{Http, HttpOptions};
+use crate::metadata::{METADATA_FILE, Metadata};
+use crate::source::{AnySource, GitHubOptions, GitHubSource, GitLabSource, LocalSource, Source};
+use crate::url::{Location, ProviderUrl};
+use crate::version::{self, Version};
+
+/// How remote repositories are reached.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteOptions {
+    pub http: HttpOptions,
+    pub github: GitHubOptions,
+    /// `GITLAB_ACCESS_TOKEN`.
+    pub gitlab_token: Option<String>,
+}
+
+impl RemoteOptions {
+    /// The defaults, with tokens and `GOPROXY` from the environment.
+    pub fn from_env() -> RemoteOptions {
+        RemoteOptions {
+            gitlab_token: std::env::var("GITLAB_ACCESS_TOKEN").ok().filter(|t| !t.is_empty()),
+            ..Default::default()
+        }
+    }
+}
+
+/// One provider's repository.
+pub struct Repository<S: Source = AnySource> {
+    provider: String,
+    source: S,
+    components_file: String,
+    default_version: Option<Version>,
+    pins: BTreeMap<String, String>,
+}
+
+impl Repository<AnySource> {
+    /// The repository a provider URL names; `provider` (its label, such as
+    /// `infrastructure-aws`) appears in messages.
+    pub fn from_url(
+        provider: &str,
+        url: &ProviderUrl,
+        options: &RemoteOptions,
+    ) -> Result<Repository<AnySource>> {
+        let http = Http::new(options.http.clone());
+        let source = match &url.location {
+            Location::GitHub { owner, repo } => {
+                AnySource::GitHub(GitHubSource::new(owner, repo, options.github.clone(), http)?)
+            }
+            Location::GitLab { host, project, package } => AnySource::GitLab(GitLabSource::new(
+                host,
+                project,
+                package,
+                options.gitlab_token.clone(),
+                http,
+            )),
+            Location::Local { base, label } => AnySource::Local(LocalSource::new(base, label)),
+        };
+        Ok(Repository::new(provider, source, &url.components_file).with_default_version(url.version.clone()))
+    }
+}
+
+impl<S: Source> Repository<S> {
+    pub fn new(provider: &str, source: S, components_file: &str) -> Repository<S> {
+        Repository {
+            provider: provider.into(),
+            source,
+            components_file: components_file.into(),
+            default_version: None,
+            pins: BTreeMap::new(),
+        }
+    }
+
+    /// The version to use when none is asked for (the version in a provider URL).
+    pub fn with_default_version(mut self, version: Option<Version>) -> Self {
+        self.default_version = version;
+        self
+    }
+
+    /// Pins the sha256 (hex) of one file: a fetch with another digest fails.
+    pub fn with_pin(mut self, file: &str, sha256: &str) -> Self {
+        self.pins.insert(file.into(), sha256.to_ascii_lowercase());
+        self
+    }
+
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    pub fn components_file(&self) -> &str {
+        &self.components_file
+    }
+
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// The version to install: the one asked for (no listing at all), else the URL's, else the
+    /// latest.
+    pub async fn resolve(&self, requested: Option<&str>) -> Result<Version> {
+        match requested.map(str::trim).filter(|r| !r.is_empty() && *r != "latest") {
+            Some(text) => Version::parse(text, &format!("the version asked for {}", self.provider)),
+            None => match &self.default_version {
+                Some(version) => Ok(version.clone()),
+                None => self.source.latest().await,
+            },
+        }
+    }
+
+    /// Every version the repository holds, newest first.
+    pub async fn versions(&self) -> Result<Vec<Version>> {
+        let mut versions = self.source.versions().await?;
+        versions.sort_by(|a, b| b.cmp(a));
+        Ok(versions)
+    }
+
+    /// One file of one version, checked against its pin.
+    pub async fn file(&self, version: &Version, name: &str) -> Result<Vec<u8>> {
+        let bytes = self.source.file(version, name).await?;
+        if let Some(expected) = self.pins.get(name) {
+            let actual = sha256_hex(&bytes);
+            if &actual != expected {
+                return Err(RepositoryError::Checksum {
+                    file: format!("{name} of {} {version}", self.provider),
+                    expected: expected.clone(),
+                    actual,
+                });
+            }
+        }
+        Ok(bytes)
+    }
+
+    pub async fn metadata(&self, version: &Version) -> Result<Metadata> {
+        Metadata::parse(&self.provider, &self.file(version, METADATA_FILE).await?)
+    }
+
+    pub async fn components(&self, version: &Version) -> Result<Vec<u8>> {
+        self.file(version, &self.components_file).await
+    }
+
+    /// The contract `version` abides by, from its metadata.
+    pub async fn contract_of(&self, version: &Version) -> Result<String> {
+        Ok(self.metadata(version).await?.contract_of(&self.provider, version)?.to_string())
+    }
+
+    /// The newest version whose release series abides by `contract`, judged by the newest
+    /// version's metadata (which lists every series).
+    pub async fn latest_for_contract(&self, contract: &str) -> Result<Version> {
+        let versions = self.source.versions().await?;
+        let newest = version::latest(&versions)
+            .cloned()
+            .ok_or_else(|| RepositoryError::NoVersions { location: self.source.location() })?;
+        self.metadata(&newest).await?.latest_for_contract(&self.provider, &versions, contract)
+    }
+}

@@ -1,0 +1,77 @@
+//! The four kinds of provider repository, behind one trait.
+
+mod configmap;
+mod github;
+mod gitlab;
+mod goproxy;
+mod local;
+
+use std::future::Future;
+
+pub use configmap::{COMPRESSED_ANNOTATION, ConfigMapSource, VERSION_LABEL};
+pub use github::{GitHubOptions, GitHubSource};
+pub use gitlab::GitLabSource;
+pub use goproxy::GoProxy;
+pub use local::LocalSource;
+
+use crate::error::Result;
+use crate::version::{self, Version};
+
+/// A provider repository: the versions it holds and the files of each.
+pub trait Source: Send + Sync {
+    /// Where the files come from, for messages.
+    fn location(&self) -> String;
+
+    /// Every version the repository holds (unordered).
+    fn versions(&self) -> impl Future<Output = Result<Vec<Version>>> + Send;
+
+    /// The newest version by clusterctl's rules (releases outrank pre-releases).
+    fn latest(&self) -> impl Future<Output = Result<Version>> + Send {
+        async move {
+            let versions = self.versions().await?;
+            version::latest(&versions)
+                .cloned()
+                .ok_or_else(|| crate::RepositoryError::NoVersions { location: self.location() })
+        }
+    }
+
+    /// One file of one version.
+    fn file(&self, version: &Version, name: &str) -> impl Future<Output = Result<Vec<u8>>> + Send;
+}
+
+/// Any of the sources, for callers that choose at run time.
+pub enum AnySource {
+    GitHub(GitHubSource),
+    GitLab(GitLabSource),
+    Local(LocalSource),
+    ConfigMap(ConfigMapSource),
+}
+
+macro_rules! each {
+    ($self:expr, $s:ident => $body:expr) => {
+        match $self {
+            AnySource::GitHub($s) => $body,
+            AnySource::GitLab($s) => $body,
+            AnySource::Local($s) => $body,
+            AnySource::ConfigMap($s) => $body,
+        }
+    };
+}
+
+impl Source for AnySource {
+    fn location(&self) -> String {
+        each!(self, s => s.location())
+    }
+
+    async fn versions(&self) -> Result<Vec<Version>> {
+        each!(self, s => s.versions().await)
+    }
+
+    async fn latest(&self) -> Result<Version> {
+        each!(self, s => s.latest().await)
+    }
+
+    async fn file(&self, version: &Version, name: &str) -> Result<Vec<u8>> {
+        each!(self, s => s.file(version, name).await)
+    }
+}

@@ -1,0 +1,223 @@
+//! Provider URLs, as clusterctl reads them: where a provider's repository is, which version the
+//! URL names (or latest), and the components file name.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use reqwest::Url;
+
+use crate::error::RepositoryError;
+use crate::version::Version;
+
+const GITHUB_FORM: &str = "https://github.com/{owner}/{repo}/releases/{latest|vX.Y.Z}/{components file}";
+const GITLAB_FORM: &str = "https://gitlab.{host}/api/v4/projects/{project id or escaped path}/packages/generic/{package}/{vX.Y.Z}/{components file}";
+const LOCAL_FORM: &str =
+    "/{base path}/{provider label}/{latest|vX.Y.Z}/{components file}, or the same as a file:// URL";
+
+/// Where a provider repository is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// GitHub releases of `owner/repo`.
+    GitHub { owner: String, repo: String },
+    /// A GitLab generic package. `project` stays escaped (`group%2Fproject`).
+    GitLab { host: String, project: String, package: String },
+    /// A folder `{base}/{label}/{version}/`.
+    Local { base: PathBuf, label: String },
+}
+
+/// A parsed provider URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderUrl {
+    pub location: Location,
+    /// The version the URL names; `None` for `latest`.
+    pub version: Option<Version>,
+    pub components_file: String,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::GitHub { owner, repo } => write!(f, "the GitHub releases of {owner}/{repo}"),
+            Location::GitLab { host, project, package } => {
+                write!(f, "the GitLab package {package} of project {project} on {host}")
+            }
+            Location::Local { base, label } => {
+                write!(f, "the local repository {}", base.join(label).display())
+            }
+        }
+    }
+}
+
+fn version_segment(segment: &str, url: &str) -> Result<Option<Version>, RepositoryError> {
+    if segment == "latest" {
+        Ok(None)
+    } else {
+        Version::parse(segment, &format!("the URL {url:?}")).map(Some)
+    }
+}
+
+impl ProviderUrl {
+    /// Parses a GitHub, GitLab or local provider URL.
+    pub fn parse(text: &str) -> Result<ProviderUrl, RepositoryError> {
+        let text = text.trim();
+        if text.starts_with('/') {
+            return ProviderUrl::local(text, text);
+        }
+        let invalid = |expected: &str| RepositoryError::InvalidUrl {
+            url: text.to_string(),
+            expected: expected.to_string(),
+        };
+        let url = Url::parse(text)
+            .map_err(|_| invalid(&format!("one of {GITHUB_FORM}; {GITLAB_FORM}; {LOCAL_FORM}")))?;
+        match url.scheme() {
+            "file" => ProviderUrl::local(url.path(), text),
+            "https" | "http" => {
+                let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+                let kind = if host == "github.com" {
+                    "GitHub"
+                } else if host.starts_with("gitlab.") {
+                    "GitLab"
+                } else {
+                    return Err(invalid(&format!("a GitHub ({GITHUB_FORM}) or GitLab ({GITLAB_FORM}) URL")));
+                };
+                if url.scheme() == "http" {
+                    return Err(RepositoryError::PlainHttp { url: text.to_string(), source_kind: kind });
+                }
+                let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();
+                if kind == "GitHub" {
+                    match segments.as_slice() {
+                        [owner, repo, "releases", version, file] if !owner.is_empty() && !file.is_empty() => {
+                            Ok(ProviderUrl {
+                                location: Location::GitHub {
+                                    owner: owner.to_string(),
+                                    repo: repo.to_string(),
+                                },
+                                version: version_segment(version, text)?,
+                                components_file: file.to_string(),
+                            })
+                        }
+                        _ => Err(invalid(GITHUB_FORM)),
+                    }
+                } else {
+                    let host = match url.port() {
+                        Some(port) => format!("{host}:{port}"),
+                        None => host,
+                    };
+                    match segments.as_slice() {
+                        ["api", "v4", "projects", project, "packages", "generic", package, version, file]
+                            if !project.is_empty() && !file.is_empty() =>
+                        {
+                            Ok(ProviderUrl {
+                                location: Location::GitLab {
+                                    host,
+                                    project: project.to_string(),
+                                    package: package.to_string(),
+                                },
+                                version: version_segment(version, text)?,
+                                components_file: file.to_string(),
+                            })
+                        }
+                        _ => Err(invalid(GITLAB_FORM)),
+                    }
+                }
+            }
+            _ => Err(invalid(&format!("one of {GITHUB_FORM}; {GITLAB_FORM}; {LOCAL_FORM}"))),
+        }
+    }
+
+    fn local(path: &str, original: &str) -> Result<ProviderUrl, RepositoryError> {
+        let parts: Vec<&str> = path.split('/').collect();
+        match parts.as_slice() {
+            [base @ .., label, version, file]
+                if !base.is_empty() && !label.is_empty() && !file.is_empty() =>
+            {
+                let base = base.join("/");
+                Ok(ProviderUrl {
+                    location: Location::Local {
+                        base: PathBuf::from(if base.is_empty() { "/".to_string() } else { base }),
+                        label: label.to_string(),
+                    },
+                    version: version_segment(version, original)?,
+                    components_file: file.to_string(),
+                })
+            }
+            _ => Err(RepositoryError::InvalidUrl {
+                url: original.to_string(),
+                expected: LOCAL_FORM.to_string(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_forms_parse() {
+        let gh = ProviderUrl::parse(
+            "https://github.com/kubernetes-sigs/cluster-api/releases/latest/core-components.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            gh.location,
+            Location::GitHub { owner: "kubernetes-sigs".into(), repo: "cluster-api".into() }
+        );
+        assert_eq!((gh.version, gh.components_file.as_str()), (None, "core-components.yaml"));
+
+        let gh = ProviderUrl::parse("https://github.com/o/r/releases/v1.2.3/infrastructure-components.yaml")
+            .unwrap();
+        assert_eq!(gh.version.unwrap().to_string(), "v1.2.3");
+
+        let gl = ProviderUrl::parse(
+            "https://gitlab.example.com/api/v4/projects/external-packages%2Fcluster-api/packages/generic/cluster-api/v1.2.3/core-components.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            gl.location,
+            Location::GitLab {
+                host: "gitlab.example.com".into(),
+                project: "external-packages%2Fcluster-api".into(),
+                package: "cluster-api".into()
+            }
+        );
+        assert_eq!(gl.version.unwrap().to_string(), "v1.2.3");
+
+        for text in [
+            "/home/me/repo/infrastructure-aws/v0.5.2/infrastructure-components.yaml",
+            "file:///home/me/repo/infrastructure-aws/v0.5.2/infrastructure-components.yaml",
+        ] {
+            let local = ProviderUrl::parse(text).unwrap();
+            assert_eq!(
+                local.location,
+                Location::Local { base: "/home/me/repo".into(), label: "infrastructure-aws".into() }
+            );
+            assert_eq!(local.version.unwrap().to_string(), "v0.5.2");
+        }
+        let latest = ProviderUrl::parse("/repo/core-butler/latest/core-components.yaml").unwrap();
+        assert_eq!(latest.version, None);
+    }
+
+    #[test]
+    fn wrong_forms_show_the_expected_form() {
+        let cases = [
+            ("https://github.com/o/r/releases/core.yaml", GITHUB_FORM),
+            ("https://gitlab.example.com/o/r/core.yaml", GITLAB_FORM),
+            ("https://example.com/o/r/releases/latest/c.yaml", "a GitHub"),
+            ("/core.yaml", LOCAL_FORM),
+        ];
+        for (text, expected) in cases {
+            let err = ProviderUrl::parse(text).unwrap_err().to_string();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+        let err = ProviderUrl::parse("http://github.com/o/r/releases/latest/c.yaml").unwrap_err().to_string();
+        assert!(err.contains("uses plain http; GitHub repositories must be read over https"), "{err}");
+        let err =
+            ProviderUrl::parse("http://gitlab.x.org/api/v4/projects/1/packages/generic/p/v1.0.0/c.yaml")
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("GitLab repositories must be read over https"), "{err}");
+        let err = ProviderUrl::parse("https://github.com/o/r/releases/1.2/c.yaml").unwrap_err().to_string();
+        assert!(err.contains("is not a semantic version"), "{err}");
+    }
+}

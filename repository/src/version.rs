@@ -1,0 +1,92 @@
+//! Provider versions: semantic versions written with a leading `v`, and clusterctl's rules for
+//! "latest".
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::RepositoryError;
+
+/// A provider version (`v1.2.3`, `v2.0.0-rc.1`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Version(pub semver::Version);
+
+impl Version {
+    /// Parses `v1.2.3` (or `1.2.3`); `origin` says where the text came from, for the error.
+    pub fn parse(text: &str, origin: &str) -> Result<Version, RepositoryError> {
+        let bare = text.strip_prefix('v').unwrap_or(text);
+        semver::Version::parse(bare).map(Version).map_err(|_| RepositoryError::InvalidVersion {
+            version: text.to_string(),
+            origin: origin.to_string(),
+        })
+    }
+
+    pub fn is_prerelease(&self) -> bool {
+        !self.0.pre.is_empty()
+    }
+
+    pub fn major(&self) -> u64 {
+        self.0.major
+    }
+
+    pub fn minor(&self) -> u64 {
+        self.0.minor
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+impl FromStr for Version {
+    type Err = RepositoryError;
+    fn from_str(text: &str) -> Result<Version, RepositoryError> {
+        Version::parse(text, "the version given")
+    }
+}
+
+/// clusterctl's latest: the newest release; a pre-release only when there is no release.
+pub fn latest(versions: &[Version]) -> Option<&Version> {
+    versions.iter().filter(|v| !v.is_prerelease()).max().or_else(|| versions.iter().max())
+}
+
+/// Versions as a readable list, newest first.
+pub fn list(versions: &[Version]) -> String {
+    if versions.is_empty() {
+        return "none".to_string();
+    }
+    let mut sorted: Vec<&Version> = versions.iter().collect();
+    sorted.sort_by(|a, b| b.cmp(a));
+    sorted.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn versions(list: &[&str]) -> Vec<Version> {
+        list.iter().map(|v| v.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn versions_keep_their_leading_v_and_reject_non_semver() {
+        assert_eq!(Version::parse("v1.2.3", "t").unwrap().to_string(), "v1.2.3");
+        assert_eq!(Version::parse("1.2.3", "t").unwrap().to_string(), "v1.2.3");
+        let err = Version::parse("v1.2", "the tag").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "\"v1.2\" from the tag is not a semantic version (expected vMAJOR.MINOR.PATCH, for example v1.2.3)"
+        );
+        assert!(Version::parse("latest", "t").is_err());
+    }
+
+    #[test]
+    fn releases_outrank_prereleases() {
+        assert_eq!(latest(&versions(&["v1.0.0", "v1.1.0-rc.1", "v0.9.0"])).unwrap().to_string(), "v1.0.0");
+        assert_eq!(latest(&versions(&["v1.1.0-rc.1", "v1.1.0-alpha.0"])).unwrap().to_string(), "v1.1.0-rc.1");
+        assert_eq!(latest(&versions(&["v1.10.0", "v1.9.0"])).unwrap().to_string(), "v1.10.0");
+        assert_eq!(latest(&[]), None);
+        assert_eq!(list(&versions(&["v1.0.0", "v2.0.0"])), "v2.0.0, v1.0.0");
+    }
+}

@@ -1,0 +1,59 @@
+use std::path::Path;
+
+use butler_repository::{LocalSource, ProviderUrl, RemoteOptions, Repository, Source};
+
+use crate::support::METADATA;
+
+fn write(base: &Path, version: &str, files: &[(&str, &str)]) {
+    let folder = base.join("infrastructure-x").join(version);
+    std::fs::create_dir_all(&folder).unwrap();
+    for (name, body) in files {
+        std::fs::write(folder.join(name), body).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn versions_are_semver_folders_and_latest_needs_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "v1.0.0",
+        &[("metadata.yaml", METADATA), ("infrastructure-components.yaml", "kind: Namespace\n")],
+    );
+    write(dir.path(), "v1.1.0", &[("infrastructure-components.yaml", "no metadata here\n")]);
+    write(dir.path(), "v1.2.0-rc.0", &[("metadata.yaml", METADATA)]);
+    write(dir.path(), "notes", &[]);
+    let source = LocalSource::new(dir.path(), "infrastructure-x");
+    let mut versions: Vec<String> = source.versions().await.unwrap().iter().map(|v| v.to_string()).collect();
+    versions.sort();
+    assert_eq!(versions, ["v1.0.0", "v1.1.0", "v1.2.0-rc.0"]);
+    assert_eq!(
+        source.latest().await.unwrap().to_string(),
+        "v1.0.0",
+        "v1.1.0 has no metadata; the rc is a pre-release"
+    );
+
+    let only_rc = tempfile::tempdir().unwrap();
+    write(only_rc.path(), "v2.0.0-rc.1", &[("metadata.yaml", METADATA)]);
+    assert_eq!(
+        LocalSource::new(only_rc.path(), "infrastructure-x").latest().await.unwrap().to_string(),
+        "v2.0.0-rc.1"
+    );
+
+    let url = format!("{}/infrastructure-x/latest/infrastructure-components.yaml", dir.path().display());
+    let repo = Repository::from_url(
+        "infrastructure-x",
+        &ProviderUrl::parse(&url).unwrap(),
+        &RemoteOptions::default(),
+    )
+    .unwrap();
+    let version = repo.resolve(None).await.unwrap();
+    assert_eq!(repo.components(&version).await.unwrap(), b"kind: Namespace\n");
+    let error = repo.file(&version, "cluster-template.yaml").await.unwrap_err().to_string();
+    assert!(error.starts_with("cluster-template.yaml was not found in the local repository"), "{error}");
+
+    let empty = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(empty.path().join("infrastructure-x")).unwrap();
+    let error = LocalSource::new(empty.path(), "infrastructure-x").latest().await.unwrap_err().to_string();
+    assert!(error.ends_with("has no versions"), "{error}");
+}

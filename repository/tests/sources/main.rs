@@ -1,0 +1,9 @@
+//! The repository sources against servers that answer like the real ones: wiremock on
+//! 127.0.0.1 for GitHub and GitLab, temp folders for local repositories, and the in-memory API
+//! server for ConfigMaps.
+
+mod configmap;
+mod github;
+mod gitlab;
+mod local;
+mod support;
