@@ -9,27 +9,42 @@
 //! knows nothing of the operator.
 
 mod cache;
+mod components;
 mod digest;
+mod envsubst;
 mod error;
 mod http;
+mod images;
 mod metadata;
+mod provider;
 mod repository;
 mod source;
 mod url;
+mod variables;
 mod version;
+mod yaml;
 
 pub use cache::Cache;
+pub use components::{
+    CLUSTER_SCOPED_KINDS, CLUSTERCTL_LABEL, Components, ComponentsOptions, INJECT_CA_FROM, PROVIDER_LABEL,
+    ProcessError, process_components,
+};
 pub use digest::{gunzip, sha256_hex};
+pub use envsubst::{MissingVariables, VariableUse, expand, list_variables};
 pub use error::{RepositoryError, Result};
 pub use http::HttpOptions;
+pub use images::{ImageMeta, ImageOverrides, ImageRef};
 pub use metadata::{METADATA_FILE, Metadata, ReleaseSeries};
+pub use provider::{BUTLER_GITHUB, BUTLER_INFRASTRUCTURE, ProviderEntry, ProviderType, built_in};
 pub use repository::{RemoteOptions, Repository};
 pub use source::{
     AnySource, COMPRESSED_ANNOTATION, ConfigMapSource, GitHubOptions, GitHubSource, GitLabSource, GoProxy,
     LocalSource, Source, VERSION_LABEL,
 };
 pub use url::{Location, ProviderUrl};
+pub use variables::Variables;
 pub use version::Version;
+pub use yaml::{Document, split_documents};
 
 /// The HTTP client of the remote sources (for building sources by hand).
 pub use http::Http;

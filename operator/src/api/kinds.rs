@@ -3,6 +3,7 @@
 
 use std::ops::{Deref, DerefMut};
 
+use butler_repository::ProviderType;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -33,14 +34,7 @@ impl ProviderKind {
 
     /// The Kubernetes kind (`CoreProvider`, ...), which is also clusterctl's provider type name.
     pub fn kind(self) -> &'static str {
-        match self {
-            ProviderKind::Core => "CoreProvider",
-            ProviderKind::Infrastructure => "InfrastructureProvider",
-            ProviderKind::Bootstrap => "BootstrapProvider",
-            ProviderKind::ControlPlane => "ControlPlaneProvider",
-            ProviderKind::Addon => "AddonProvider",
-            ProviderKind::Ipam => "IPAMProvider",
-        }
+        self.provider_type().type_name()
     }
 
     /// The resource name used in URLs and by `kubectl get`.
@@ -55,17 +49,22 @@ impl ProviderKind {
         }
     }
 
-    /// clusterctl's provider label for a provider of this kind: `cluster-api` for the core
-    /// provider, else `{prefix}-{name}` (`infrastructure-aws`, `control-plane-kubeadm`, ...).
-    pub fn provider_label(self, name: &str) -> String {
+    /// The repository crate's provider type of this kind.
+    pub fn provider_type(self) -> ProviderType {
         match self {
-            ProviderKind::Core => "cluster-api".to_string(),
-            ProviderKind::Infrastructure => format!("infrastructure-{name}"),
-            ProviderKind::Bootstrap => format!("bootstrap-{name}"),
-            ProviderKind::ControlPlane => format!("control-plane-{name}"),
-            ProviderKind::Addon => format!("addon-{name}"),
-            ProviderKind::Ipam => format!("ipam-{name}"),
+            ProviderKind::Core => ProviderType::Core,
+            ProviderKind::Infrastructure => ProviderType::Infrastructure,
+            ProviderKind::Bootstrap => ProviderType::Bootstrap,
+            ProviderKind::ControlPlane => ProviderType::ControlPlane,
+            ProviderKind::Addon => ProviderType::Addon,
+            ProviderKind::Ipam => ProviderType::Ipam,
         }
+    }
+
+    /// clusterctl's provider label for a provider of this kind and name: the name for the core
+    /// provider, else `{type}-{name}` (`infrastructure-aws`, `control-plane-kubeadm`, ...).
+    pub fn provider_label(self, name: &str) -> String {
+        self.provider_type().label(name)
     }
 
     /// The kind whose Kubernetes kind is `kind`.

@@ -1,0 +1,3 @@
+//! Components and templates processed the way clusterctl does.
+
+mod components;
