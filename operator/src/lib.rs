@@ -1,5 +1,6 @@
-//! The Butler provider operator: the provider API (`operator.butlerlabs.dev/v1alpha1`) and its
-//! CustomResourceDefinitions.
+//! The Butler provider operator: the provider API (`operator.butlerlabs.dev/v1alpha1`), its
+//! CustomResourceDefinitions, and the `butlerctl` command line.
 
 pub mod api;
+pub mod cli;
 pub mod crds;

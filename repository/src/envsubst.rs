@@ -318,38 +318,65 @@ fn substring(value: &str, args: &str) -> String {
     chars[start..end].iter().collect()
 }
 
-/// Shell glob matching (`*`, `?`, `[...]`), as drone/envsubst uses Go's `path.Match`.
+/// Shell glob matching (`*`, `?`, `[...]`, `\\x`), as drone/envsubst uses Go's `path.Match`.
+/// Iterative, backing up to the last `*`: time is at most pattern length times text length,
+/// whatever the pattern (a recursive matcher is exponential in the number of `*`).
 fn glob(pattern: &[char], text: &[char]) -> bool {
-    match pattern.split_first() {
-        None => text.is_empty(),
-        Some(('*', rest)) => (0..=text.len()).any(|i| glob(rest, &text[i..])),
-        Some(('?', rest)) => !text.is_empty() && glob(rest, &text[1..]),
-        Some(('[', rest)) => {
-            let Some(close) = rest.iter().position(|c| *c == ']') else {
-                return text.first() == Some(&'[') && glob(rest, &text[1..]);
+    let (mut p, mut t) = (0, 0);
+    let mut last_star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() {
+            if pattern[p] == '*' {
+                last_star = Some((p + 1, t));
+                p += 1;
+                continue;
+            }
+            if let Some(used) = match_one(pattern, p, text[t]) {
+                p += used;
+                t += 1;
+                continue;
+            }
+        }
+        match last_star {
+            Some((after_star, start)) => {
+                p = after_star;
+                t = start + 1;
+                last_star = Some((after_star, start + 1));
+            }
+            None => return false,
+        }
+    }
+    pattern[p..].iter().all(|c| *c == '*')
+}
+
+/// Whether the pattern element at `p` matches `c`, and how many pattern characters it takes.
+fn match_one(pattern: &[char], p: usize, c: char) -> Option<usize> {
+    match pattern[p] {
+        '?' => Some(1),
+        '\\' if p + 1 < pattern.len() => (pattern[p + 1] == c).then_some(2),
+        '[' => {
+            let Some(close) = pattern[p + 1..].iter().position(|x| *x == ']') else {
+                return (c == '[').then_some(1);
             };
-            let Some(first) = text.first() else { return false };
-            let (negate, set) = match rest[..close].split_first() {
+            let class = &pattern[p + 1..p + 1 + close];
+            let (negate, set) = match class.split_first() {
                 Some(('^' | '!', set)) => (true, set),
-                _ => (false, &rest[..close]),
+                _ => (false, class),
             };
             let mut matched = false;
             let mut i = 0;
             while i < set.len() {
                 if i + 2 < set.len() && set[i + 1] == '-' {
-                    matched |= (set[i]..=set[i + 2]).contains(first);
+                    matched |= (set[i]..=set[i + 2]).contains(&c);
                     i += 3;
                 } else {
-                    matched |= set[i] == *first;
+                    matched |= set[i] == c;
                     i += 1;
                 }
             }
-            matched != negate && glob(&rest[close + 1..], &text[1..])
+            (matched != negate).then_some(close + 2)
         }
-        Some(('\\', rest)) if !rest.is_empty() => {
-            text.first() == Some(&rest[0]) && glob(&rest[1..], &text[1..])
-        }
-        Some((c, rest)) => text.first() == Some(c) && glob(rest, &text[1..]),
+        literal => (literal == c).then_some(1),
     }
 }
 
@@ -516,5 +543,12 @@ mod tests {
         assert!(!m("[!a-c]x", "bx"));
         assert!(m("v[0-9]*", "v1.2"));
         assert!(!m("a", "ab"));
+        assert!(m("*a*b*c", "xxaxxbxxc"));
+        assert!(!m("*a*b*c", "xxaxxbxx"));
+        assert!(m("\\*x", "*x"));
+        assert!(m("[", "["));
+        // Many stars against a long text that does not match: no exponential backtracking.
+        let stars: String = "*".repeat(200) + "z";
+        assert!(!m(&stars, &"a".repeat(2000)));
     }
 }

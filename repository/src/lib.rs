@@ -10,6 +10,7 @@
 
 mod cache;
 mod components;
+mod config;
 mod digest;
 mod envsubst;
 mod error;
@@ -19,6 +20,7 @@ mod metadata;
 mod provider;
 mod repository;
 mod source;
+mod templates;
 mod url;
 mod variables;
 mod version;
@@ -29,6 +31,7 @@ pub use components::{
     CLUSTER_SCOPED_KINDS, CLUSTERCTL_LABEL, Components, ComponentsOptions, INJECT_CA_FROM, PROVIDER_LABEL,
     ProcessError, process_components,
 };
+pub use config::{ClusterctlConfig, ConfigError};
 pub use digest::{gunzip, sha256_hex};
 pub use envsubst::{MissingVariables, VariableUse, expand, list_variables};
 pub use error::{RepositoryError, Result};
@@ -41,10 +44,16 @@ pub use source::{
     AnySource, COMPRESSED_ANNOTATION, ConfigMapSource, GitHubOptions, GitHubSource, GitLabSource, GoProxy,
     LocalSource, Source, VERSION_LABEL,
 };
+pub use templates::{
+    ClusterVariables, Template, clusterclass_file, process_template, template_file, template_variables,
+};
 pub use url::{Location, ProviderUrl};
 pub use variables::Variables;
 pub use version::Version;
 pub use yaml::{Document, split_documents};
+
+/// JSON values, as documents hold them.
+pub use serde_json::Value;
 
 /// The HTTP client of the remote sources (for building sources by hand).
 pub use http::Http;

@@ -1,3 +1,4 @@
 //! Components and templates processed the way clusterctl does.
 
 mod components;
+mod templates;

@@ -1,0 +1,155 @@
+//! `butlerctl`: Butler's command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use butler_operator::cli::{self, ClusterArgs, ProviderArgs, ProviderChoice};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "butlerctl", version, about = "Butler's command line")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate YAML, as `clusterctl generate` does.
+    Generate {
+        #[command(subcommand)]
+        what: Generate,
+    },
+}
+
+#[derive(Subcommand)]
+enum Generate {
+    /// The YAML of a provider's components, ready for `kubectl apply`.
+    Provider(ProviderFlags),
+    /// The YAML of a workload cluster from a provider's template.
+    Cluster(ClusterFlags),
+}
+
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct Which {
+    /// The core provider, NAME[:VERSION] (for example butler:v0.1.0).
+    #[arg(long, value_name = "NAME[:VERSION]")]
+    core: Option<String>,
+    /// An infrastructure provider, NAME[:VERSION] (for example harvester).
+    #[arg(long, short = 'i', value_name = "NAME[:VERSION]")]
+    infrastructure: Option<String>,
+    /// A bootstrap provider, NAME[:VERSION].
+    #[arg(long, short = 'b', value_name = "NAME[:VERSION]")]
+    bootstrap: Option<String>,
+    /// A control-plane provider, NAME[:VERSION].
+    #[arg(long, short = 'c', value_name = "NAME[:VERSION]")]
+    control_plane: Option<String>,
+    /// An addon provider, NAME[:VERSION].
+    #[arg(long, value_name = "NAME[:VERSION]")]
+    addon: Option<String>,
+    /// An IPAM provider, NAME[:VERSION].
+    #[arg(long, value_name = "NAME[:VERSION]")]
+    ipam: Option<String>,
+}
+
+#[derive(Args)]
+struct ProviderFlags {
+    #[command(flatten)]
+    which: Which,
+    /// The namespace to install into; the components' own namespace when unset.
+    #[arg(long, short = 'n', value_name = "NS")]
+    target_namespace: Option<String>,
+    /// List the variables the components use instead of generating them.
+    #[arg(long)]
+    list_variables: bool,
+    /// The clusterctl config file; by default $XDG_CONFIG_HOME/cluster-api/clusterctl.yaml.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ClusterFlags {
+    /// The name of the workload cluster (CLUSTER_NAME).
+    name: String,
+    /// The infrastructure provider whose template to use, NAME[:VERSION].
+    #[arg(long, short = 'i', value_name = "NAME[:VERSION]")]
+    infrastructure: Option<String>,
+    /// The template flavor: cluster-template-FLAVOR.yaml instead of cluster-template.yaml.
+    #[arg(long, short = 'f')]
+    flavor: Option<String>,
+    /// A template file or https URL to use instead of a provider's.
+    #[arg(long, value_name = "URL|FILE", conflicts_with_all = ["infrastructure", "flavor"])]
+    from: Option<String>,
+    /// The namespace of the cluster's objects (NAMESPACE); default `default`.
+    #[arg(long, short = 'n', value_name = "NS")]
+    target_namespace: Option<String>,
+    /// The Kubernetes version (KUBERNETES_VERSION), for example v1.30.4.
+    #[arg(long, value_name = "VERSION")]
+    kubernetes_version: Option<String>,
+    /// Control-plane machines (CONTROL_PLANE_MACHINE_COUNT).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    control_plane_machine_count: i64,
+    /// Worker machines (WORKER_MACHINE_COUNT).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    worker_machine_count: i64,
+    /// List the variables the template uses instead of generating it.
+    #[arg(long)]
+    list_variables: bool,
+    /// The clusterctl config file; by default $XDG_CONFIG_HOME/cluster-api/clusterctl.yaml.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Command::Generate { what } = Cli::parse().command;
+    let result = match what {
+        Generate::Provider(flags) => {
+            let w = flags.which;
+            let args = ProviderArgs {
+                which: ProviderChoice {
+                    core: w.core,
+                    infrastructure: w.infrastructure,
+                    bootstrap: w.bootstrap,
+                    control_plane: w.control_plane,
+                    addon: w.addon,
+                    ipam: w.ipam,
+                },
+                target_namespace: flags.target_namespace,
+                list_variables: flags.list_variables,
+                config: flags.config,
+            };
+            cli::generate_provider(&args).await
+        }
+        Generate::Cluster(f) => {
+            let args = ClusterArgs {
+                name: f.name,
+                infrastructure: f.infrastructure,
+                flavor: f.flavor,
+                from: f.from,
+                target_namespace: f.target_namespace,
+                kubernetes_version: f.kubernetes_version,
+                control_plane_machine_count: f.control_plane_machine_count,
+                worker_machine_count: f.worker_machine_count,
+                list_variables: f.list_variables,
+                config: f.config,
+            };
+            cli::generate_cluster(&args).await
+        }
+    };
+    match result {
+        Ok(output) => {
+            for warning in &output.stderr {
+                eprintln!("Warning: {warning}");
+            }
+            print!("{}", output.stdout);
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("Error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

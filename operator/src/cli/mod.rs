@@ -1,0 +1,10 @@
+//! `butlerctl`: the command line. `generate provider` and `generate cluster` take the flags of
+//! `clusterctl generate provider` and `clusterctl generate cluster` and print the same YAML.
+
+mod generate;
+mod variables;
+
+pub use generate::{
+    ClusterArgs, GenerateError, Output, ProviderArgs, ProviderChoice, generate_cluster, generate_provider,
+};
+pub use variables::format_variables;

@@ -1,0 +1,211 @@
+//! The clusterctl config file (`clusterctl.yaml`): providers that override or add to the
+//! built-in list, image overrides, variables, and the overrides folder.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::images::ImageOverrides;
+use crate::provider::{ProviderEntry, ProviderType, built_in};
+use crate::variables::Variables;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("the clusterctl config {path} cannot be read: {message}")]
+    Read { path: PathBuf, message: String },
+    #[error("the clusterctl config {path} is not valid: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error(
+        "no {type_} named {name:?} is known; known: {known}. Add it to the providers list of the clusterctl config file"
+    )]
+    UnknownProvider { type_: ProviderType, name: String, known: String },
+}
+
+/// A loaded clusterctl config (empty when there is no file).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterctlConfig {
+    pub path: Option<PathBuf>,
+    pub providers: Vec<ProviderEntry>,
+    pub images: ImageOverrides,
+    /// Every other top-level key, as a variable.
+    pub variables: BTreeMap<String, String>,
+    pub overrides_folder: Option<PathBuf>,
+}
+
+/// Keys of the file that are not variables.
+const RESERVED: [&str; 4] = ["providers", "images", "overridesFolder", "cert-manager"];
+
+fn config_home() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+}
+
+impl ClusterctlConfig {
+    /// clusterctl's default location: `$XDG_CONFIG_HOME/cluster-api/clusterctl.yaml` (or under
+    /// `~/.config`), else the legacy `~/.cluster-api/clusterctl.yaml`.
+    pub fn default_path() -> Option<PathBuf> {
+        let xdg = config_home().map(|h| h.join("cluster-api").join("clusterctl.yaml"));
+        let legacy =
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cluster-api").join("clusterctl.yaml"));
+        [xdg, legacy].into_iter().flatten().find(|p| p.is_file())
+    }
+
+    /// Loads `path`, or the default location when `None` (where a missing file is no error).
+    pub fn load(path: Option<&Path>) -> Result<ClusterctlConfig, ConfigError> {
+        let path = match path {
+            Some(p) => p.to_path_buf(),
+            None => match ClusterctlConfig::default_path() {
+                Some(p) => p,
+                None => return Ok(ClusterctlConfig::default()),
+            },
+        };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| ConfigError::Read { path: path.clone(), message: e.to_string() })?;
+        ClusterctlConfig::parse(&text, &path)
+    }
+
+    /// Reads the text of a config file found at `path`.
+    pub fn parse(text: &str, path: &Path) -> Result<ClusterctlConfig, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
+        let value: Value = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_saphyr::from_str(text).map_err(|e| invalid(e.to_string()))?
+        };
+        let map = match value {
+            Value::Object(map) => map,
+            Value::Null => Default::default(),
+            _ => return Err(invalid("it must be a mapping of keys to values".into())),
+        };
+        let mut config = ClusterctlConfig { path: Some(path.to_path_buf()), ..Default::default() };
+        for (index, entry) in map.get("providers").and_then(Value::as_array).into_iter().flatten().enumerate()
+        {
+            let field = |key: &str| {
+                entry[key]
+                    .as_str()
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .ok_or_else(|| invalid(format!("providers[{index}].{key} is missing")))
+            };
+            let type_: ProviderType = field("type")?
+                .parse()
+                .map_err(|e: String| invalid(format!("providers[{index}].type: {e}")))?;
+            config.providers.push(ProviderEntry { name: field("name")?, type_, url: field("url")? });
+        }
+        if let Some(images) = map.get("images") {
+            config.images =
+                serde_json::from_value(images.clone()).map_err(|e| invalid(format!("images: {e}")))?;
+        }
+        if let Some(folder) = map.get("overridesFolder").and_then(Value::as_str) {
+            config.overrides_folder = Some(PathBuf::from(folder));
+        } else if let Some(dir) = path.parent().map(|p| p.join("overrides")).filter(|p| p.is_dir()) {
+            config.overrides_folder = Some(dir);
+        }
+        for (key, value) in map.iter().filter(|(k, _)| !RESERVED.contains(&k.as_str())) {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            config.variables.insert(key.clone(), text);
+        }
+        Ok(config)
+    }
+
+    /// The known providers: the built-in list, with the file's entries replacing those of the
+    /// same name and type and adding the others.
+    pub fn providers(&self) -> Vec<ProviderEntry> {
+        let mut list = built_in();
+        for entry in &self.providers {
+            match list.iter_mut().find(|p| p.name == entry.name && p.type_ == entry.type_) {
+                Some(known) => *known = entry.clone(),
+                None => list.push(entry.clone()),
+            }
+        }
+        list
+    }
+
+    /// The provider of `type_` named `name`.
+    pub fn provider(&self, type_: ProviderType, name: &str) -> Result<ProviderEntry, ConfigError> {
+        let providers = self.providers();
+        providers.iter().find(|p| p.type_ == type_ && p.name == name).cloned().ok_or_else(|| {
+            let names: Vec<&str> =
+                providers.iter().filter(|p| p.type_ == type_).map(|p| p.name.as_str()).collect();
+            ConfigError::UnknownProvider {
+                type_,
+                name: name.to_string(),
+                known: if names.is_empty() { "none".into() } else { names.join(", ") },
+            }
+        })
+    }
+
+    /// Variable values: `explicit`, then the environment, then this file.
+    pub fn variables(&self, explicit: BTreeMap<String, String>) -> Variables {
+        Variables { explicit, use_environment: true, file: self.variables.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn providers_images_variables_and_overrides_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("overrides")).unwrap();
+        let path = dir.path().join("clusterctl.yaml");
+        let text = "providers:\n- name: harvester\n  url: /repo/infrastructure-harvester/latest/infrastructure-components.yaml\n  type: InfrastructureProvider\n- name: mine\n  url: https://github.com/me/mine/releases/latest/infrastructure-components.yaml\n  type: InfrastructureProvider\nimages:\n  all:\n    repository: mirror.internal\nHARVESTER_VLAN: 40\nEMPTY:\nNAME: value\n";
+        std::fs::write(&path, text).unwrap();
+        let config = ClusterctlConfig::load(Some(&path)).unwrap();
+        assert_eq!(
+            config.provider(ProviderType::Infrastructure, "harvester").unwrap().url,
+            "/repo/infrastructure-harvester/latest/infrastructure-components.yaml"
+        );
+        assert!(config.provider(ProviderType::Infrastructure, "mine").is_ok());
+        assert!(
+            config
+                .provider(ProviderType::Core, "butler")
+                .unwrap()
+                .url
+                .starts_with("https://github.com/butlerdotdev/butler/")
+        );
+        let error = config.provider(ProviderType::Infrastructure, "vsphere").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "no InfrastructureProvider named \"vsphere\" is known; known: harvester, nutanix, proxmox, aws, azure, gcp, mine. Add it to the providers list of the clusterctl config file"
+        );
+        assert_eq!(config.images.0["all"].repository.as_deref(), Some("mirror.internal"));
+        assert_eq!(config.variables["HARVESTER_VLAN"], "40");
+        assert_eq!(config.variables["EMPTY"], "");
+        assert_eq!(config.overrides_folder, Some(dir.path().join("overrides")));
+        let variables = Variables {
+            explicit: [("NAME".to_string(), "flag".to_string())].into(),
+            use_environment: false,
+            file: config.variables.clone(),
+        };
+        assert_eq!(variables.lookup("NAME").as_deref(), Some("flag"));
+        assert_eq!(variables.lookup("HARVESTER_VLAN").as_deref(), Some("40"));
+    }
+
+    #[test]
+    fn a_bad_file_names_the_problem() {
+        let path = Path::new("/x/clusterctl.yaml");
+        let error = ClusterctlConfig::parse("providers:\n- name: a\n  type: Nope\n  url: u\n", path)
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("the clusterctl config /x/clusterctl.yaml is not valid: providers[0].type: \"Nope\" is not a provider type"), "{error}");
+        let error = ClusterctlConfig::parse("providers:\n- name: a\n  type: CoreProvider\n", path)
+            .unwrap_err()
+            .to_string();
+        assert!(error.ends_with("providers[0].url is missing"), "{error}");
+        let error =
+            ClusterctlConfig::load(Some(Path::new("/nonexistent/clusterctl.yaml"))).unwrap_err().to_string();
+        assert!(
+            error.starts_with("the clusterctl config /nonexistent/clusterctl.yaml cannot be read"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! Workload cluster templates (`cluster-template.yaml`, `cluster-template-{flavor}.yaml`) and
+//! ClusterClass definitions (`clusterclass-{name}.yaml`), processed as clusterctl does:
+//! variables expanded and every object put in the target namespace. The common variables of
+//! `generate cluster` are validated here.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::components::{CLUSTER_SCOPED_KINDS, ProcessError};
+use crate::envsubst::{Parsed, VariableUse};
+use crate::yaml::{Document, split_documents};
+
+/// The file of the default template, or of a flavor.
+pub fn template_file(flavor: Option<&str>) -> String {
+    match flavor.filter(|f| !f.is_empty()) {
+        Some(flavor) => format!("cluster-template-{flavor}.yaml"),
+        None => "cluster-template.yaml".to_string(),
+    }
+}
+
+/// The file of a ClusterClass definition.
+pub fn clusterclass_file(class: &str) -> String {
+    format!("clusterclass-{class}.yaml")
+}
+
+/// A processed template.
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub documents: Vec<Document>,
+    pub variables: Vec<VariableUse>,
+}
+
+impl Template {
+    pub fn to_yaml(&self) -> String {
+        self.documents.iter().map(|d| format!("---\n{}", d.to_yaml())).collect()
+    }
+
+    pub fn objects(&self) -> Result<Vec<Value>, ProcessError> {
+        self.documents
+            .iter()
+            .map(|d| {
+                d.to_value().map_err(|message| ProcessError::Invalid { what: "the template".into(), message })
+            })
+            .collect()
+    }
+
+    /// The ClusterClasses that the template's Clusters use (`spec.topology.class`, or
+    /// `spec.topology.classRef.name`).
+    pub fn classes(&self) -> Vec<String> {
+        let mut classes: Vec<String> = self
+            .objects()
+            .unwrap_or_default()
+            .iter()
+            .filter(|o| o["kind"] == "Cluster")
+            .filter_map(|o| {
+                let topology = &o["spec"]["topology"];
+                topology["class"].as_str().or_else(|| topology["classRef"]["name"].as_str()).map(String::from)
+            })
+            .collect();
+        classes.sort();
+        classes.dedup();
+        classes
+    }
+}
+
+/// The variables a template uses, before expansion (for `--list-variables`).
+pub fn template_variables(text: &str) -> Vec<VariableUse> {
+    Parsed::new(text).variables()
+}
+
+/// Expands `text` and puts every namespaced object in `namespace`.
+pub fn process_template(
+    what: &str,
+    text: &str,
+    namespace: &str,
+    variables: &dyn Fn(&str) -> Option<String>,
+) -> Result<Template, ProcessError> {
+    let parsed = Parsed::new(text);
+    let used = parsed.variables();
+    let expanded = parsed.expand(variables)?;
+    let mut documents = Vec::new();
+    for (index, source) in split_documents(&expanded).iter().enumerate() {
+        let mut doc = Document::parse(source).map_err(|message| ProcessError::Yaml {
+            what: what.into(),
+            index: index + 1,
+            message,
+        })?;
+        let kind = doc.get("kind").map_err(|message| ProcessError::Invalid { what: what.into(), message })?;
+        let cluster_scoped =
+            kind.as_ref().and_then(Value::as_str).is_some_and(|k| CLUSTER_SCOPED_KINDS.contains(&k));
+        if !cluster_scoped {
+            let mut metadata = doc
+                .get("metadata")
+                .map_err(|message| ProcessError::Invalid { what: what.into(), message })?
+                .unwrap_or_else(|| json!({}));
+            if !metadata.is_object() {
+                return Err(ProcessError::Invalid {
+                    what: what.into(),
+                    message: format!("document {}: metadata is not an object", index + 1),
+                });
+            }
+            metadata["namespace"] = json!(namespace);
+            doc.set("metadata", metadata);
+        }
+        documents.push(doc);
+    }
+    Ok(Template { documents, variables: used })
+}
+
+/// The common variables of `generate cluster`, as given on the command line.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterVariables {
+    pub cluster_name: String,
+    pub namespace: String,
+    pub kubernetes_version: Option<String>,
+    pub control_plane_machine_count: i64,
+    pub worker_machine_count: i64,
+}
+
+fn dns_subdomain(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 253
+        && text.split('.').all(|label| dns_label(label) && label.len() <= 63)
+}
+
+fn dns_label(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 63
+        && text.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !text.starts_with('-')
+        && !text.ends_with('-')
+}
+
+impl ClusterVariables {
+    /// The variables, checked: `CLUSTER_NAME` (a DNS subdomain), `NAMESPACE` (a DNS label),
+    /// `KUBERNETES_VERSION` (semantic), `CONTROL_PLANE_MACHINE_COUNT` (at least 1) and
+    /// `WORKER_MACHINE_COUNT` (at least 0).
+    pub fn validate(&self) -> Result<BTreeMap<String, String>, ProcessError> {
+        let invalid = |message: String| ProcessError::Invalid { what: "generate cluster".into(), message };
+        if !dns_subdomain(&self.cluster_name) {
+            return Err(invalid(format!(
+                "the cluster name {:?} is not valid: it must be a lowercase DNS subdomain (letters, digits, '-' and '.', at most 253 characters, starting and ending with a letter or digit)",
+                self.cluster_name
+            )));
+        }
+        if !dns_label(&self.namespace) {
+            return Err(invalid(format!(
+                "the namespace {:?} is not valid: it must be a lowercase DNS label (letters, digits and '-', at most 63 characters)",
+                self.namespace
+            )));
+        }
+        let mut variables = BTreeMap::from([
+            ("CLUSTER_NAME".to_string(), self.cluster_name.clone()),
+            ("NAMESPACE".to_string(), self.namespace.clone()),
+        ]);
+        if let Some(version) = self.kubernetes_version.as_deref().filter(|v| !v.is_empty()) {
+            if semver::Version::parse(version.strip_prefix('v').unwrap_or(version)).is_err() {
+                return Err(invalid(format!(
+                    "the Kubernetes version {version:?} is not a semantic version (for example v1.30.4)"
+                )));
+            }
+            variables.insert("KUBERNETES_VERSION".into(), version.to_string());
+        }
+        if self.control_plane_machine_count < 1 {
+            return Err(invalid(format!(
+                "the control-plane machine count must be at least 1, not {}",
+                self.control_plane_machine_count
+            )));
+        }
+        if self.worker_machine_count < 0 {
+            return Err(invalid(format!(
+                "the worker machine count must be at least 0, not {}",
+                self.worker_machine_count
+            )));
+        }
+        variables.insert("CONTROL_PLANE_MACHINE_COUNT".into(), self.control_plane_machine_count.to_string());
+        variables.insert("WORKER_MACHINE_COUNT".into(), self.worker_machine_count.to_string());
+        Ok(variables)
+    }
+}
