@@ -1,7 +1,7 @@
 # Butler provider operator. `make help` lists the targets.
 CARGO ?= cargo
 
-.PHONY: help run build test fmt lint unit e2e crds bench
+.PHONY: help run build test fmt lint unit e2e crds release readme bench
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
@@ -29,6 +29,13 @@ e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBE
 
 crds: ## Regenerate crds/ from the API types (one file per CRD)
 	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds --dir crds
+
+release: ## Write the release shapes into out/release (VERSION=vX.Y.Z, the version of this build)
+	@test -n "$(VERSION)" || { echo "give the version: make release VERSION=vX.Y.Z"; exit 2; }
+	$(CARGO) run -q -p butler-operator --bin butler-operator -- release --version $(VERSION) --out out/release
+
+readme: ## Regenerate the provider variables listed in README.md
+	BUTLER_UPDATE_README=1 $(CARGO) test -q -p butler-operator --test provider_repository readme_lists_every_providers_variables
 
 bench: ## Run the criterion benchmarks
 	$(CARGO) bench --workspace

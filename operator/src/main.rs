@@ -22,6 +22,16 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Write the release shapes of Butler's provider repository (GitHub assets, a clusterctl
+    /// local repository, air-gap ConfigMaps) from the repository this build carries.
+    Release {
+        /// The version to release; it must be the version of this build.
+        #[arg(long, value_name = "vX.Y.Z")]
+        version: String,
+        /// The folder to write into.
+        #[arg(long, value_name = "DIR", default_value = "out/release")]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -33,6 +43,16 @@ fn main() -> ExitCode {
             print!("{}", butler_core::crds::render_all(&butler_operator::crds::all()));
             ExitCode::SUCCESS
         }
+        Command::Release { version, out } => match butler_operator::release::write_release(&out, &version) {
+            Ok(files) => {
+                println!("wrote {} files into {}", files.len(), out.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Crds { dir: Some(dir) } => match butler_operator::crds::write_dir(&dir) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -165,13 +165,7 @@ mod tests {
             "/repo/infrastructure-harvester/latest/infrastructure-components.yaml"
         );
         assert!(config.provider(ProviderType::Infrastructure, "mine").is_ok());
-        assert!(
-            config
-                .provider(ProviderType::Core, "butler")
-                .unwrap()
-                .url
-                .starts_with("https://github.com/butlerdotdev/butler/")
-        );
+        assert_eq!(config.provider(ProviderType::Core, "butler").unwrap().url, "embedded:butler");
         let error = config.provider(ProviderType::Infrastructure, "vsphere").unwrap_err().to_string();
         assert_eq!(
             error,

@@ -12,6 +12,7 @@ mod cache;
 mod components;
 mod config;
 mod digest;
+mod embedded;
 mod envsubst;
 mod error;
 mod http;
@@ -33,6 +34,9 @@ pub use components::{
 };
 pub use config::{ClusterctlConfig, ConfigError};
 pub use digest::{gunzip, sha256_hex};
+pub use embedded::{
+    EMBEDDED_VERSION, EmbeddedProvider, EmbeddedSource, embedded_provider, embedded_providers,
+};
 pub use envsubst::{MissingVariables, VariableUse, expand, list_variables};
 pub use error::{RepositoryError, Result};
 pub use http::HttpOptions;

@@ -94,19 +94,16 @@ pub const BUTLER_GITHUB: &str = "https://github.com/butlerdotdev";
 pub const BUTLER_INFRASTRUCTURE: [&str; 6] = ["harvester", "nutanix", "proxmox", "aws", "azure", "gcp"];
 
 /// The providers known without configuration: Butler's core provider `butler` and its
-/// infrastructure providers, each released from its own GitHub repository.
+/// infrastructure providers, from the repository compiled into this build (no network needed).
 pub fn built_in() -> Vec<ProviderEntry> {
-    let mut list = vec![ProviderEntry {
-        name: "butler".into(),
-        type_: ProviderType::Core,
-        url: format!("{BUTLER_GITHUB}/butler/releases/latest/core-components.yaml"),
-    }];
-    list.extend(BUTLER_INFRASTRUCTURE.iter().map(|name| ProviderEntry {
-        name: name.to_string(),
-        type_: ProviderType::Infrastructure,
-        url: format!("{BUTLER_GITHUB}/butler-provider-{name}/releases/latest/infrastructure-components.yaml"),
-    }));
-    list
+    crate::embedded::embedded_providers()
+        .iter()
+        .map(|p| ProviderEntry {
+            name: p.name.to_string(),
+            type_: p.type_,
+            url: format!("embedded:{}", p.label()),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::digest::sha256_hex;
+use crate::embedded::EmbeddedSource;
 use crate::error::{RepositoryError, Result};
 use crate::http::{Http, HttpOptions};
 use crate::metadata::{METADATA_FILE, Metadata};
@@ -62,6 +63,7 @@ impl Repository<AnySource> {
                 http,
             )),
             Location::Local { base, label } => AnySource::Local(LocalSource::new(base, label)),
+            Location::Embedded { label } => AnySource::Embedded(EmbeddedSource::new(label)?),
         };
         Ok(Repository::new(provider, source, &url.components_file).with_default_version(url.version.clone()))
     }

@@ -23,6 +23,8 @@ pub enum Location {
     GitLab { host: String, project: String, package: String },
     /// A folder `{base}/{label}/{version}/`.
     Local { base: PathBuf, label: String },
+    /// A provider of the repository compiled into this build (`embedded:{label}`).
+    Embedded { label: String },
 }
 
 /// A parsed provider URL.
@@ -44,6 +46,7 @@ impl fmt::Display for Location {
             Location::Local { base, label } => {
                 write!(f, "the local repository {}", base.join(label).display())
             }
+            Location::Embedded { label } => write!(f, "the embedded repository of {label}"),
         }
     }
 }
@@ -60,6 +63,25 @@ impl ProviderUrl {
     /// Parses a GitHub, GitLab or local provider URL.
     pub fn parse(text: &str) -> Result<ProviderUrl, RepositoryError> {
         let text = text.trim();
+        if let Some(label) = text.strip_prefix("embedded:") {
+            let provider =
+                crate::embedded::embedded_provider(label).ok_or_else(|| RepositoryError::InvalidUrl {
+                    url: text.to_string(),
+                    expected: format!(
+                        "embedded:{{label}} with a label of the embedded repository ({})",
+                        crate::embedded::embedded_providers()
+                            .iter()
+                            .map(|p| p.label())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                })?;
+            return Ok(ProviderUrl {
+                location: Location::Embedded { label: label.to_string() },
+                version: None,
+                components_file: provider.components_file().to_string(),
+            });
+        }
         if text.starts_with('/') {
             return ProviderUrl::local(text, text);
         }
@@ -217,6 +239,14 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(err.contains("GitLab repositories must be read over https"), "{err}");
+        let embedded = ProviderUrl::parse("embedded:infrastructure-harvester").unwrap();
+        assert_eq!(embedded.components_file, "infrastructure-components.yaml");
+        assert!(
+            ProviderUrl::parse("embedded:nope")
+                .unwrap_err()
+                .to_string()
+                .contains("embedded:{label} with a label")
+        );
         let err = ProviderUrl::parse("https://github.com/o/r/releases/1.2/c.yaml").unwrap_err().to_string();
         assert!(err.contains("is not a semantic version"), "{err}");
     }

@@ -14,6 +14,7 @@ pub use gitlab::GitLabSource;
 pub use goproxy::GoProxy;
 pub use local::LocalSource;
 
+use crate::embedded::EmbeddedSource;
 use crate::error::Result;
 use crate::version::{self, Version};
 
@@ -41,6 +42,7 @@ pub trait Source: Send + Sync {
 
 /// Any of the sources, for callers that choose at run time.
 pub enum AnySource {
+    Embedded(EmbeddedSource),
     GitHub(GitHubSource),
     GitLab(GitLabSource),
     Local(LocalSource),
@@ -50,6 +52,7 @@ pub enum AnySource {
 macro_rules! each {
     ($self:expr, $s:ident => $body:expr) => {
         match $self {
+            AnySource::Embedded($s) => $body,
             AnySource::GitHub($s) => $body,
             AnySource::GitLab($s) => $body,
             AnySource::Local($s) => $body,
