@@ -35,6 +35,10 @@
 //! - Secrets fold `stringData` into `data`; namespaces get their phase and `kubernetes`
 //!   finalizer; creating into a missing namespace is 404, into a terminating one 403.
 //! - Errors are `Status` objects with the real codes and reasons.
+//! - Metadata-only answers (`Accept: ...;as=PartialObjectMetadata`) for get, list and watch,
+//!   as kube's `Api<PartialObjectMeta<K>>` asks for them.
+//! - A log of requests by client ([`TestApiServer::client_as`] names one with its
+//!   User-Agent, [`TestApiServer::requests_from`] lists its requests), to count them.
 //!
 //! # Deliberately not supported
 //! Authentication and authorization (every request is allowed), admission webhooks (they are

@@ -3,5 +3,8 @@
 
 pub mod api;
 pub mod cli;
+pub mod controller;
 pub mod crds;
+pub mod metrics;
 pub mod release;
+pub mod runtime;

@@ -100,6 +100,12 @@ pub async fn handle(
     body: Bytes,
 ) -> Response {
     shared.requests.fetch_add(1, Ordering::Relaxed);
+    let agent = user_agent_manager(&headers);
+    let line = match uri.query() {
+        Some(q) => format!("{}?{q}", uri.path()),
+        None => uri.path().to_string(),
+    };
+    shared.log.lock().unwrap_or_else(|e| e.into_inner()).push((agent, method.to_string(), line));
     let query: HashMap<String, String> =
         form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
     tracing::debug!(%method, path = uri.path(), query = uri.query().unwrap_or_default(), "request");
@@ -107,15 +113,53 @@ pub async fn handle(
         None => Err(ApiError::no_such_resource()),
         Some(route) => dispatch(&shared, route, &method, &query, &headers, &body),
     };
+    let metadata_only = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
     match result {
+        Ok(Reply::Json(code, value)) if metadata_only => json_response(code, &as_metadata(value)),
         Ok(Reply::Json(code, value)) => json_response(code, &value),
         Ok(Reply::Stream(rx)) => {
-            let stream = ReceiverStream::new(rx).map(|line| Ok::<_, Infallible>(Bytes::from(line)));
+            let stream = ReceiverStream::new(rx).map(move |line| {
+                let line = match metadata_only {
+                    true => metadata_event(&line).unwrap_or(line),
+                    false => line,
+                };
+                Ok::<_, Infallible>(Bytes::from(line))
+            });
             (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream))
                 .into_response()
         }
         Err(error) => error_response(error),
     }
+}
+
+/// An object or a list as `PartialObjectMetadata` / `PartialObjectMetadataList`, which a client
+/// asks for with `Accept: application/json;as=PartialObjectMetadata...`.
+fn as_metadata(value: Value) -> Value {
+    let partial = |object: &Value| serde_json::json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": object["metadata"]});
+    match value.get("items").and_then(Value::as_array) {
+        Some(items) if value["kind"].as_str().is_some_and(|k| k.ends_with("List")) => serde_json::json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadataList",
+            "metadata": value["metadata"],
+            "items": items.iter().map(partial).collect::<Vec<_>>(),
+        }),
+        _ if value["kind"] == "Status" => value,
+        _ => partial(&value),
+    }
+}
+
+/// One watch event line with its object as metadata only; errors stay as they are.
+fn metadata_event(line: &str) -> Option<String> {
+    let mut event: Value = serde_json::from_str(line).ok()?;
+    if event["type"] == "ERROR" {
+        return None;
+    }
+    let object = event["object"].take();
+    event["object"] = as_metadata(object);
+    Some(format!("{event}\n"))
 }
 
 enum Reply {

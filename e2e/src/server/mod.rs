@@ -41,6 +41,8 @@ struct Shared {
     store: Arc<Mutex<Store>>,
     address: String,
     requests: AtomicU64,
+    /// Each request as (client, method, path), the client named by its User-Agent.
+    log: Mutex<Vec<(String, String, String)>>,
 }
 
 /// An API server in this process, serving plain HTTP on a free port of 127.0.0.1. Dropping it
@@ -75,6 +77,7 @@ impl TestApiServer {
             store: Arc::new(Mutex::new(Store::new(options.watch_history))),
             address: address.to_string(),
             requests: AtomicU64::new(0),
+            log: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .fallback(http::handle)
@@ -117,6 +120,22 @@ impl TestApiServer {
     /// Requests served so far.
     pub fn request_count(&self) -> u64 {
         self.shared.requests.load(Ordering::Relaxed)
+    }
+
+    /// A client whose requests carry `User-Agent: {agent}/test`, so that
+    /// [`TestApiServer::requests_from`] can tell them apart.
+    pub fn client_as(&self, agent: &str) -> kube::Client {
+        let mut config = kube::Config::new(self.url().parse().expect("a URL of 127.0.0.1 parses"));
+        let value = format!("{agent}/test").parse().expect("an agent name is a header value");
+        config.headers.push((axum::http::header::USER_AGENT, value));
+        kube::Client::try_from(config).expect("a client for a plain HTTP server")
+    }
+
+    /// The requests of one client (by the product of its User-Agent) so far, as
+    /// `(method, path)`.
+    pub fn requests_from(&self, agent: &str) -> Vec<(String, String)> {
+        let log = self.shared.log.lock().unwrap_or_else(|e| e.into_inner());
+        log.iter().filter(|(a, _, _)| a == agent).map(|(_, m, p)| (m.clone(), p.clone())).collect()
     }
 }
 

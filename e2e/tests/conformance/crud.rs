@@ -129,3 +129,44 @@ async fn merge_json_and_strategic_patches() {
     let images: Vec<_> = containers.iter().map(|c| (c.name.as_str(), c.image.as_deref().unwrap())).collect();
     assert_eq!(images, [("manager", "example/manager:v2"), ("sidecar", "example/sidecar:v1")]);
 }
+
+#[tokio::test]
+async fn metadata_only_reads_and_watches() {
+    use futures::StreamExt;
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("metadata").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    api.create(&PostParams::default(), &config_map("a", &[("app", "x")], &[("secret-ish", "value")]))
+        .await
+        .unwrap();
+
+    let meta: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(cluster.client(), &ns);
+    let one = meta.get("a").await.unwrap();
+    assert_eq!(one.metadata.labels.unwrap()["app"], "x");
+    let list = meta.list(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    // The data stays on the server: the answer is metadata alone.
+    let raw = cluster
+        .client()
+        .request_text(
+            http::Request::get(format!("/api/v1/namespaces/{ns}/configmaps/a"))
+                .header("Accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    if cluster.is_in_memory() {
+        assert!(
+            raw.contains("PartialObjectMetadata") && !raw.contains("\"data\"") && !raw.contains("value"),
+            "{raw}"
+        );
+    }
+
+    let mut events = watcher(meta, Default::default()).applied_objects().boxed();
+    let first = events.next().await.unwrap().unwrap();
+    assert_eq!(first.metadata.name.as_deref(), Some("a"));
+}

@@ -1,0 +1,208 @@
+//! What every reconcile shares: the client, the caches of the six provider kinds and of the
+//! providers' Deployments, the operator's own records (inventories, written statuses, drift),
+//! the trigger channels, the event recorder and the metrics.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use butler_repository::RemoteOptions;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+
+use super::ProviderObject;
+use super::apply::Applier;
+use super::drift::Drift;
+use super::plan::{
+    Fetched, Inventory, LABEL_KIND, LABEL_NAME, LABEL_NAMESPACE, LiveDeployment, PAUSED_REPLICAS,
+    ProviderView,
+};
+use super::triggers::Triggers;
+use super::watches::Watches;
+use crate::api::*;
+use crate::metrics::Metrics;
+
+/// The reflector caches of the six provider kinds.
+#[derive(Clone)]
+pub struct Stores {
+    pub core: Store<CoreProvider>,
+    pub infrastructure: Store<InfrastructureProvider>,
+    pub bootstrap: Store<BootstrapProvider>,
+    pub control_plane: Store<ControlPlaneProvider>,
+    pub addon: Store<AddonProvider>,
+    pub ipam: Store<IPAMProvider>,
+}
+
+/// The key of a provider object in the operator's own records.
+pub type ProviderKey = (ProviderKind, String, String);
+
+pub fn key_of<K: Provider + Resource>(object: &K) -> ProviderKey {
+    (K::KIND, object.namespace().unwrap_or_default(), object.name_any())
+}
+
+/// A provider object as the others see it; its status fields come from `written` when this
+/// process wrote them last (the cache may not have seen the write yet).
+pub fn view_of<K: Provider + Resource>(object: &K, written: Option<&ProviderStatus>) -> ProviderView {
+    let status = written.or(object.provider_status());
+    ProviderView {
+        kind: K::KIND,
+        namespace: object.namespace().unwrap_or_default(),
+        name: object.name_any(),
+        created: object
+            .meta()
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+            .unwrap_or_default(),
+        paused: object.provider_spec().paused.unwrap_or(false),
+        held: status.is_some_and(held),
+        contract: status.and_then(|s| s.contract.clone()),
+        installed_version: status.and_then(|s| s.installed_version.clone()),
+        deleting: object.meta().deletion_timestamp.is_some(),
+    }
+}
+
+/// Whether a status says the Deployments are held at 0 replicas.
+fn held(status: &ProviderStatus) -> bool {
+    status.conditions.iter().any(|c| c.type_ == super::conditions::PAUSED && c.status == "True")
+}
+
+/// Everything a reconcile shares with the others.
+pub struct Context {
+    pub client: kube::Client,
+    pub applier: Applier,
+    pub stores: Stores,
+    pub deployments: Store<Deployment>,
+    pub triggers: Triggers,
+    pub drift: Arc<Drift>,
+    pub watches: Watches,
+    /// Providers whose deletion waits for objects of a kind to go, by `{apiVersion} {kind}`.
+    pub waiting: Arc<Mutex<HashMap<String, HashSet<ProviderKey>>>>,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    /// Repository access: HTTP cache, offline mode, the operator's own tokens.
+    pub remote: RemoteOptions,
+    /// The statuses this process wrote last, by provider.
+    pub statuses: Mutex<HashMap<ProviderKey, ProviderStatus>>,
+    /// The inventories this process read or wrote last, by provider.
+    pub inventories: Mutex<HashMap<ProviderKey, Inventory>>,
+    /// Set once every inventory ConfigMap was read.
+    pub inventories_loaded: tokio::sync::OnceCell<()>,
+    /// Releases fetched from remote repositories, by URL and version: a release never changes.
+    pub releases: Mutex<HashMap<String, Fetched>>,
+    /// Consecutive failures, by provider, for the backoff.
+    pub failures: Mutex<HashMap<ProviderKey, u32>>,
+    /// Providers whose finalizer this process removed: gone, though the cache may still show them.
+    pub gone: Mutex<HashSet<ProviderKey>>,
+}
+
+impl Context {
+    /// Every provider object of every kind, with the Secret each reads.
+    fn entries(&self) -> Vec<(ProviderView, Option<(String, String)>)> {
+        fn each<K: ProviderObject>(
+            store: &Store<K>,
+            out: &mut Vec<(ProviderView, Option<(String, String)>)>,
+        ) {
+            out.extend(store.state().iter().map(|o| {
+                let namespace = o.namespace().unwrap_or_default();
+                let secret = o.provider_spec().config_secret.as_ref().map(|s| {
+                    (s.namespace.clone().filter(|n| !n.is_empty()).unwrap_or(namespace), s.name.clone())
+                });
+                (view_of(o.as_ref(), None), secret)
+            }));
+        }
+        let mut out = Vec::new();
+        each(&self.stores.core, &mut out);
+        each(&self.stores.infrastructure, &mut out);
+        each(&self.stores.bootstrap, &mut out);
+        each(&self.stores.control_plane, &mut out);
+        each(&self.stores.addon, &mut out);
+        each(&self.stores.ipam, &mut out);
+        out
+    }
+
+    /// Every provider object of every kind, as the reconciles see each other: with the status
+    /// this process wrote last, and without those whose deletion it finished.
+    pub fn views(&self) -> Vec<ProviderView> {
+        let statuses = self.statuses.lock().expect("not poisoned");
+        let gone = self.gone.lock().expect("not poisoned");
+        self.entries()
+            .into_iter()
+            .map(|(view, _)| view)
+            .filter(|v| !(v.deleting && gone.contains(&v.key())))
+            .map(|mut v| {
+                if let Some(status) = statuses.get(&v.key()) {
+                    v.contract = status.contract.clone();
+                    v.installed_version = status.installed_version.clone();
+                    v.held = held(status);
+                }
+                v
+            })
+            .collect()
+    }
+
+    /// Drops every record of a provider whose objects and finalizer are gone.
+    pub fn forget(&self, key: &ProviderKey) {
+        self.statuses.lock().expect("not poisoned").remove(key);
+        self.inventories.lock().expect("not poisoned").remove(key);
+        self.failures.lock().expect("not poisoned").remove(key);
+        self.gone.lock().expect("not poisoned").insert(key.clone());
+        self.metrics.provider_installed(key.0.kind(), &key.1, &key.2, None);
+    }
+
+    /// The provider objects whose `configSecret` is this Secret.
+    pub fn config_secret_users(&self, namespace: &str, name: &str) -> Vec<ProviderKey> {
+        self.entries()
+            .into_iter()
+            .filter(|(_, secret)| secret.as_ref().is_some_and(|(ns, n)| ns == namespace && n == name))
+            .map(|(view, _)| view.key())
+            .collect()
+    }
+
+    /// Wakes every provider but `except`.
+    pub fn trigger_others(&self, except: &ProviderKey) {
+        for view in self.views() {
+            if &view.key() != except {
+                self.triggers.trigger(view.kind, &view.namespace, &view.name);
+            }
+        }
+    }
+
+    /// The provider's Deployments in the cache.
+    pub fn live_deployments(&self, key: &ProviderKey) -> Vec<LiveDeployment> {
+        let (kind, namespace, name) = key;
+        let mut live: Vec<LiveDeployment> = self
+            .deployments
+            .state()
+            .iter()
+            .filter(|d| {
+                let labels = d.labels();
+                labels.get(LABEL_KIND).map(String::as_str) == Some(kind.kind())
+                    && labels.get(LABEL_NAMESPACE) == Some(namespace)
+                    && labels.get(LABEL_NAME) == Some(name)
+            })
+            .map(|d| live_deployment(d))
+            .collect();
+        live.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        live
+    }
+}
+
+/// What the plan needs of a Deployment.
+pub fn live_deployment(d: &Deployment) -> LiveDeployment {
+    let status = d.status.as_ref();
+    let available = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+    // Available as of the current spec: the Deployment controller has seen the latest generation.
+    let observed =
+        status.and_then(|s| s.observed_generation).is_none_or(|o| o >= d.metadata.generation.unwrap_or(0));
+    LiveDeployment {
+        namespace: d.namespace().unwrap_or_default(),
+        name: d.name_any(),
+        replicas: d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+        available: available && observed,
+        paused_replicas: d.annotations().get(PAUSED_REPLICAS).and_then(|v| v.parse().ok()),
+    }
+}

@@ -1,0 +1,245 @@
+//! The provider's `manager` and `deployment` settings applied to its Deployments: manager
+//! settings become flags of the `manager` container and win over the same flags in
+//! `containers[].args`; the `namespace` argument of containers is ignored, since providers
+//! watch every namespace.
+
+use std::collections::BTreeMap;
+
+use butler_repository::ImageOverrides;
+use serde_json::{Value, json};
+
+use crate::api::{ContainerSpec, ManagerSpec, ProviderSpec};
+
+/// The flags that ManagerSpec sets, in order, as (name without dashes, value).
+pub fn manager_flags(manager: &ManagerSpec) -> Result<Vec<(String, String)>, String> {
+    if manager.debug == Some(true) {
+        let others = ManagerSpec { debug: None, ..manager.clone() };
+        if others != ManagerSpec::default() {
+            return Err("spec.manager.debug sets verbosity and the profiler itself; remove the other manager fields, or debug".into());
+        }
+        return Ok(vec![("v".into(), "5".into()), ("profiler-address".into(), "localhost:6060".into())]);
+    }
+    let mut flags = Vec::new();
+    let mut push = |name: &str, value: Option<String>| {
+        if let Some(v) = value {
+            flags.push((name.to_string(), v));
+        }
+    };
+    push("sync-period", manager.sync_period.map(|d| d.to_string()));
+    if let Some(le) = &manager.leader_election {
+        push("leader-elect", le.leader_elect.map(|b| b.to_string()));
+        push("leader-elect-lease-duration", le.lease_duration.map(|d| d.to_string()));
+        push("leader-elect-renew-deadline", le.renew_deadline.map(|d| d.to_string()));
+        push("leader-elect-retry-period", le.retry_period.map(|d| d.to_string()));
+        push("leader-elect-resource-lock", le.resource_lock.clone());
+        push("leader-election-id", le.resource_name.clone());
+        push("leader-election-namespace", le.resource_namespace.clone());
+    }
+    push("namespace", manager.cache_namespace.clone());
+    push("graceful-shutdown-timeout", manager.graceful_shutdown_timeout.map(|d| d.to_string()));
+    push("metrics-bind-addr", manager.metrics.as_ref().and_then(|m| m.bind_address.clone()));
+    push("health-addr", manager.health.as_ref().and_then(|h| h.health_probe_bind_address.clone()));
+    if let Some(w) = &manager.webhook {
+        push("webhook-port", w.port.map(|p| p.to_string()));
+        push("webhook-host", w.host.clone());
+        push("webhook-cert-dir", w.cert_dir.clone());
+    }
+    push("profiler-address", manager.profiler_address.clone());
+    push("max-concurrent-reconciles", manager.max_concurrent_reconciles.map(|n| n.to_string()));
+    push("v", manager.verbosity.map(|v| v.to_string()));
+    if let Some(gates) = manager.feature_gates.as_ref().filter(|g| !g.is_empty()) {
+        // BTreeMap: sorted by name.
+        push(
+            "feature-gates",
+            Some(gates.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")),
+        );
+    }
+    Ok(flags)
+}
+
+/// A flag's name in an argument (`--name=value` or `--name`), if it is one.
+fn flag_name(arg: &str) -> Option<&str> {
+    let rest = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
+    Some(rest.split('=').next().unwrap_or(rest))
+}
+
+/// `args` with each flag set to its value: replaced where present, appended where not.
+fn set_flags(args: &mut Vec<Value>, flags: &[(String, String)]) {
+    for (name, value) in flags {
+        let text = format!("--{name}={value}");
+        match args.iter_mut().find(|a| a.as_str().and_then(flag_name) == Some(name.as_str())) {
+            Some(slot) => *slot = Value::String(text),
+            None => args.push(Value::String(text)),
+        }
+    }
+}
+
+/// Applies `spec.manager` and `spec.deployment` to every Deployment of the components. The
+/// error names the field and says what to do.
+pub fn customize(objects: &mut [Value], spec: &ProviderSpec, component: &str) -> Result<(), String> {
+    let manager_flags = match &spec.manager {
+        Some(manager) => manager_flags(manager)?,
+        None => Vec::new(),
+    };
+    let deployment = spec.deployment.clone().unwrap_or_default();
+    let containers: Vec<ContainerSpec> = deployment.containers.clone().unwrap_or_default();
+    let mut seen: Vec<String> = Vec::new();
+    let mut known: Vec<String> = Vec::new();
+    for object in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
+        if let Some(replicas) = deployment.replicas {
+            object["spec"]["replicas"] = json!(replicas);
+        }
+        let pod = &mut object["spec"]["template"]["spec"];
+        if let Some(selector) = &deployment.node_selector {
+            pod["nodeSelector"] = json!(selector);
+        }
+        if let Some(tolerations) = &deployment.tolerations {
+            pod["tolerations"] = serde_json::to_value(tolerations).expect("tolerations serialize");
+        }
+        if let Some(affinity) = &deployment.affinity {
+            pod["affinity"] = serde_json::to_value(affinity).expect("affinity serializes");
+        }
+        for container in pod["containers"].as_array_mut().into_iter().flatten() {
+            let name = container["name"].as_str().unwrap_or_default().to_string();
+            known.push(name.clone());
+            if let Some(wanted) = containers.iter().find(|c| c.name == name) {
+                seen.push(name.clone());
+                apply_container(container, wanted, component)?;
+            }
+            if name == "manager" && !manager_flags.is_empty() {
+                let args = container["args"].as_array().cloned().unwrap_or_default();
+                let mut args = args;
+                set_flags(&mut args, &manager_flags);
+                container["args"] = Value::Array(args);
+                if let Some(health) = &spec.manager.as_ref().and_then(|m| m.health.clone()) {
+                    if let Some(path) = &health.readiness_endpoint_name {
+                        container["readinessProbe"]["httpGet"]["path"] =
+                            json!(format!("/{}", path.trim_start_matches('/')));
+                    }
+                    if let Some(path) = &health.liveness_endpoint_name {
+                        container["livenessProbe"]["httpGet"]["path"] =
+                            json!(format!("/{}", path.trim_start_matches('/')));
+                    }
+                }
+            }
+        }
+    }
+    if let Some((i, c)) = containers.iter().enumerate().find(|(_, c)| !seen.contains(&c.name)) {
+        return Err(format!(
+            "spec.deployment.containers[{i}].name: the provider's Deployments have no container {:?} (they have {}); name one of those",
+            c.name,
+            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+        ));
+    }
+    Ok(())
+}
+
+fn apply_container(container: &mut Value, wanted: &ContainerSpec, component: &str) -> Result<(), String> {
+    if let Some(image) = &wanted.image {
+        let current = container["image"].as_str().unwrap_or_default().to_string();
+        let overrides = ImageOverrides(BTreeMap::from([(
+            "all".to_string(),
+            butler_repository::ImageMeta {
+                repository: image.repository.clone(),
+                name: image.name.clone(),
+                tag: image.tag.clone(),
+            },
+        )]));
+        let replaced = overrides
+            .apply(component, &current)
+            .map_err(|e| format!("the image of container {}: {e}", wanted.name))?;
+        container["image"] = json!(replaced);
+    }
+    if let Some(args) = &wanted.args {
+        let flags: Vec<(String, String)> = args
+            .iter()
+            .filter(|(k, _)| k.as_str() != "namespace")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut current = container["args"].as_array().cloned().unwrap_or_default();
+        set_flags(&mut current, &flags);
+        container["args"] = Value::Array(current);
+    }
+    if let Some(env) = &wanted.env {
+        let mut current = container["env"].as_array().cloned().unwrap_or_default();
+        for var in env {
+            let value = serde_json::to_value(var).expect("env vars serialize");
+            match current.iter_mut().find(|e| e["name"] == var.name.as_str()) {
+                Some(slot) => *slot = value,
+                None => current.push(value),
+            }
+        }
+        container["env"] = Value::Array(current);
+    }
+    if let Some(resources) = &wanted.resources {
+        container["resources"] = serde_json::to_value(resources).expect("resources serialize");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment() -> Value {
+        json!({"kind": "Deployment", "spec": {"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "manager", "image": "ghcr.io/x/manager:v1", "args": ["--leader-elect", "--v=1", "--sync-period=1h"],
+             "readinessProbe": {"httpGet": {"path": "/readyz"}}},
+            {"name": "sidecar", "image": "busybox:1"}
+        ]}}}})
+    }
+
+    fn spec(yaml: &str) -> ProviderSpec {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn manager_settings_become_flags_that_win_over_container_args() {
+        let mut objects = vec![deployment()];
+        let spec = spec(
+            "manager:\n  syncPeriod: 600s\n  verbosity: 3\n  featureGates: {Zeta: true, Alpha: false}\n  health: {readinessEndpointName: ready}\n  leaderElection: {leaderElect: false}\ndeployment:\n  replicas: 2\n  nodeSelector: {tier: infra}\n  containers:\n  - name: manager\n    args: {v: '9', namespace: other, extra: x}\n    image: {repository: mirror.local/x, tag: v2}\n    env: [{name: A, value: b}]\n",
+        );
+        customize(&mut objects, &spec, "infrastructure-x").unwrap();
+        let d = &objects[0];
+        assert_eq!(d["spec"]["replicas"], 2);
+        assert_eq!(d["spec"]["template"]["spec"]["nodeSelector"], json!({"tier": "infra"}));
+        let manager = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            manager["args"],
+            json!([
+                "--leader-elect=false",
+                "--v=3",
+                "--sync-period=600s",
+                "--extra=x",
+                "--feature-gates=Alpha=false,Zeta=true"
+            ]),
+            "manager settings win over args; the namespace arg is ignored"
+        );
+        assert_eq!(manager["image"], "mirror.local/x/manager:v2");
+        assert_eq!(manager["env"], json!([{"name": "A", "value": "b"}]));
+        assert_eq!(manager["readinessProbe"]["httpGet"]["path"], "/ready");
+    }
+
+    #[test]
+    fn debug_sets_verbosity_and_profiler_and_refuses_other_fields() {
+        let mut objects = vec![deployment()];
+        customize(&mut objects, &spec("manager: {debug: true}\n"), "c").unwrap();
+        assert_eq!(
+            objects[0]["spec"]["template"]["spec"]["containers"][0]["args"],
+            json!(["--leader-elect", "--v=5", "--sync-period=1h", "--profiler-address=localhost:6060"])
+        );
+        let error =
+            customize(&mut [deployment()], &spec("manager: {debug: true, verbosity: 2}\n"), "c").unwrap_err();
+        assert!(error.starts_with("spec.manager.debug sets verbosity"), "{error}");
+    }
+
+    #[test]
+    fn an_unknown_container_is_an_error_naming_the_field() {
+        let error = customize(&mut [deployment()], &spec("deployment:\n  containers:\n  - name: mgr\n"), "c")
+            .unwrap_err();
+        assert_eq!(
+            error,
+            "spec.deployment.containers[0].name: the provider's Deployments have no container \"mgr\" (they have manager, sidecar); name one of those"
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! Drift: someone else changed or deleted an object the operator applied. The operator records
+//! what each of its writes left behind (the generation, or the resourceVersion for kinds that
+//! have none) and watches the metadata of every kind it applied; an event that does not match
+//! the record marks the object for re-applying and wakes its provider. Nothing is re-applied
+//! on a timer.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::ApiResource;
+
+use super::plan::{LABEL_KIND, LABEL_NAME, LABEL_NAMESPACE, ObjectRef};
+use super::triggers::Triggers;
+use super::watches::{Handler, Seen, Watches};
+use crate::api::ProviderKind;
+
+/// What a write left on an object: its generation where the kind keeps one (status updates
+/// do not change it), else its resourceVersion.
+pub fn stamp(meta: &ObjectMeta) -> Option<String> {
+    match meta.generation {
+        Some(generation) if generation > 0 => Some(format!("generation {generation}")),
+        _ => meta.resource_version.as_ref().map(|rv| format!("resourceVersion {rv}")),
+    }
+}
+
+/// The record of an object whose write has not answered yet.
+const PENDING: &str = "pending";
+
+/// The provider an applied object belongs to, from its labels.
+pub fn owner_of(meta: &ObjectMeta) -> Option<(ProviderKind, String, String)> {
+    let labels = meta.labels.as_ref()?;
+    let kind = ProviderKind::from_kind(labels.get(LABEL_KIND)?)?;
+    Some((kind, labels.get(LABEL_NAMESPACE)?.clone(), labels.get(LABEL_NAME)?.clone()))
+}
+
+/// The operator's own writes, and the watches that compare them with what the cluster holds.
+#[derive(Default)]
+pub struct Drift {
+    written: Mutex<HashMap<ObjectRef, String>>,
+}
+
+impl Drift {
+    /// Records what the operator's write left on an object.
+    pub fn record(&self, object: ObjectRef, meta: &ObjectMeta) {
+        if let Some(stamp) = stamp(meta) {
+            self.written.lock().expect("not poisoned").insert(object, stamp);
+        }
+    }
+
+    /// Marks an object as being written: watch events that arrive before the write's answer
+    /// are the write's own.
+    pub fn begin(&self, object: &ObjectRef) {
+        self.written.lock().expect("not poisoned").insert(object.clone(), PENDING.into());
+    }
+
+    /// Forgets an object: it is about to be deleted, or must be applied again.
+    pub fn forget(&self, object: &ObjectRef) {
+        self.written.lock().expect("not poisoned").remove(object);
+    }
+
+    /// Whether the cluster holds what the operator last wrote to this object. An object this
+    /// process never wrote is not current, so the first reconcile after a start re-applies it.
+    pub fn is_current(&self, object: &ObjectRef) -> bool {
+        self.written.lock().expect("not poisoned").get(object).is_some_and(|s| s != PENDING)
+    }
+
+    /// Compares a watch event with the record. Returns true when the object drifted: it was
+    /// written by the operator and is now deleted or changed by someone else. The record is
+    /// dropped then, so that the next reconcile re-applies it.
+    pub fn observe(&self, object: &ObjectRef, seen: Seen<'_>) -> bool {
+        let mut written = self.written.lock().expect("not poisoned");
+        let Some(expected) = written.get(object) else { return false };
+        if expected == PENDING {
+            return false;
+        }
+        let drifted = match seen {
+            Seen::Deleted(_) => true,
+            Seen::Present(meta) => stamp(meta).is_some_and(|s| &s != expected),
+        };
+        if drifted {
+            written.remove(object);
+        }
+        drifted
+    }
+
+    /// Watches the applied objects of a kind (those with the operator's labels).
+    pub fn watch_kind(self: &Arc<Self>, watches: &Watches, resource: &ApiResource, triggers: &Triggers) {
+        let drift = Arc::clone(self);
+        let triggers = triggers.clone();
+        let kind = (resource.api_version.clone(), resource.kind.clone());
+        let handler: Handler = Arc::new(move |seen| drift.on_event(&kind, seen, &triggers));
+        watches.ensure("drift", resource, Some(LABEL_NAME), handler);
+    }
+
+    /// A watch event of an applied object: wakes its provider when it drifted.
+    pub fn on_event(&self, (api_version, kind): &(String, String), seen: Seen<'_>, triggers: &Triggers) {
+        let (Seen::Present(meta) | Seen::Deleted(meta)) = seen;
+        let object = ObjectRef {
+            api_version: api_version.clone(),
+            kind: kind.clone(),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone().unwrap_or_default(),
+        };
+        if self.observe(&object, seen)
+            && let Some((provider_kind, namespace, name)) = owner_of(meta)
+        {
+            tracing::info!(object = %format!("{kind} {}", object.name), provider = %name, "an applied object drifted; applying it again");
+            triggers.trigger(provider_kind, &namespace, &name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(generation: Option<i64>, rv: &str) -> ObjectMeta {
+        ObjectMeta { generation, resource_version: Some(rv.into()), ..Default::default() }
+    }
+
+    fn object(name: &str) -> ObjectRef {
+        ObjectRef {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn only_changes_by_others_count_as_drift() {
+        let drift = Drift::default();
+        let d = object("manager");
+        assert!(
+            !drift.observe(&d, Seen::Deleted(&meta(None, "1"))),
+            "objects this process never wrote are not tracked"
+        );
+        assert!(!drift.is_current(&d));
+        drift.begin(&d);
+        assert!(!drift.observe(&d, Seen::Present(&meta(Some(2), "10"))), "the write's own event");
+        assert!(!drift.is_current(&d), "until the write answers");
+        drift.record(d.clone(), &meta(Some(2), "10"));
+        assert!(drift.is_current(&d));
+        assert!(
+            !drift.observe(&d, Seen::Present(&meta(Some(2), "11"))),
+            "a status update keeps the generation"
+        );
+        assert!(drift.observe(&d, Seen::Present(&meta(Some(3), "12"))), "someone changed the spec");
+        assert!(!drift.is_current(&d), "so it is applied again");
+
+        let role = ObjectRef {
+            kind: "ClusterRole".into(),
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            namespace: None,
+            name: "r".into(),
+        };
+        drift.record(role.clone(), &meta(None, "20"));
+        assert!(!drift.observe(&role, Seen::Present(&meta(None, "20"))));
+        assert!(
+            drift.observe(&role, Seen::Present(&meta(None, "21"))),
+            "kinds without a generation compare resourceVersions"
+        );
+        drift.record(role.clone(), &meta(None, "22"));
+        assert!(drift.observe(&role, Seen::Deleted(&meta(None, "22"))));
+    }
+}

@@ -1,0 +1,153 @@
+//! Finding and fetching a provider's release: from `fetchConfig.url`, from the ConfigMaps of
+//! `fetchConfig.selector`, or from the embedded repository for Butler's provider names.
+
+use butler_repository::{
+    AnySource, ConfigMapSource, EmbeddedSource, ProviderUrl, RemoteOptions, Repository, Version,
+    embedded_provider,
+};
+
+use super::plan::Fetched;
+use crate::api::{ProviderKind, ProviderSpec};
+
+/// Whether the embedded repository knows a provider of this kind and name.
+pub fn embedded(kind: ProviderKind, name: &str) -> bool {
+    embedded_provider(&kind.provider_label(name)).is_some_and(|p| p.type_ == kind.provider_type())
+}
+
+/// The repository of a provider.
+pub fn repository(
+    client: &kube::Client,
+    kind: ProviderKind,
+    namespace: &str,
+    name: &str,
+    spec: &ProviderSpec,
+    remote: &RemoteOptions,
+) -> Result<Repository, String> {
+    let label = kind.provider_label(name);
+    let fetch = spec.fetch_config.as_ref();
+    match (fetch.and_then(|f| f.url.as_deref()), fetch.and_then(|f| f.selector.as_ref())) {
+        (Some(url), _) => {
+            let url = ProviderUrl::parse(url).map_err(|e| format!("spec.fetchConfig.url: {e}"))?;
+            Repository::from_url(&label, &url, remote).map_err(|e| e.to_string())
+        }
+        (None, Some(selector)) => {
+            let source = AnySource::ConfigMap(ConfigMapSource::new(client.clone(), namespace, selector));
+            Ok(Repository::new(&label, source, kind.provider_type().components_file()))
+        }
+        (None, None) => {
+            let source = EmbeddedSource::new(&label).map_err(|e| e.to_string())?;
+            Ok(Repository::new(&label, AnySource::Embedded(source), kind.provider_type().components_file()))
+        }
+    }
+}
+
+/// Which version a reconcile fetches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionChoice {
+    /// This version.
+    Exact(String),
+    /// The repository's default: the URL's version, else the latest release.
+    Default,
+    /// The latest release that abides by this contract.
+    LatestFor(String),
+}
+
+/// What the installed state says of a provider, for choosing a version.
+#[derive(Debug, Clone, Copy)]
+pub struct Installed<'a> {
+    pub version: &'a str,
+    pub contract: &'a str,
+}
+
+/// The version to fetch. `spec.version` wins, then a version in the URL. An empty version
+/// keeps what is installed while its contract is the core provider's, so a new release never
+/// upgrades a provider by surprise; otherwise it is the latest release of the core provider's
+/// contract (for the core provider itself, the latest release).
+pub fn choose_version(
+    kind: ProviderKind,
+    spec: &ProviderSpec,
+    installed: Option<Installed<'_>>,
+    core_contract: Option<&str>,
+) -> VersionChoice {
+    if let Some(version) = spec.version.as_deref().filter(|v| !v.is_empty()) {
+        return VersionChoice::Exact(version.to_string());
+    }
+    if has_url_version(spec) {
+        return VersionChoice::Default;
+    }
+    match (kind, installed, core_contract) {
+        (ProviderKind::Core, Some(i), _) => VersionChoice::Exact(i.version.into()),
+        (_, Some(i), Some(core)) if i.contract == core => VersionChoice::Exact(i.version.into()),
+        (ProviderKind::Core, None, _) => VersionChoice::Default,
+        (_, _, Some(core)) => VersionChoice::LatestFor(core.into()),
+        (_, _, None) => VersionChoice::Default,
+    }
+}
+
+/// The version a choice stands for; only `Exact` needs no listing.
+pub async fn resolve(repo: &Repository, choice: &VersionChoice) -> Result<Version, String> {
+    match choice {
+        VersionChoice::Exact(v) => repo.resolve(Some(v)).await,
+        VersionChoice::Default => repo.resolve(None).await,
+        VersionChoice::LatestFor(contract) => repo.latest_for_contract(contract).await,
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// One version's contract and components.
+pub async fn release(repo: &Repository, version: Version) -> Result<Fetched, String> {
+    let contract = repo.contract_of(&version).await.map_err(|e| e.to_string())?;
+    let bytes = repo.components(&version).await.map_err(|e| e.to_string())?;
+    let components = String::from_utf8(bytes)
+        .map_err(|_| format!("the components of {} {version} are not UTF-8 text", repo.provider()))?;
+    Ok(Fetched { version, contract, components })
+}
+
+fn has_url_version(spec: &ProviderSpec) -> bool {
+    spec.fetch_config
+        .as_ref()
+        .and_then(|f| f.url.as_deref())
+        .and_then(|u| ProviderUrl::parse(u).ok())
+        .is_some_and(|u| u.version.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> ProviderSpec {
+        serde_saphyr::from_str(yaml).expect("spec parses")
+    }
+
+    #[test]
+    fn an_empty_version_keeps_what_is_installed_while_the_contract_holds() {
+        let empty = ProviderSpec::default();
+        let v1 = Installed { version: "v1.0.0", contract: "v1beta1" };
+        let infra = ProviderKind::Infrastructure;
+        assert_eq!(
+            choose_version(infra, &spec("version: v1.2.0\n"), Some(v1), Some("v1beta1")),
+            VersionChoice::Exact("v1.2.0".into())
+        );
+        assert_eq!(
+            choose_version(infra, &empty, None, Some("v1beta1")),
+            VersionChoice::LatestFor("v1beta1".into())
+        );
+        assert_eq!(
+            choose_version(infra, &empty, Some(v1), Some("v1beta1")),
+            VersionChoice::Exact("v1.0.0".into())
+        );
+        assert_eq!(
+            choose_version(infra, &empty, Some(v1), Some("v1beta2")),
+            VersionChoice::LatestFor("v1beta2".into())
+        );
+        assert_eq!(choose_version(ProviderKind::Core, &empty, None, None), VersionChoice::Default);
+        assert_eq!(
+            choose_version(ProviderKind::Core, &empty, Some(v1), Some("v1beta1")),
+            VersionChoice::Exact("v1.0.0".into())
+        );
+        let pinned = spec(
+            "fetchConfig: {url: 'https://github.com/o/r/releases/v0.3.0/infrastructure-components.yaml'}\n",
+        );
+        assert_eq!(choose_version(infra, &pinned, Some(v1), Some("v1beta1")), VersionChoice::Default);
+    }
+}

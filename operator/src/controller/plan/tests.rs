@@ -1,0 +1,259 @@
+use super::*;
+
+const COMPONENTS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x-system\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa\n  namespace: x-system\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: manager\n  namespace: x-system\nspec:\n  replicas: 1\n  template:\n    spec:\n      containers:\n      - name: manager\n        image: ghcr.io/x/manager:v1\n        args: [\"--region=${REGION}\"]\n";
+
+fn view(kind: ProviderKind, name: &str) -> ProviderView {
+    ProviderView {
+        kind,
+        namespace: "ns".into(),
+        name: name.into(),
+        created: "2026-01-01T00:00:00Z".into(),
+        paused: false,
+        held: false,
+        contract: Some("v1beta1".into()),
+        installed_version: Some("v1.0.0".into()),
+        deleting: false,
+    }
+}
+
+fn fetched(version: &str, contract: &str) -> Fetched {
+    Fetched { version: version.parse().unwrap(), contract: contract.into(), components: COMPONENTS.into() }
+}
+
+fn region(name: &str) -> Option<String> {
+    (name == "REGION").then(|| "eu".to_string())
+}
+
+fn plan(
+    me: &ProviderView,
+    all: &[ProviderView],
+    fetched: &Fetched,
+    inventory: Option<&Inventory>,
+    live: &[LiveDeployment],
+) -> InstallPlan {
+    let spec = ProviderSpec::default();
+    plan_install(&InstallInput { me, spec: &spec, all, fetched, variables: &region, inventory, live })
+}
+
+fn condition<'a>(plan: &'a InstallPlan, type_: &str) -> &'a Wanted {
+    plan.conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("no {type_} in {:?}", plan.conditions))
+}
+
+#[test]
+fn preflight_names_each_failure() {
+    let core = view(ProviderKind::Core, "butler");
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    aws.installed_version = None;
+    aws.contract = None;
+    let spec = ProviderSpec::default();
+    assert_eq!(preflight(&aws, &spec, &[core.clone(), aws.clone()], true), Ok(()));
+
+    let mut twin = aws.clone();
+    twin.namespace = "other".into();
+    twin.created = "2025-12-31T00:00:00Z".into();
+    assert_eq!(
+        preflight(&aws, &spec, &[core.clone(), twin.clone(), aws.clone()], true).unwrap_err().reason,
+        "DuplicateProvider"
+    );
+    assert_eq!(
+        preflight(&twin, &spec, &[core.clone(), twin.clone(), aws.clone()], true),
+        Ok(()),
+        "the older one proceeds"
+    );
+
+    let both: ProviderSpec = serde_saphyr::from_str("fetchConfig: {url: x, selector: {}}\n").unwrap();
+    assert_eq!(
+        preflight(&aws, &both, std::slice::from_ref(&core), true).unwrap_err().reason,
+        "InvalidFetchConfig"
+    );
+    let unknown =
+        preflight(&view(ProviderKind::Infrastructure, "vsphere"), &spec, std::slice::from_ref(&core), false)
+            .unwrap_err();
+    assert_eq!(unknown.reason, "UnknownProvider");
+    assert!(unknown.message.contains("add spec.fetchConfig"), "{}", unknown.message);
+    let bad: ProviderSpec = serde_saphyr::from_str("version: latest-ish\n").unwrap();
+    assert_eq!(
+        preflight(&aws, &bad, std::slice::from_ref(&core), true).unwrap_err().reason,
+        "InvalidVersion"
+    );
+
+    let mut installing = core.clone();
+    installing.installed_version = None;
+    let waiting = preflight(&aws, &spec, &[installing], true).unwrap_err();
+    assert_eq!((waiting.reason, waiting.retry), ("WaitingForCoreProvider", true));
+    assert_eq!(preflight(&aws, &spec, &[], true).unwrap_err().reason, "WaitingForCoreProvider");
+}
+
+#[test]
+fn an_install_renders_labels_and_records_the_objects() {
+    let core = view(ProviderKind::Core, "butler");
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    aws.installed_version = None;
+    aws.contract = None;
+    let p = plan(&aws, &[core.clone(), aws.clone()], &fetched("v1.0.0", "v1beta1"), None, &[]);
+    assert!(p.changed);
+    assert_eq!(p.objects.len(), 2, "the Namespace is the provider's own, and left alone");
+    assert_eq!(p.objects[0]["metadata"]["namespace"], "ns", "objects go to the provider's namespace");
+    let deployment = &p.objects[1];
+    assert_eq!(deployment["metadata"]["labels"][LABEL_NAME], "aws");
+    assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["args"][0], "--region=eu");
+    assert_eq!(p.inventory.objects.len(), 2);
+    assert_eq!((p.contract.as_deref(), p.installed_version.as_deref()), (Some("v1beta1"), Some("v1.0.0")));
+    assert!(condition(&p, conditions::INSTALLED).status);
+    assert_eq!(p.events, [("Installed".to_string(), "installed v1.0.0".to_string())]);
+
+    // The same again: nothing to write.
+    let mut installed = aws.clone();
+    installed.installed_version = Some("v1.0.0".into());
+    installed.contract = Some("v1beta1".into());
+    let again =
+        plan(&installed, &[core, installed.clone()], &fetched("v1.0.0", "v1beta1"), Some(&p.inventory), &[]);
+    assert!(!again.changed && again.delete.is_empty() && again.events.is_empty());
+}
+
+#[test]
+fn an_upgrade_deletes_what_dropped_out_but_keeps_crds_and_the_namespace() {
+    let core = view(ProviderKind::Core, "butler");
+    let aws = view(ProviderKind::Infrastructure, "aws");
+    let old = Inventory {
+        version: "v1.0.0".into(),
+        contract: "v1beta1".into(),
+        digest: "old".into(),
+        objects: vec![
+            ObjectRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("ns".into()),
+                name: "dropped".into(),
+            },
+            ObjectRef {
+                api_version: "apiextensions.k8s.io/v1".into(),
+                kind: "CustomResourceDefinition".into(),
+                namespace: None,
+                name: "old.x.io".into(),
+            },
+            ObjectRef {
+                api_version: "v1".into(),
+                kind: "Namespace".into(),
+                namespace: None,
+                name: "ns".into(),
+            },
+        ],
+    };
+    let p = plan(&aws, &[core, aws.clone()], &fetched("v1.1.0", "v1beta1"), Some(&old), &[]);
+    assert_eq!(p.delete.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["dropped"]);
+    assert_eq!(condition(&p, conditions::UPGRADED).message, "upgraded from v1.0.0 to v1.1.0");
+}
+
+#[test]
+fn contract_changes_need_every_provider_paused() {
+    let core = view(ProviderKind::Core, "butler");
+    let aws = view(ProviderKind::Infrastructure, "aws");
+    let refused = plan(&core, &[core.clone(), aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &[]);
+    let upgraded = condition(&refused, conditions::UPGRADED);
+    assert_eq!((upgraded.status, upgraded.reason.as_str()), (false, "ContractChangeNeedsPause"));
+    assert!(
+        upgraded.message.contains("Not paused: CoreProvider ns/butler, InfrastructureProvider ns/aws"),
+        "{}",
+        upgraded.message
+    );
+    assert!(refused.objects.is_empty() && !refused.changed);
+    assert_eq!(refused.installed_version.as_deref(), Some("v1.0.0"), "what is installed stays");
+
+    let mut paused_core = core.clone();
+    paused_core.paused = true;
+    let mut paused_aws = aws.clone();
+    paused_aws.paused = true;
+    let all = [paused_core.clone(), paused_aws.clone()];
+    let live = [LiveDeployment {
+        namespace: "ns".into(),
+        name: "manager".into(),
+        replicas: 2,
+        available: true,
+        paused_replicas: None,
+    }];
+    let p = plan(&paused_core, &all, &fetched("v2.0.0", "v1beta2"), None, &live);
+    assert_eq!(p.contract.as_deref(), Some("v1beta2"));
+    let deployment = p.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 0, "installed at 0 replicas while paused");
+    assert_eq!(deployment["metadata"]["annotations"][PAUSED_REPLICAS], "2", "the live count is remembered");
+    assert!(condition(&p, conditions::PAUSED).status);
+
+    // A paused infrastructure provider may install the new contract before the core's status says so.
+    let p = plan(&paused_aws, &all, &fetched("v2.0.0", "v1beta2"), None, &live);
+    assert_eq!(p.installed_version.as_deref(), Some("v2.0.0"));
+    // Running, it may not.
+    let p = plan(&aws, &[core, aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &[]);
+    assert_eq!(condition(&p, conditions::PREFLIGHT).reason, "ContractMismatch");
+}
+
+#[test]
+fn unpause_restores_replicas_or_is_refused_while_contracts_differ() {
+    let mut core = view(ProviderKind::Core, "butler");
+    core.contract = Some("v1beta2".into());
+    core.installed_version = Some("v2.0.0".into());
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    aws.contract = Some("v1beta1".into());
+    let live = [LiveDeployment {
+        namespace: "ns".into(),
+        name: "manager".into(),
+        replicas: 0,
+        available: false,
+        paused_replicas: Some(3),
+    }];
+    let refused = plan(&core, &[core.clone(), aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &live);
+    let paused = condition(&refused, conditions::PAUSED);
+    assert_eq!((paused.status, paused.reason.as_str()), (true, "UnpauseRefused"));
+    assert!(paused.message.contains("InfrastructureProvider ns/aws v1beta1"), "{}", paused.message);
+    let deployment = refused.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 0);
+
+    aws.contract = Some("v1beta2".into());
+    let p = plan(&core, &[core.clone(), aws], &fetched("v2.0.0", "v1beta2"), None, &live);
+    let deployment = p.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 3, "the remembered count comes back");
+    assert!(deployment["metadata"]["annotations"].get(PAUSED_REPLICAS).is_none());
+    assert!(p.events.contains(&("Unpaused".to_string(), "restored the provider's Deployments".to_string())));
+}
+
+#[test]
+fn downgrades_across_minor_versions_are_refused() {
+    let core = view(ProviderKind::Core, "butler");
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    aws.installed_version = Some("v1.2.0".into());
+    let p = plan(&aws, &[core.clone(), aws.clone()], &fetched("v1.1.9", "v1beta1"), None, &[]);
+    assert_eq!(condition(&p, conditions::PREFLIGHT).reason, "DowngradeRefused");
+    let p = plan(&aws, &[core, aws.clone()], &fetched("v1.2.0", "v1beta1"), None, &[]);
+    assert!(condition(&p, conditions::PREFLIGHT).status);
+}
+
+#[test]
+fn readiness_and_deletion_blockers() {
+    let core = view(ProviderKind::Core, "butler");
+    let aws = view(ProviderKind::Infrastructure, "aws");
+    let p = plan(&aws, &[core.clone(), aws.clone()], &fetched("v1.0.0", "v1beta1"), None, &[]);
+    let up = LiveDeployment {
+        namespace: "ns".into(),
+        name: "manager".into(),
+        replicas: 1,
+        available: true,
+        paused_replicas: None,
+    };
+    assert!(readiness(&p, std::slice::from_ref(&up)).status);
+    let down = LiveDeployment { available: false, ..up };
+    assert_eq!(readiness(&p, &[down]).reason, "DeploymentsNotAvailable");
+    assert!(
+        deletion_blocker(&core, &[core.clone(), aws.clone()], &[])
+            .unwrap()
+            .contains("delete these first: InfrastructureProvider ns/aws")
+    );
+    assert!(
+        deletion_blocker(&aws, &[core.clone(), aws.clone()], &["TenantCluster team-a/c1".into()])
+            .unwrap()
+            .contains("team-a/c1")
+    );
+    assert_eq!(deletion_blocker(&aws, &[core, aws.clone()], &[]), None);
+}

@@ -1,0 +1,254 @@
+//! Running the controllers: one per provider kind, a cache of the providers' Deployments, and
+//! a watch of Secret metadata that wakes the providers whose config Secret changed.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use butler_repository::RemoteOptions;
+use futures::StreamExt;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use super::ProviderObject;
+use super::apply::Applier;
+use super::context::{Context, Stores, key_of};
+use super::drift::{Drift, owner_of};
+use super::error::Error;
+use super::plan::LABEL_NAME;
+use super::triggers::{self, Receivers};
+use super::watches::{Seen, Watches};
+use super::{delete, finalizer, reconcile as install};
+use crate::api::*;
+use crate::metrics::Metrics;
+
+/// How the controllers run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Repository access (HTTP cache, offline mode).
+    pub remote: RemoteOptions,
+    /// This replica's name, for events.
+    pub instance: String,
+    /// Reconciles of one kind that may run at once (0: no limit).
+    pub concurrency: u16,
+}
+
+/// A shutdown signal every task can wait on.
+pub type Shutdown = Shared<BoxFuture<'static, ()>>;
+
+/// Reconciles one provider object.
+pub async fn reconcile<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error>
+where
+    K: ProviderObject,
+{
+    let started = ctx.metrics.reconcile_started(K::KIND.kind());
+    let key = key_of(object.as_ref());
+    let result = async {
+        if object.meta().deletion_timestamp.is_some() {
+            return delete::cleanup(object, ctx.clone()).await;
+        }
+        // The finalizer goes on before anything is applied, so nothing can be orphaned.
+        let object = match finalizer::has(object.as_ref()) {
+            true => object,
+            false => {
+                let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.1);
+                Arc::new(finalizer::add(&api, object.as_ref()).await?)
+            }
+        };
+        install::install(object, ctx.clone()).await
+    }
+    .await;
+    ctx.metrics.reconcile_finished(K::KIND.kind(), started, result.as_ref().err().map(Error::reason));
+    if result.is_ok() {
+        ctx.failures.lock().expect("not poisoned").remove(&key);
+    }
+    result
+}
+
+/// Retries a failed reconcile: a blocked deletion every minute (deletions of what blocks it
+/// wake it sooner), anything else with a backoff that doubles from 2 seconds to 5 minutes.
+pub fn error_policy<K>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action
+where
+    K: ProviderObject,
+{
+    if let Error::DeletionBlocked(message) = error {
+        tracing::info!("{message}");
+        return Action::requeue(Duration::from_secs(60));
+    }
+    let key = key_of(object.as_ref());
+    let failures = {
+        let mut failures = ctx.failures.lock().expect("not poisoned");
+        let count = failures.entry(key.clone()).or_default();
+        *count = count.saturating_add(1);
+        *count
+    };
+    let delay = Duration::from_secs(2u64.saturating_pow(failures.min(9)).min(300));
+    tracing::warn!(kind = %K::KIND, namespace = %key.1, provider = %key.2, retry_in = ?delay, "{error}");
+    Action::requeue(delay)
+}
+
+fn controller<K>(
+    client: &kube::Client,
+    receivers: &mut Receivers,
+    options: &Options,
+    shutdown: &Shutdown,
+) -> Controller<K>
+where
+    K: ProviderObject,
+{
+    Controller::new(Api::<K>::all(client.clone()), watcher::Config::default().any_semantic())
+        .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+        .reconcile_on(receivers.take::<K>(K::KIND))
+        .graceful_shutdown_on(shutdown.clone())
+}
+
+fn drive<K>(controller: Controller<K>, ctx: Arc<Context>) -> BoxFuture<'static, ()>
+where
+    K: ProviderObject,
+{
+    controller
+        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .for_each(|result| {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "controller");
+            }
+            futures::future::ready(())
+        })
+        .boxed()
+}
+
+/// The running operator: its shared context and the futures that drive it.
+pub struct Operator {
+    pub context: Arc<Context>,
+    pub run: BoxFuture<'static, ()>,
+}
+
+/// Builds the controllers. Await `run` to drive them until `shutdown` resolves.
+pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shutdown: Shutdown) -> Operator {
+    let (triggers, mut receivers) = triggers::channels();
+    let core = controller::<CoreProvider>(&client, &mut receivers, &options, &shutdown);
+    let infrastructure = controller::<InfrastructureProvider>(&client, &mut receivers, &options, &shutdown);
+    let bootstrap = controller::<BootstrapProvider>(&client, &mut receivers, &options, &shutdown);
+    let control_plane = controller::<ControlPlaneProvider>(&client, &mut receivers, &options, &shutdown);
+    let addon = controller::<AddonProvider>(&client, &mut receivers, &options, &shutdown);
+    let ipam = controller::<IPAMProvider>(&client, &mut receivers, &options, &shutdown);
+    let stores = Stores {
+        core: core.store(),
+        infrastructure: infrastructure.store(),
+        bootstrap: bootstrap.store(),
+        control_plane: control_plane.store(),
+        addon: addon.store(),
+        ipam: ipam.store(),
+    };
+    let (deployments, writer) = reflector::store::<Deployment>();
+    let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        applier: Applier::new(client.clone()),
+        stores,
+        deployments,
+        triggers: triggers.clone(),
+        drift: Arc::new(Drift::default()),
+        watches: Watches::new(client.clone()),
+        waiting: Arc::default(),
+        recorder: Recorder::new(client.clone(), reporter),
+        metrics,
+        remote: options.remote,
+        statuses: Mutex::new(HashMap::new()),
+        inventories: Mutex::new(HashMap::new()),
+        inventories_loaded: tokio::sync::OnceCell::new(),
+        releases: Mutex::new(HashMap::new()),
+        failures: Mutex::new(HashMap::new()),
+        gone: Mutex::default(),
+    });
+
+    let watch_deployments = {
+        let api: Api<Deployment> = Api::all(client.clone());
+        let ctx = ctx.clone();
+        reflector::reflector(writer, watcher(api, watcher::Config::default().labels(LABEL_NAME)))
+            .default_backoff()
+            .for_each(move |event| {
+                on_deployment(&ctx, event);
+                futures::future::ready(())
+            })
+    };
+    let watch_secrets = {
+        let api: Api<PartialObjectMeta<Secret>> = Api::all(client);
+        let ctx = ctx.clone();
+        watcher(api, watcher::Config::default()).default_backoff().touched_objects().for_each(move |secret| {
+            if let Ok(secret) = secret {
+                let namespace = secret.namespace().unwrap_or_default();
+                for (kind, ns, name) in ctx.config_secret_users(&namespace, &secret.name_any()) {
+                    ctx.triggers.trigger(kind, &ns, &name);
+                }
+            }
+            futures::future::ready(())
+        })
+    };
+    let watches = ctx.clone();
+    let controllers = futures::future::join_all([
+        drive(core, ctx.clone()),
+        drive(infrastructure, ctx.clone()),
+        drive(bootstrap, ctx.clone()),
+        drive(control_plane, ctx.clone()),
+        drive(addon, ctx.clone()),
+        drive(ipam, ctx.clone()),
+    ]);
+    let run = async move {
+        // The watches run until the controllers have stopped.
+        tokio::select! {
+            _ = controllers => {}
+            _ = watch_deployments => {}
+            _ = watch_secrets => {}
+        }
+        watches.watches.stop();
+    }
+    .boxed();
+    Operator { context: ctx, run }
+}
+
+/// A Deployment of a provider changed: check it for drift and wake its provider, whose Ready
+/// condition follows the Deployment.
+fn on_deployment(ctx: &Context, event: Result<watcher::Event<Deployment>, watcher::Error>) {
+    let kind = ("apps/v1".to_string(), "Deployment".to_string());
+    let (deployment, seen_deleted) = match &event {
+        Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) => (d, false),
+        Ok(watcher::Event::Delete(d)) => (d, true),
+        _ => return,
+    };
+    let seen =
+        if seen_deleted { Seen::Deleted(&deployment.metadata) } else { Seen::Present(&deployment.metadata) };
+    ctx.drift.on_event(&kind, seen, &ctx.triggers);
+    if let Some((provider_kind, namespace, name)) = owner_of(&deployment.metadata) {
+        ctx.triggers.trigger(provider_kind, &namespace, &name);
+    }
+}
+
+/// Waits until the provider caches have their first listing.
+pub async fn caches_ready(ctx: &Context) {
+    let stores = &ctx.stores;
+    let _ = futures::join!(
+        stores.core.wait_until_ready(),
+        stores.infrastructure.wait_until_ready(),
+        stores.bootstrap.wait_until_ready(),
+        stores.control_plane.wait_until_ready(),
+        stores.addon.wait_until_ready(),
+        stores.ipam.wait_until_ready(),
+        ctx.deployments.wait_until_ready(),
+    );
+}
+
+/// A shutdown signal from a future.
+pub fn shutdown_on(signal: impl Future<Output = ()> + Send + 'static) -> Shutdown {
+    signal.boxed().shared()
+}

@@ -1,0 +1,100 @@
+//! Changes from outside the provider object: its config Secret, a core provider that comes
+//! later, and hands that edit or delete what the operator applied.
+
+use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::support::{Scenario, is, reason};
+
+fn region(d: &Deployment) -> Option<String> {
+    let container = &d.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0];
+    container.env.iter().flatten().find(|e| e.name == "AWS_REGION").and_then(|e| e.value.clone())
+}
+
+#[tokio::test]
+async fn a_provider_created_first_installs_once_the_core_provider_is_there() {
+    let mut s = Scenario::new("order").await;
+    s.start_operator();
+    s.create::<InfrastructureProvider>("gcp", "").await;
+    s.wait_for::<InfrastructureProvider>("gcp", "waiting", |p| {
+        reason(p, "PreflightCheckPassed", "WaitingForCoreProvider")
+    })
+    .await;
+    s.create::<CoreProvider>("butler", "").await;
+    s.wait_for::<InfrastructureProvider>("gcp", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_change_to_the_config_secret_renders_the_provider_again() {
+    let mut s = Scenario::new("secret").await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    // The Secret comes after the provider: the provider waits for it, and says so.
+    s.create::<InfrastructureProvider>("aws", "configSecret: {name: aws-variables}").await;
+    s.wait_for::<InfrastructureProvider>("aws", "the missing Secret reported", |p| {
+        reason(p, "PreflightCheckPassed", "ConfigSecretUnreadable")
+    })
+    .await;
+    s.secret("aws-variables", &[("AWS_REGION", "eu-west-1")]).await;
+    s.wait_for::<InfrastructureProvider>("aws", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    let deployment = &s.deployments("InfrastructureProvider", "aws").await[0];
+    assert_eq!(region(deployment).as_deref(), Some("eu-west-1"));
+
+    s.secret("aws-variables", &[("AWS_REGION", "us-east-2")]).await;
+    let api: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+    let name = deployment.name_any();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while region(&api.get(&name).await.unwrap()).as_deref() != Some("us-east-2") {
+        assert!(std::time::Instant::now() < deadline, "the new region never reached the Deployment");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let aws = s.api::<InfrastructureProvider>().get("aws").await.unwrap();
+    let status = serde_json::to_string(&aws.status).unwrap();
+    assert!(
+        !status.contains("us-east-2") && !status.contains("eu-west-1"),
+        "values never reach the status: {status}"
+    );
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn drift_of_applied_objects_is_put_right_by_watching_them() {
+    let mut s = Scenario::new("drift").await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    s.create::<InfrastructureProvider>("proxmox", "").await;
+    s.wait_for::<InfrastructureProvider>("proxmox", "installed", |p| is(p, "ProviderInstalled", "True"))
+        .await;
+    let api: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+    let name = s.deployments("InfrastructureProvider", "proxmox").await[0].name_any();
+
+    // Someone scales the Deployment by hand: it comes back to what the provider says.
+    api.patch(
+        &name,
+        &PatchParams::apply("someone").force(),
+        &Patch::Apply(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": {"replicas": 5}
+        })),
+    )
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while api.get(&name).await.unwrap().spec.unwrap().replicas != Some(1) {
+        assert!(std::time::Instant::now() < deadline, "the replicas were not put right");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    // Someone deletes a ClusterRole of the provider: it comes back.
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(s.client.clone());
+    roles.delete("butler-provider-proxmox", &DeleteParams::default()).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while roles.get_opt("butler-provider-proxmox").await.unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the ClusterRole did not come back");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    s.stop_operator().await;
+}

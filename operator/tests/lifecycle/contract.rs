@@ -1,0 +1,81 @@
+//! A contract change: refused while providers run, done by pausing every provider, upgrading
+//! them all and unpausing; an unpause is refused while the contracts differ.
+
+use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use serde_json::json;
+
+use crate::support::{Scenario, condition, is, reason};
+use crate::upgrade::{installed, publish_releases, spec};
+
+fn replicas_and_remembered(d: &k8s_openapi::api::apps::v1::Deployment) -> (Option<i32>, Option<String>) {
+    let remembered = d
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("operator.butlerlabs.dev/paused-replicas").cloned());
+    (d.spec.as_ref().and_then(|s| s.replicas), remembered)
+}
+
+#[tokio::test]
+async fn a_contract_change_is_done_by_pause_upgrade_all_unpause() {
+    let mut s = Scenario::new("contract").await;
+    publish_releases(&s).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    let mut widget_spec: serde_json::Value =
+        serde_json::from_str(&spec("infrastructure-widget", "v1.1.0")).unwrap();
+    widget_spec["deployment"] = json!({"replicas": 2});
+    s.create::<InfrastructureProvider>("widget", &widget_spec.to_string()).await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
+
+    // Refused while the providers run; the condition names them.
+    s.patch_spec::<CoreProvider>("butler", json!({"version": "v2.0.0"})).await;
+    let core = s
+        .wait_for::<CoreProvider>("butler", "the upgrade refused", |p| {
+            reason(p, "ProviderUpgraded", "ContractChangeNeedsPause")
+        })
+        .await;
+    let message = &condition(&core, "ProviderUpgraded").unwrap().message;
+    assert!(message.contains(&format!("InfrastructureProvider {}/widget", s.namespace)), "{message}");
+    assert!(message.contains(&format!("CoreProvider {}/butler", s.namespace)), "{message}");
+    assert_eq!(core.status.as_ref().unwrap().installed_version.as_deref(), Some("v1.0.0"));
+
+    // Pause both: the Deployments go to 0 and remember their replicas.
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"paused": true})).await;
+    s.patch_spec::<CoreProvider>("butler", json!({"paused": true})).await;
+    s.wait_for::<InfrastructureProvider>("widget", "paused", |p| is(p, "Paused", "True")).await;
+    let widget_deployment = &s.deployments("InfrastructureProvider", "widget").await[0];
+    assert_eq!(replicas_and_remembered(widget_deployment), (Some(0), Some("2".into())));
+
+    // Now the core provider upgrades (at 0 replicas).
+    let core = s.wait_for::<CoreProvider>("butler", "v2.0.0 installed", installed("v2.0.0")).await;
+    assert_eq!(core.status.as_ref().unwrap().contract.as_deref(), Some("v1beta2"));
+    assert_eq!(
+        replicas_and_remembered(&s.deployments("CoreProvider", "butler").await[0]),
+        (Some(0), Some("1".into()))
+    );
+
+    // Unpausing the core provider is refused while the widget still speaks v1beta1.
+    s.patch_spec::<CoreProvider>("butler", json!({"paused": false})).await;
+    let core = s
+        .wait_for::<CoreProvider>("butler", "the unpause refused", |p| reason(p, "Paused", "UnpauseRefused"))
+        .await;
+    let message = &condition(&core, "Paused").unwrap().message;
+    assert!(message.contains(&format!("InfrastructureProvider {}/widget v1beta1", s.namespace)), "{message}");
+    assert_eq!(replicas_and_remembered(&s.deployments("CoreProvider", "butler").await[0]).0, Some(0));
+
+    // Upgrade the paused widget, then unpause it: everyone agrees, everyone runs again.
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"version": "v2.0.0"})).await;
+    s.wait_for::<InfrastructureProvider>("widget", "v2.0.0 installed", installed("v2.0.0")).await;
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"paused": false})).await;
+    s.wait_for::<CoreProvider>("butler", "running", |p| reason(p, "Paused", "Running")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "running", |p| reason(p, "Paused", "Running")).await;
+    assert_eq!(
+        replicas_and_remembered(&s.deployments("InfrastructureProvider", "widget").await[0]),
+        (Some(2), None)
+    );
+    assert_eq!(replicas_and_remembered(&s.deployments("CoreProvider", "butler").await[0]), (Some(1), None));
+    s.mark_available().await;
+    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+    s.stop_operator().await;
+}

@@ -1,0 +1,124 @@
+//! Small providers of our own, published as air-gap ConfigMaps (one per version, under one
+//! selector) so that the scenarios can upgrade, change contracts and drop objects.
+
+use butler_operator::release::{CONFIGMAP_PROVIDER_LABEL, provider_configmap};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::support::Scenario;
+
+/// clusterctl metadata: 1.0 and 1.1 abide by v1beta1, 2.0 by v1beta2.
+const METADATA: &str = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
+kind: Metadata
+releaseSeries:
+  - {major: 1, minor: 0, contract: v1beta1}
+  - {major: 1, minor: 1, contract: v1beta1}
+  - {major: 2, minor: 0, contract: v1beta2}
+";
+
+/// What a release of a test provider holds besides its ServiceAccount and Deployment.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// A ConfigMap `{name}-settings`.
+    Settings,
+    /// A CRD `gadgets.{name}.test.io`.
+    Crd,
+}
+
+/// The components YAML of a test provider `name` at `version`.
+pub fn components(name: &str, version: &str, parts: &[Part]) -> String {
+    let mut text = format!(
+        "apiVersion: v1
+kind: Namespace
+metadata:
+  name: {name}-system
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {name}-manager
+  namespace: {name}-system
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}-controller-manager
+  namespace: {name}-system
+  labels:
+    control-plane: {name}
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      control-plane: {name}
+  template:
+    metadata:
+      labels:
+        control-plane: {name}
+    spec:
+      serviceAccountName: {name}-manager
+      containers:
+        - name: manager
+          image: registry.example.com/{name}:{version}
+          args:
+            - --leader-elect
+            - --greeting=${{GREETING:=hello}}
+"
+    );
+    if parts.contains(&Part::Settings) {
+        text.push_str(&format!(
+            "---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {name}-settings
+  namespace: {name}-system
+data:
+  version: {version}
+"
+        ));
+    }
+    if parts.contains(&Part::Crd) {
+        text.push_str(&format!(
+            "---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.{name}.test.io
+spec:
+  group: {name}.test.io
+  scope: Namespaced
+  names: {{kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+"
+        ));
+    }
+    text
+}
+
+/// Publishes one version of a provider as a ConfigMap in the scenario's namespace, labelled
+/// `butler.butlerlabs.dev/provider: {label}`; `components_file` is the provider type's.
+pub async fn publish(s: &Scenario, label: &str, components_file: &str, version: &str, components: &str) {
+    let files = [
+        ("metadata.yaml".to_string(), METADATA.to_string()),
+        (components_file.to_string(), components.to_string()),
+    ];
+    let mut cm = provider_configmap(label, version, &files);
+    cm.metadata.namespace = Some(s.namespace.clone());
+    let name = cm.metadata.name.clone().expect("a named ConfigMap");
+    Api::<ConfigMap>::namespaced(s.client.clone(), &s.namespace)
+        .patch(&name, &PatchParams::apply("scenario").force(), &Patch::Apply(&cm))
+        .await
+        .unwrap_or_else(|e| panic!("publish {label} {version}: {e}"));
+}
+
+/// The fetchConfig of a provider published by [`publish`].
+pub fn selector(label: &str) -> String {
+    json!({"fetchConfig": {"selector": {"matchLabels": {CONFIGMAP_PROVIDER_LABEL: label}}}}).to_string()
+}

@@ -1,0 +1,49 @@
+//! Installing Butler's seven providers from the embedded repository.
+
+use std::time::Instant;
+
+use butler_operator::api::{CoreProvider, InfrastructureProvider};
+
+use crate::support::{OPERATOR_AGENT, Scenario, is};
+
+const INFRASTRUCTURE: [&str; 6] = ["harvester", "nutanix", "proxmox", "aws", "azure", "gcp"];
+
+#[tokio::test]
+async fn core_and_six_infrastructure_providers_install_from_the_embedded_repository() {
+    let mut s = Scenario::new("install").await;
+    s.secret("aws-variables", &[("AWS_REGION", "eu-west-1")]).await;
+    s.start_operator();
+    let started = Instant::now();
+    s.create::<CoreProvider>("butler", "").await;
+    for name in INFRASTRUCTURE {
+        let spec = if name == "aws" { "configSecret: {name: aws-variables}" } else { "" };
+        s.create::<InfrastructureProvider>(name, spec).await;
+    }
+    s.wait_for::<CoreProvider>("butler", "ProviderInstalled", |p| is(p, "ProviderInstalled", "True")).await;
+    for name in INFRASTRUCTURE {
+        s.wait_for::<InfrastructureProvider>(name, "ProviderInstalled", |p| {
+            is(p, "ProviderInstalled", "True")
+        })
+        .await;
+    }
+    let elapsed = started.elapsed();
+    println!("seven providers installed in {elapsed:?}");
+    if let Some(server) = s.cluster.server() {
+        let requests = server.requests_from(OPERATOR_AGENT);
+        for (method, path) in &requests {
+            println!("{method} {path}");
+        }
+        println!("operator requests: {}", requests.len());
+    }
+    s.mark_available().await;
+    for name in INFRASTRUCTURE {
+        let p = s.wait_for::<InfrastructureProvider>(name, "Ready", |p| is(p, "Ready", "True")).await;
+        let status = p.status.as_ref().unwrap();
+        assert_eq!(
+            (status.installed_version.as_deref(), status.contract.as_deref()),
+            (Some("v0.1.0"), Some("v1beta1"))
+        );
+        assert_eq!(p.spec.version, None, "the version chosen is not written back into spec");
+    }
+    s.stop_operator().await;
+}

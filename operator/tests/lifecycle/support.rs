@@ -1,0 +1,260 @@
+//! What the lifecycle scenarios share: a cluster with the provider CRDs, the operator running
+//! in this process (stopped, killed and started again at will), provider objects made from
+//! YAML, and waiting on conditions.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use butler_e2e::Cluster;
+use butler_operator::controller::{self, Operator, Options, ProviderObject};
+use butler_operator::metrics::Metrics;
+use butler_repository::RemoteOptions;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The User-Agent product of the operator's client, to count its requests.
+pub const OPERATOR_AGENT: &str = "butler-operator";
+
+/// A scenario: a cluster, a namespace for the providers, and the operator.
+pub struct Scenario {
+    pub cluster: Cluster,
+    pub client: Client,
+    pub namespace: String,
+    operator: Option<(watch::Sender<bool>, JoinHandle<()>, Arc<controller::context::Context>)>,
+}
+
+pub fn from_yaml<T: serde::de::DeserializeOwned>(text: &str) -> T {
+    serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("fixture does not parse: {e}\n{text}"))
+}
+
+/// The stand-in cert-manager CRDs, unless the cluster serves cert-manager already.
+async fn install_cert_manager_crds(cluster: &Cluster) {
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    if crds.get_opt("certificates.cert-manager.io").await.expect("reading CRDs").is_some() {
+        return;
+    }
+    let text = include_str!("cert-manager-crds.yaml");
+    for doc in text.split("\n---\n") {
+        cluster.install_crd(&from_yaml::<CustomResourceDefinition>(doc)).await;
+    }
+}
+
+/// Logs of the operator, captured per test; `RUST_LOG` sets the filter (default: warnings).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
+}
+
+impl Scenario {
+    /// A cluster with the provider CRDs, a namespace of this scenario's own, and the operator
+    /// not yet running.
+    pub async fn new(base: &str) -> Scenario {
+        init_logging();
+        let cluster = Cluster::connect().await;
+        for crd in butler_operator::crds::providers() {
+            cluster.install_crd(&crd).await;
+        }
+        install_cert_manager_crds(&cluster).await;
+        let namespace = cluster.namespace(base).await;
+        let client = cluster.client();
+        Scenario { cluster, client, namespace, operator: None }
+    }
+
+    /// The operator's client: on the in-memory server one whose requests can be counted.
+    fn operator_client(&self) -> Client {
+        match self.cluster.server() {
+            Some(server) => server.client_as(OPERATOR_AGENT),
+            None => self.cluster.client(),
+        }
+    }
+
+    /// Starts the operator in this process.
+    pub fn start_operator(&mut self) {
+        assert!(self.operator.is_none(), "the operator runs already");
+        let (stop, stopped) = watch::channel(false);
+        let shutdown = controller::shutdown_on(async move {
+            let mut stopped = stopped;
+            let _ = stopped.wait_for(|s| *s).await;
+        });
+        let options = Options {
+            remote: RemoteOptions {
+                http: butler_repository::HttpOptions { cache: None, ..Default::default() },
+                ..Default::default()
+            },
+            instance: "scenario".into(),
+            concurrency: 0,
+        };
+        let Operator { run, context } =
+            controller::start(self.operator_client(), Arc::new(Metrics::new()), options, shutdown);
+        self.operator = Some((stop, tokio::spawn(run), context));
+    }
+
+    /// Stops the operator the way SIGTERM does: reconciles under way finish.
+    pub async fn stop_operator(&mut self) {
+        let (stop, task, _) = self.operator.take().expect("the operator runs");
+        let _ = stop.send(true);
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("the operator stops within 30s")
+            .expect("the operator task");
+    }
+
+    /// Kills the operator where it stands, mid-reconcile or not.
+    pub async fn kill_operator(&mut self) {
+        let (_, task, context) = self.operator.take().expect("the operator runs");
+        task.abort();
+        context.watches.stop();
+        let _ = task.await;
+    }
+
+    /// Creates a provider object of kind `K` from the YAML of its spec.
+    pub async fn create<K: ProviderObject>(&self, name: &str, spec: &str) -> K {
+        let spec: Value = if spec.trim().is_empty() { json!({}) } else { from_yaml(spec) };
+        let object: K = serde_json::from_value(json!({
+            "apiVersion": "operator.butlerlabs.dev/v1alpha1",
+            "kind": K::KIND.kind(),
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": spec,
+        }))
+        .expect("a provider object");
+        self.api::<K>()
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("create {} {name}: {e}", K::KIND))
+    }
+
+    pub fn api<K: ProviderObject>(&self) -> Api<K> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Merge-patches a provider's spec.
+    pub async fn patch_spec<K: ProviderObject>(&self, name: &str, spec: Value) {
+        self.api::<K>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({ "spec": spec })))
+            .await
+            .unwrap_or_else(|e| panic!("patch {} {name}: {e}", K::KIND));
+    }
+
+    /// Creates or replaces a Secret of string data in the scenario's namespace.
+    pub async fn secret(&self, name: &str, data: &[(&str, &str)]) {
+        let data: serde_json::Map<String, Value> =
+            data.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": self.namespace}, "stringData": data});
+        Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
+            .patch(name, &PatchParams::apply("scenario").force(), &Patch::Apply(secret))
+            .await
+            .unwrap_or_else(|e| panic!("apply Secret {name}: {e}"));
+    }
+
+    /// Waits until `check` holds for the provider; panics after 30 s with its last status.
+    pub async fn wait_for<K: ProviderObject>(&self, name: &str, what: &str, check: impl Fn(&K) -> bool) -> K {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let found = self.api::<K>().get_opt(name).await.expect("reading a provider");
+            match found {
+                Some(object) if check(&object) => return object,
+                last if Instant::now() > deadline => {
+                    let status = last.map(|o| {
+                        serde_json::to_string_pretty(&json!(o.provider_status())).unwrap_or_default()
+                    });
+                    panic!(
+                        "{} {name}: {what} did not happen within 30s; last status: {}",
+                        K::KIND,
+                        status.unwrap_or_else(|| "gone".into())
+                    )
+                }
+                _ => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    /// Waits until the provider object is gone.
+    pub async fn wait_gone<K: ProviderObject>(&self, name: &str) {
+        self.wait_for_opt::<K>(name, "deletion", |o| o.is_none()).await;
+    }
+
+    async fn wait_for_opt<K: ProviderObject>(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(Option<&K>) -> bool,
+    ) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let found = self.api::<K>().get_opt(name).await.expect("reading a provider");
+            if check(found.as_ref()) {
+                return;
+            }
+            if Instant::now() > deadline {
+                let status = found
+                    .map(|o| serde_json::to_string_pretty(&json!(o.provider_status())).unwrap_or_default());
+                panic!(
+                    "{} {name}: {what} did not happen within 30s; last status: {}",
+                    K::KIND,
+                    status.unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The provider's Deployments, by their labels.
+    pub async fn deployments(&self, kind: &str, name: &str) -> Vec<Deployment> {
+        let selector = format!(
+            "operator.butlerlabs.dev/provider-kind={kind},operator.butlerlabs.dev/provider-name={name},operator.butlerlabs.dev/provider-namespace={}",
+            self.namespace
+        );
+        Api::<Deployment>::all(self.client.clone())
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .expect("listing Deployments")
+            .items
+    }
+
+    /// Where no kubelet runs, plays the Deployment controller: every provider Deployment of
+    /// the scenario reports its current generation Available. A real cluster does it itself.
+    pub async fn mark_available(&self) {
+        if !self.cluster.is_in_memory() {
+            return;
+        }
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.namespace);
+        for d in api
+            .list(&ListParams::default().labels("operator.butlerlabs.dev/provider-name"))
+            .await
+            .expect("listing Deployments")
+            .items
+        {
+            let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let status = json!({"status": {
+                "observedGeneration": d.metadata.generation,
+                "replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas, "updatedReplicas": replicas,
+                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "marked by the scenario"}],
+            }});
+            api.patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(status))
+                .await
+                .expect("marking a Deployment Available");
+        }
+    }
+}
+
+/// A condition of a provider.
+pub fn condition<'a, K: ProviderObject>(object: &'a K, type_: &str) -> Option<&'a Condition> {
+    object.provider_status()?.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether a condition has this status.
+pub fn is<K: ProviderObject>(object: &K, type_: &str, status: &str) -> bool {
+    condition(object, type_).is_some_and(|c| c.status == status)
+}
+
+/// Whether a condition has this status and reason.
+pub fn reason<K: ProviderObject>(object: &K, type_: &str, reason: &str) -> bool {
+    condition(object, type_).is_some_and(|c| c.reason == reason)
+}

@@ -1,0 +1,127 @@
+//! Upgrades within a contract, from ConfigMaps with several versions under one selector.
+
+use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+
+use crate::fixtures::{Part, components, publish, selector};
+use crate::support::{Scenario, is};
+
+/// The core provider `butler` and the infrastructure provider `widget` from ConfigMaps.
+pub async fn publish_releases(s: &Scenario) {
+    for version in ["v1.0.0", "v2.0.0"] {
+        publish(s, "butler", "core-components.yaml", version, &components("butler", version, &[])).await;
+    }
+    publish(
+        s,
+        "infrastructure-widget",
+        "infrastructure-components.yaml",
+        "v1.0.0",
+        &components("widget", "v1.0.0", &[Part::Settings, Part::Crd]),
+    )
+    .await;
+    publish(
+        s,
+        "infrastructure-widget",
+        "infrastructure-components.yaml",
+        "v1.1.0",
+        &components("widget", "v1.1.0", &[]),
+    )
+    .await;
+    publish(
+        s,
+        "infrastructure-widget",
+        "infrastructure-components.yaml",
+        "v2.0.0",
+        &components("widget", "v2.0.0", &[]),
+    )
+    .await;
+}
+
+/// A spec that fetches `label` from its ConfigMaps at `version`.
+pub fn spec(label: &str, version: &str) -> String {
+    let mut spec: serde_json::Value = serde_json::from_str(&selector(label)).unwrap();
+    spec["version"] = json!(version);
+    spec.to_string()
+}
+
+pub fn installed<K: butler_operator::controller::ProviderObject>(
+    version: &'static str,
+) -> impl Fn(&K) -> bool {
+    move |p: &K| {
+        p.provider_status().and_then(|s| s.installed_version.as_deref()) == Some(version)
+            && is(p, "ProviderInstalled", "True")
+    }
+}
+
+#[tokio::test]
+async fn a_same_contract_upgrade_deletes_what_the_new_version_dropped_but_keeps_crds() {
+    let mut s = Scenario::new("upgrade").await;
+    publish_releases(&s).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.0.0 installed", installed("v1.0.0")).await;
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &s.namespace);
+    let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
+    assert!(configmaps.get_opt("widget-settings").await.unwrap().is_some());
+    assert!(crds.get_opt("gadgets.widget.test.io").await.unwrap().is_some());
+
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"version": "v1.1.0"})).await;
+    let widget =
+        s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
+    assert!(is(&widget, "ProviderUpgraded", "True"));
+    assert!(
+        configmaps.get_opt("widget-settings").await.unwrap().is_none(),
+        "the object v1.1.0 dropped is deleted"
+    );
+    assert!(
+        crds.get_opt("gadgets.widget.test.io").await.unwrap().is_some(),
+        "CRDs stay: deleting one deletes its objects"
+    );
+    let deployment = &s.deployments("InfrastructureProvider", "widget").await[0];
+    let image = deployment.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("registry.example.com/widget:v1.1.0"));
+
+    let events: Api<Event> = Api::namespaced(s.client.clone(), &s.namespace);
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(
+        reasons.contains(&"Installed".to_string()) && reasons.contains(&"Upgraded".to_string()),
+        "{reasons:?}"
+    );
+
+    // A minor downgrade is refused, and what is installed stays.
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"version": "v1.0.0"})).await;
+    let widget = s
+        .wait_for::<InfrastructureProvider>("widget", "the downgrade refused", |p| {
+            crate::support::reason(p, "PreflightCheckPassed", "DowngradeRefused")
+        })
+        .await;
+    assert_eq!(widget.status.unwrap().installed_version.as_deref(), Some("v1.1.0"));
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn an_empty_version_installs_the_newest_release_of_the_core_contract_from_configmaps() {
+    let mut s = Scenario::new("configmaps").await;
+    publish_releases(&s).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &selector("infrastructure-widget")).await;
+    // v2.0.0 is newer, but abides by v1beta2; the core provider abides by v1beta1.
+    let widget =
+        s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
+    assert_eq!(widget.spec.version, None, "the version chosen stays out of spec");
+    s.stop_operator().await;
+}
