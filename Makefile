@@ -1,13 +1,16 @@
 # Butler provider operator. `make help` lists the targets.
 CARGO ?= cargo
 
-.PHONY: help run build test fmt lint unit e2e crds release readme bench
+.PHONY: help run sandbox build test fmt lint unit e2e crds release image readme bench
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
 
-run: ## Run the main job: print every CRD of the workspace as YAML
-	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds
+run: ## Run the main job with no cluster: the operator installs Butler's seven providers on an in-memory API server
+	$(CARGO) run -q -p butler-operator --example sandbox
+
+sandbox: ## The same, and keep the API server running for kubectl (Ctrl-C stops it)
+	$(CARGO) run -q -p butler-operator --example sandbox -- --serve
 
 build: ## Build every crate and binary
 	$(CARGO) build --workspace --all-targets
@@ -26,6 +29,7 @@ unit: ## Every test of the workspace
 e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBECONFIG
 	@test -n "$$BUTLER_E2E_KUBECONFIG" || { echo "set BUTLER_E2E_KUBECONFIG to the kubeconfig of a disposable cluster; make test runs the same scenarios against the in-memory API server"; exit 2; }
 	$(CARGO) test -p butler-e2e --tests
+	$(CARGO) test -p butler-operator --test lifecycle
 
 crds: ## Regenerate crds/ from the API types (one file per CRD)
 	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds --dir crds
@@ -33,6 +37,10 @@ crds: ## Regenerate crds/ from the API types (one file per CRD)
 release: ## Write the release shapes into out/release (VERSION=vX.Y.Z, the version of this build)
 	@test -n "$(VERSION)" || { echo "give the version: make release VERSION=vX.Y.Z"; exit 2; }
 	$(CARGO) run -q -p butler-operator --bin butler-operator -- release --version $(VERSION) --out out/release
+
+image: ## Build the operator image (VERSION=vX.Y.Z): what the install manifest runs
+	@test -n "$(VERSION)" || { echo "give the version: make image VERSION=vX.Y.Z"; exit 2; }
+	docker build -t ghcr.io/butlerdotdev/butler-operator:$(VERSION) .
 
 readme: ## Regenerate the provider variables listed in README.md
 	BUTLER_UPDATE_README=1 $(CARGO) test -q -p butler-operator --test provider_repository readme_lists_every_providers_variables

@@ -53,6 +53,7 @@
 
 pub mod cluster;
 pub mod server;
+pub mod stand_ins;
 
 pub use cluster::Cluster;
 pub use server::{ServerOptions, TestApiServer};

@@ -5,6 +5,7 @@ pub mod api;
 pub mod cli;
 pub mod controller;
 pub mod crds;
+pub mod manifest;
 pub mod metrics;
 pub mod release;
 pub mod runtime;

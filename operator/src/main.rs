@@ -53,6 +53,10 @@ struct RunArgs {
     /// kubeconfig's.
     #[arg(long, env = "BUTLER_LEADER_ELECTION_NAMESPACE")]
     leader_election_namespace: Option<String>,
+    /// How long the leader's lease lasts without renewal, in seconds: how long a standby
+    /// replica waits when the leader dies without letting go.
+    #[arg(long, env = "BUTLER_LEADER_ELECTION_LEASE_DURATION", default_value_t = 15, value_parser = clap::value_parser!(u64).range(3..))]
+    leader_election_lease_duration: u64,
     /// Log format: `text` or `json` (one JSON object a line). RUST_LOG sets the filter.
     #[arg(long, env = "BUTLER_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -62,6 +66,12 @@ struct RunArgs {
     /// The repository cache folder (default `$BUTLER_CACHE_DIR`, else `~/.cache/butler`).
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// A clusterctl config file: its `providers` say where providers without a fetchConfig come
+    /// from (a mirror, for air-gapped clusters), its `images` override every provider's images,
+    /// `overridesFolder` replaces fetched files, and other keys are variables (after each
+    /// provider's config Secret). Read at every reconcile.
+    #[arg(long, env = "BUTLER_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Reconciles of one provider kind that may run at once; 0 for no limit.
     #[arg(long, env = "BUTLER_CONCURRENCY", default_value_t = 4)]
     concurrency: u16,
@@ -86,9 +96,11 @@ fn run(args: RunArgs) -> ExitCode {
         health_address: args.health_probe_bind_address,
         leader_elect: args.leader_elect,
         leader_election_namespace: args.leader_election_namespace,
+        lease_duration: args.leader_election_lease_duration,
         offline: args.offline,
         cache_dir: args.cache_dir,
         concurrency: args.concurrency,
+        config: args.config,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,

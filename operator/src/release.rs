@@ -5,7 +5,8 @@
 //! - `local/{provider label}/{version}/`: a clusterctl local repository;
 //! - `configmaps/{provider label}-{version}.yaml`: one ConfigMap per provider version for
 //!   air-gapped clusters, in the format of the ConfigMap source (components gzipped into
-//!   `binaryData` when they would not fit).
+//!   `binaryData` when they would not fit);
+//! - `operator/butler-operator.yaml`: the operator's install manifest ([`crate::manifest`]).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -51,6 +52,10 @@ pub fn release_files(version: &str) -> Result<BTreeMap<PathBuf, Vec<u8>>, Releas
         let yaml = serde_saphyr::to_string(&configmap).expect("a ConfigMap serializes");
         files.insert(Path::new("configmaps").join(format!("{label}-{version}.yaml")), yaml.into_bytes());
     }
+    files.insert(
+        Path::new("operator").join("butler-operator.yaml"),
+        crate::manifest::render(version).into_bytes(),
+    );
     Ok(files)
 }
 

@@ -30,12 +30,17 @@ pub struct Settings {
     pub leader_elect: bool,
     /// The namespace of the Lease; the pod's namespace when empty.
     pub leader_election_namespace: Option<String>,
+    /// How long a leader's lease lasts without renewal, in seconds (at least 3): how long a
+    /// standby waits when the leader dies without letting go.
+    pub lease_duration: u64,
     /// Never touch the network for repositories; serve from the cache.
     pub offline: bool,
     /// The repository cache folder.
     pub cache_dir: Option<PathBuf>,
     /// Reconciles of one kind at once (0: no limit).
     pub concurrency: u16,
+    /// The operator's clusterctl config file (providers, images, variables).
+    pub config: Option<PathBuf>,
 }
 
 /// Why the process stopped with an error.
@@ -74,7 +79,7 @@ async fn healthz() -> &'static str {
 async fn readyz(State(probe): State<Probe>) -> impl IntoResponse {
     match probe.ready.load(Ordering::Relaxed) {
         true => (StatusCode::OK, "ok"),
-        false => (StatusCode::SERVICE_UNAVAILABLE, "the provider caches are not synced yet"),
+        false => (StatusCode::SERVICE_UNAVAILABLE, "the caches are not synced yet"),
     }
 }
 
@@ -170,7 +175,12 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         remote.http.cache =
             Some(Cache::new(dir.clone(), remote.http.cache.as_ref().map(Cache::max_age).unwrap_or_default()));
     }
-    let options = Options { remote, instance: instance(), concurrency: settings.concurrency };
+    let options = Options {
+        remote,
+        instance: instance(),
+        concurrency: settings.concurrency,
+        config: settings.config.clone(),
+    };
 
     // Leadership: wait for the lease (or for the stop), and stop when it is lost.
     let mut leadership = None;
@@ -185,8 +195,8 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         let manager = LeaseManagerBuilder::new(client.clone(), FIELD_MANAGER)
             .with_namespace(namespace.clone())
             .with_identity(options.instance.clone())
-            .with_duration(15)
-            .with_grace(5)
+            .with_duration(settings.lease_duration.max(3))
+            .with_grace((settings.lease_duration.max(3) / 3).max(1))
             .with_field_manager(format!("{FIELD_MANAGER}/leader-election"))
             .build()
             .await

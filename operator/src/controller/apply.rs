@@ -7,8 +7,42 @@ use std::time::Duration;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::Value;
 
+use super::error::describe;
 use super::plan::ObjectRef;
 use crate::api::FIELD_MANAGER;
+
+/// The kinds every supported Kubernetes serves, whose discovery would be a wasted request.
+fn builtin(api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
+    use k8s_openapi::api::{admissionregistration::v1 as admission, apps::v1 as apps, core::v1 as core};
+    use k8s_openapi::api::{policy::v1 as policy, rbac::v1 as rbac};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    fn of<K: kube::Resource<DynamicType = ()>>(namespaced: bool) -> Option<(ApiResource, bool)> {
+        Some((ApiResource::erase::<K>(&()), namespaced))
+    }
+    match (api_version, kind) {
+        ("v1", "ServiceAccount") => of::<core::ServiceAccount>(true),
+        ("v1", "Service") => of::<core::Service>(true),
+        ("v1", "ConfigMap") => of::<core::ConfigMap>(true),
+        ("v1", "Secret") => of::<core::Secret>(true),
+        ("v1", "Namespace") => of::<core::Namespace>(false),
+        ("apps/v1", "Deployment") => of::<apps::Deployment>(true),
+        ("apps/v1", "DaemonSet") => of::<apps::DaemonSet>(true),
+        ("apps/v1", "StatefulSet") => of::<apps::StatefulSet>(true),
+        ("rbac.authorization.k8s.io/v1", "Role") => of::<rbac::Role>(true),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => of::<rbac::RoleBinding>(true),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => of::<rbac::ClusterRole>(false),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => of::<rbac::ClusterRoleBinding>(false),
+        ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+            of::<admission::ValidatingWebhookConfiguration>(false)
+        }
+        ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+            of::<admission::MutatingWebhookConfiguration>(false)
+        }
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => of::<CustomResourceDefinition>(false),
+        ("policy/v1", "PodDisruptionBudget") => of::<policy::PodDisruptionBudget>(true),
+        _ => None,
+    }
+}
 
 /// The kinds of one API group version: resource and whether it is namespaced, by kind.
 type GroupVersionKinds = HashMap<String, (ApiResource, bool)>;
@@ -34,6 +68,9 @@ impl Applier {
         kind: &str,
         wait: bool,
     ) -> Result<(ApiResource, bool), String> {
+        if let Some(known) = builtin(api_version, kind) {
+            return Ok(known);
+        }
         let attempts = if wait { 40 } else { 1 };
         for attempt in 0..attempts {
             {
@@ -97,7 +134,7 @@ impl Applier {
         let applied = api
             .patch(&r.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object))
             .await
-            .map_err(|e| format!("applying {} {}{where_}: {e}", r.kind, r.name))?;
+            .map_err(|e| format!("applying {} {}{where_}: {}", r.kind, r.name, describe(&e)))?;
         Ok((applied, resource))
     }
 
@@ -113,7 +150,7 @@ impl Applier {
         {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(e) => Err(format!("deleting {} {}: {e}", r.kind, r.name)),
+            Err(e) => Err(format!("deleting {} {}: {}", r.kind, r.name, describe(&e))),
         }
     }
 
@@ -124,7 +161,7 @@ impl Applier {
         api.list_metadata(&ListParams::default().limit(1))
             .await
             .map(|list| !list.items.is_empty())
-            .map_err(|e| format!("listing {kind}: {e}"))
+            .map_err(|e| format!("listing {kind}: {}", describe(&e)))
     }
 
     /// Reads an object, if it exists.
@@ -135,6 +172,6 @@ impl Applier {
         self.api(&resource, namespaced, r.namespace.as_deref())
             .get_opt(&r.name)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| describe(&e))
     }
 }

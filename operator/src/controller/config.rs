@@ -1,6 +1,7 @@
 //! A provider's config Secret: its keys are the variables of the components, and
 //! `GITHUB_TOKEN` / `GITLAB_ACCESS_TOKEN` reach the repository. Values never leave this module
-//! but as variables and tokens: messages name keys, never values.
+//! but as variables and tokens: messages name keys, never values, and [`Redactor`] takes them
+//! out of messages that others (API servers, the renderer) write.
 
 use std::collections::BTreeMap;
 
@@ -36,7 +37,7 @@ pub async fn load(
         Ok(None) => {
             return Err(Unreadable(format!("{what} does not exist; create it, or remove spec.configSecret")));
         }
-        Err(e) => return Err(Unreadable(format!("cannot read {what}: {e}"))),
+        Err(e) => return Err(Unreadable(format!("cannot read {what}: {}", super::error::describe(&e)))),
     };
     config.variables = variables(&secret).map_err(|key| {
         Unreadable(format!("key {key:?} of {what} is not UTF-8 text; variables must be text"))
@@ -64,6 +65,58 @@ pub fn variables(secret: &Secret) -> Result<BTreeMap<String, String>, String> {
     Ok(out)
 }
 
+/// Values shorter than this stay in messages: replacing every "1" or "true" would make
+/// messages unreadable and protects nothing.
+const SHORTEST_REDACTED: usize = 4;
+
+/// Keys of the operator's config file whose values are treated as secrets, like every value
+/// of a config Secret.
+const SECRET_KEY_WORDS: [&str; 6] = ["TOKEN", "PASSWORD", "SECRET", "KEY", "CREDENTIAL", "B64ENCODED"];
+
+/// Takes secret values out of messages that API servers, the repository or the renderer
+/// produce (a rejected object is often quoted back whole), before they reach a condition, an
+/// event or a log line. The value is replaced by the name of its key.
+#[derive(Debug, Default)]
+pub struct Redactor {
+    /// (value, key), longest value first, so a value inside another is not replaced first.
+    values: Vec<(String, String)>,
+}
+
+impl Redactor {
+    /// Every value of the config Secret, and the values of the operator's config file whose
+    /// keys name a token, password, secret, key or credential.
+    pub fn new(secret: &BTreeMap<String, String>, operator: &BTreeMap<String, String>) -> Redactor {
+        let credential = |key: &str| {
+            let upper = key.to_ascii_uppercase();
+            SECRET_KEY_WORDS.iter().any(|w| upper.contains(w))
+        };
+        let pairs = secret.iter().chain(operator.iter().filter(|(k, _)| credential(k)));
+        let mut values = Vec::new();
+        for (key, value) in pairs {
+            // A multi-line value (a certificate, a kubeconfig) is often quoted a line at a time.
+            let lines = value.lines().map(str::trim).filter(|l| *l != value.as_str());
+            for part in std::iter::once(value.as_str()).chain(lines) {
+                if part.chars().count() >= SHORTEST_REDACTED {
+                    values.push((part.to_string(), key.clone()));
+                }
+            }
+        }
+        values.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.cmp(b)));
+        values.dedup_by(|a, b| a.0 == b.0);
+        Redactor { values }
+    }
+
+    pub fn redact(&self, message: &str) -> String {
+        let mut out = message.to_string();
+        for (value, key) in &self.values {
+            if out.contains(value.as_str()) {
+                out = out.replace(value.as_str(), &format!("<redacted {key}>"));
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +131,35 @@ mod tests {
         assert_eq!(variables(&secret).unwrap()["AWS_REGION"], "eu-west-1");
         secret.data.as_mut().unwrap().insert("KEY".into(), ByteString(vec![0xff, 0xfe]));
         assert_eq!(variables(&secret).unwrap_err(), "KEY");
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn secret_values_are_replaced_by_their_key_names() {
+        let secret = map(&[
+            ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI"),
+            ("AWS_ACCESS_KEY_ID", "AKIA"),
+            ("REPLICAS", "1"),
+            ("CA", "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----"),
+        ]);
+        let operator = map(&[("GITHUB_TOKEN", "ghp_abcdef"), ("CLUSTER_TOPOLOGY", "true-ish")]);
+        let r = Redactor::new(&secret, &operator);
+        let message = "Secret \"x\" is invalid: data[key]: Invalid value: \"wJalrXUtnFEMI\", AKIA, \
+                       line MIIBszCCAVmgAwIBAgIU, token ghp_abcdef, topology true-ish, replicas 1";
+        assert_eq!(
+            r.redact(message),
+            "Secret \"x\" is invalid: data[key]: Invalid value: \"<redacted AWS_SECRET_ACCESS_KEY>\", \
+             <redacted AWS_ACCESS_KEY_ID>, line <redacted CA>, token <redacted GITHUB_TOKEN>, \
+             topology true-ish, replicas 1"
+        );
+    }
+
+    #[test]
+    fn a_value_inside_a_longer_value_does_not_break_the_longer_one() {
+        let r = Redactor::new(&map(&[("SHORT", "abcd"), ("LONG", "xxabcdxx")]), &BTreeMap::new());
+        assert_eq!(r.redact("xxabcdxx and abcd"), "<redacted LONG> and <redacted SHORT>");
     }
 }

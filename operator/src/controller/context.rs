@@ -83,6 +83,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Repository access: HTTP cache, offline mode, the operator's own tokens.
     pub remote: RemoteOptions,
+    /// The operator's clusterctl-style config file: providers, images, variables.
+    pub config_path: Option<std::path::PathBuf>,
     /// The statuses this process wrote last, by provider.
     pub statuses: Mutex<HashMap<ProviderKey, ProviderStatus>>,
     /// The inventories this process read or wrote last, by provider.

@@ -1,17 +1,18 @@
 //! Finding and fetching a provider's release: from `fetchConfig.url`, from the ConfigMaps of
-//! `fetchConfig.selector`, or from the embedded repository for Butler's provider names.
+//! `fetchConfig.selector`, else from where the operator's config file or the built-in list (the
+//! embedded repository, for Butler's provider names) says the provider lives.
 
 use butler_repository::{
-    AnySource, ConfigMapSource, EmbeddedSource, ProviderUrl, RemoteOptions, Repository, Version,
-    embedded_provider,
+    AnySource, ClusterctlConfig, ConfigMapSource, ProviderUrl, RemoteOptions, Repository, Version,
 };
 
 use super::plan::Fetched;
 use crate::api::{ProviderKind, ProviderSpec};
 
-/// Whether the embedded repository knows a provider of this kind and name.
-pub fn embedded(kind: ProviderKind, name: &str) -> bool {
-    embedded_provider(&kind.provider_label(name)).is_some_and(|p| p.type_ == kind.provider_type())
+/// Whether a provider of this kind and name needs no fetchConfig: the built-in list or the
+/// operator's config file knows where it lives.
+pub fn known(config: &ClusterctlConfig, kind: ProviderKind, name: &str) -> bool {
+    config.provider(kind.provider_type(), name).is_ok()
 }
 
 /// The repository of a provider.
@@ -22,6 +23,7 @@ pub fn repository(
     name: &str,
     spec: &ProviderSpec,
     remote: &RemoteOptions,
+    config: &ClusterctlConfig,
 ) -> Result<Repository, String> {
     let label = kind.provider_label(name);
     let fetch = spec.fetch_config.as_ref();
@@ -35,10 +37,29 @@ pub fn repository(
             Ok(Repository::new(&label, source, kind.provider_type().components_file()))
         }
         (None, None) => {
-            let source = EmbeddedSource::new(&label).map_err(|e| e.to_string())?;
-            Ok(Repository::new(&label, AnySource::Embedded(source), kind.provider_type().components_file()))
+            let entry = config.provider(kind.provider_type(), name).map_err(|e| e.to_string())?;
+            let url = ProviderUrl::parse(&entry.url)
+                .map_err(|e| format!("the url of {label} in the operator's config: {e}"))?;
+            let repo = Repository::from_url(&label, &url, remote).map_err(|e| e.to_string())?;
+            Ok(repo.with_overrides(config.overrides_folder.clone()))
         }
     }
+}
+
+/// The URL of a remote repository the provider comes from (not a ConfigMap selector, not the
+/// embedded repository): its releases may be kept, since a published release does not change.
+pub fn remote_url(
+    spec: &ProviderSpec,
+    config: &ClusterctlConfig,
+    kind: ProviderKind,
+    name: &str,
+) -> Option<String> {
+    let fetch = spec.fetch_config.as_ref();
+    let url = match fetch {
+        Some(f) => f.url.clone()?,
+        None => config.provider(kind.provider_type(), name).ok()?.url,
+    };
+    (!url.starts_with("embedded:")).then_some(url)
 }
 
 /// Which version a reconcile fetches.

@@ -22,7 +22,7 @@ pub mod triggers;
 pub mod users;
 pub mod watches;
 
-pub use run::{Operator, Options, Shutdown, caches_ready, shutdown_on, start};
+pub use run::{Operator, Options, Shutdown, caches_ready, shutdown_on, shutdown_switch, start};
 
 use std::fmt::Debug;
 

@@ -193,6 +193,8 @@ pub struct InstallInput<'a> {
     pub variables: &'a dyn Fn(&str) -> Option<String>,
     pub inventory: Option<&'a Inventory>,
     pub live: &'a [LiveDeployment],
+    /// Image overrides of the operator's config file (clusterctl's `images`).
+    pub images: &'a ImageOverrides,
 }
 
 /// The outcome of planning an install or upgrade.
@@ -324,12 +326,11 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     // Render.
     let label = me.kind.provider_label(&me.name);
     let what = format!("{label} {version}");
-    let images = ImageOverrides::default();
     let options = ComponentsOptions {
         what: &what,
         provider_label: &label,
         target_namespace: Some(&me.namespace),
-        images: &images,
+        images: input.images,
         variables: input.variables,
     };
     let rendered = process_components(&fetched.components, &options)

@@ -6,16 +6,18 @@ use std::time::Duration;
 
 use kube::runtime::controller::Action;
 
+use butler_repository::{ClusterctlConfig, RemoteOptions};
+
 use super::ProviderObject;
 use super::conditions::{self, Wanted};
 use super::config;
 use super::context::{Context, ProviderKey, key_of, view_of};
-use super::error::Error;
+use super::error::{Error, describe};
 use super::fetch::{self, Installed};
 use super::inventory;
 use super::plan::{self, Fetched, InstallInput, InstallPlan, Inventory, ObjectRef, ProviderView};
 use super::status::{self, Outcome};
-use crate::api::ProviderKind;
+use crate::api::{ProviderKind, ProviderSpec};
 
 /// How often a provider is looked at again with nothing changing: every input is watched, so
 /// this is only a safety net (and it notices new ConfigMap versions of an empty spec.version).
@@ -30,64 +32,78 @@ where
     let me = view_of(object.as_ref(), ctx.statuses.lock().expect("not poisoned").get(&key));
     let all = ctx.views();
     let spec = object.provider_spec();
-    let kept = |conditions: Vec<Wanted>, events: Vec<(String, String)>| Outcome {
-        contract: me.contract.clone(),
-        installed_version: me.installed_version.clone(),
-        conditions,
-        events,
+    // A failure after the preflight checks also says how they went (`also`), so that a
+    // condition of an earlier reconcile (waiting for the core provider, say) does not stay.
+    let passed = Wanted::new(conditions::PREFLIGHT, true, "Passed", "the preflight checks passed");
+    let stop = |type_: &'static str,
+                kept: bool,
+                reason: &'static str,
+                message: String,
+                event: bool,
+                also: Option<Wanted>| {
+        let mut wanted = vec![
+            Wanted::new(type_, kept, reason, message.clone()),
+            Wanted::new(conditions::READY, false, reason, message.clone()),
+        ];
+        wanted.extend(also);
+        let outcome = Outcome {
+            contract: me.contract.clone(),
+            installed_version: me.installed_version.clone(),
+            conditions: wanted,
+            events: if event { vec![(reason.to_string(), message)] } else { vec![] },
+        };
+        let ctx = ctx.clone();
+        let object = object.clone();
+        async move { status::write(&ctx, object.as_ref(), outcome).await }
     };
 
-    if let Err(blocked) = plan::preflight(&me, spec, &all, fetch::embedded(K::KIND, &key.2)) {
-        let conditions = vec![
-            Wanted::new(conditions::PREFLIGHT, false, blocked.reason, blocked.message.clone()),
-            Wanted::new(conditions::READY, false, blocked.reason, blocked.message.clone()),
-        ];
-        let events = if blocked.retry { vec![] } else { vec![(blocked.reason.to_string(), blocked.message)] };
-        status::write(&ctx, object.as_ref(), kept(conditions, events)).await?;
+    // Read at every reconcile: a mounted ConfigMap that changes takes effect without a restart.
+    let loaded = match &ctx.config_path {
+        Some(path) => ClusterctlConfig::load(Some(path)),
+        None => Ok(ClusterctlConfig::default()),
+    };
+    let operator_config = match loaded {
+        Ok(c) => c,
+        Err(e) => {
+            let message = format!("the operator's config file: {e}; fix it (--config), the provider waits");
+            stop(conditions::PREFLIGHT, false, "OperatorConfigUnreadable", message, true, None).await?;
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    };
+    if let Err(blocked) = plan::preflight(&me, spec, &all, fetch::known(&operator_config, K::KIND, &key.2)) {
         // Waiting for the core provider ends by a trigger when its status changes.
+        stop(conditions::PREFLIGHT, false, blocked.reason, blocked.message, !blocked.retry, None).await?;
         return Ok(Action::requeue(RESYNC));
     }
-
     let provider_config = match config::load(&ctx.client, &key.1, spec, &ctx.remote).await {
         Ok(c) => c,
         Err(config::Unreadable(message)) => {
-            let conditions = vec![
-                Wanted::new(conditions::PREFLIGHT, false, "ConfigSecretUnreadable", message.clone()),
-                Wanted::new(conditions::READY, false, "ConfigSecretUnreadable", message.clone()),
-            ];
-            status::write(
-                &ctx,
-                object.as_ref(),
-                kept(conditions, vec![("ConfigSecretUnreadable".into(), message)]),
-            )
-            .await?;
+            stop(conditions::PREFLIGHT, false, "ConfigSecretUnreadable", message, true, None).await?;
             // A Secret that appears or changes wakes the provider; this is the fallback.
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
     };
-
-    let fetched =
-        match fetch_release::<K>(&ctx, &key, &me, &all, object.as_ref(), &provider_config.remote).await {
-            Ok(f) => f,
-            Err(message) => {
-                let message = format!("cannot fetch the provider's release: {message}");
-                let conditions = vec![
-                    Wanted::new(conditions::INSTALLED, me.installed(), "FetchFailed", message.clone()),
-                    Wanted::new(conditions::READY, false, "FetchFailed", message.clone()),
-                ];
-                status::write(
-                    &ctx,
-                    object.as_ref(),
-                    kept(conditions, vec![("FetchFailed".into(), message.clone())]),
-                )
+    // Servers and renderers quote what they reject: every message from here on is redacted.
+    let redactor = config::Redactor::new(&provider_config.variables, &operator_config.variables);
+    let fetched = match fetch_release(&ctx, &key, &me, &all, spec, &provider_config.remote, &operator_config)
+        .await
+    {
+        Ok(f) => f,
+        Err(message) => {
+            let message = redactor.redact(&format!("cannot fetch the provider's release: {message}"));
+            stop(conditions::INSTALLED, me.installed(), "FetchFailed", message.clone(), true, Some(passed))
                 .await?;
-                return Err(Error::Fetch(message));
-            }
-        };
+            return Err(Error::Fetch(message));
+        }
+    };
 
     let previous = inventory_of(&ctx, &key).await?;
     let live = ctx.live_deployments(&key);
-    let variables = |name: &str| provider_config.variables.get(name).cloned();
+    // The config Secret first, then the operator's config file; never the operator's own
+    // environment.
+    let variables = |name: &str| {
+        provider_config.variables.get(name).or_else(|| operator_config.variables.get(name)).cloned()
+    };
     let plan = plan::plan_install(&InstallInput {
         me: &me,
         spec,
@@ -96,18 +112,19 @@ where
         variables: &variables,
         inventory: previous.as_ref(),
         live: &live,
+        images: &operator_config.images,
     });
     for warning in &plan.warnings {
-        tracing::warn!(provider = %key.2, kind = %K::KIND, "{warning}");
+        tracing::warn!(provider = %key.2, kind = %K::KIND, "{}", redactor.redact(warning));
     }
-
     if let Err(message) = carry_out(&ctx, object.as_ref(), &key, &plan, previous.as_ref()).await {
-        let conditions = vec![
-            Wanted::new(conditions::INSTALLED, false, "ApplyFailed", message.clone()),
-            Wanted::new(conditions::READY, false, "ApplyFailed", message.clone()),
-        ];
-        status::write(&ctx, object.as_ref(), kept(conditions, vec![("ApplyFailed".into(), message.clone())]))
-            .await?;
+        let message = redactor.redact(&message);
+        let preflight = plan
+            .conditions
+            .iter()
+            .find(|w| w.type_ == conditions::PREFLIGHT)
+            .map(|w| Wanted { message: redactor.redact(&w.message), ..w.clone() });
+        stop(conditions::INSTALLED, false, "ApplyFailed", message.clone(), true, preflight).await?;
         return Err(Error::Apply(message));
     }
 
@@ -116,8 +133,11 @@ where
     let outcome = Outcome {
         contract: plan.contract.clone(),
         installed_version: plan.installed_version.clone(),
-        conditions: wanted,
-        events: plan.events.clone(),
+        conditions: wanted
+            .into_iter()
+            .map(|w| Wanted { message: redactor.redact(&w.message), ..w })
+            .collect(),
+        events: plan.events.iter().map(|(reason, m)| (reason.clone(), redactor.redact(m))).collect(),
     };
     status::write(&ctx, object.as_ref(), outcome).await?;
     Ok(Action::requeue(RESYNC))
@@ -125,19 +145,16 @@ where
 
 /// Fetches the release the spec and the installed state ask for. Releases of remote URLs are
 /// kept in memory, since a published release does not change.
-async fn fetch_release<K>(
+async fn fetch_release(
     ctx: &Context,
     key: &ProviderKey,
     me: &ProviderView,
     all: &[ProviderView],
-    object: &K,
-    remote: &butler_repository::RemoteOptions,
-) -> Result<Fetched, String>
-where
-    K: ProviderObject,
-{
-    let spec = object.provider_spec();
-    let repo = fetch::repository(&ctx.client, K::KIND, &key.1, &key.2, spec, remote)?;
+    spec: &ProviderSpec,
+    remote: &RemoteOptions,
+    operator_config: &ClusterctlConfig,
+) -> Result<Fetched, String> {
+    let repo = fetch::repository(&ctx.client, key.0, &key.1, &key.2, spec, remote, operator_config)?;
     let core_contract =
         all.iter().find(|o| o.kind == ProviderKind::Core && !o.deleting).and_then(|c| c.contract.clone());
     let installed = me
@@ -145,10 +162,9 @@ where
         .as_deref()
         .zip(me.contract.as_deref())
         .map(|(version, contract)| Installed { version, contract });
-    let choice = fetch::choose_version(K::KIND, spec, installed, core_contract.as_deref());
+    let choice = fetch::choose_version(key.0, spec, installed, core_contract.as_deref());
     let version = fetch::resolve(&repo, &choice).await?;
-    let url = spec.fetch_config.as_ref().and_then(|f| f.url.clone());
-    let cache_key = url.map(|u| format!("{u}#{version}"));
+    let cache_key = fetch::remote_url(spec, operator_config, key.0, &key.2).map(|u| format!("{u}#{version}"));
     if let Some(hit) =
         cache_key.as_ref().and_then(|k| ctx.releases.lock().expect("not poisoned").get(k).cloned())
     {
@@ -192,7 +208,7 @@ where
     let name = inventory::name(K::KIND.plural(), &key.2);
     inventory::write(&ctx.client, object, K::KIND, &name, inventory)
         .await
-        .map_err(|e| format!("writing the inventory ConfigMap {}/{name}: {e}", key.1))?;
+        .map_err(|e| format!("writing the inventory ConfigMap {}/{name}: {}", key.1, describe(&e)))?;
     ctx.inventories.lock().expect("not poisoned").insert(key.clone(), inventory.clone());
     Ok(())
 }

@@ -12,9 +12,7 @@ use futures::StreamExt;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
-use kube::api::Api;
-use kube::core::PartialObjectMeta;
+use kube::api::{Api, ApiResource};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
@@ -27,7 +25,7 @@ use super::drift::{Drift, owner_of};
 use super::error::Error;
 use super::plan::LABEL_NAME;
 use super::triggers::{self, Receivers};
-use super::watches::{Seen, Watches};
+use super::watches::{Handler, Seen, Watches};
 use super::{delete, finalizer, reconcile as install};
 use crate::api::*;
 use crate::metrics::Metrics;
@@ -41,6 +39,26 @@ pub struct Options {
     pub instance: String,
     /// Reconciles of one kind that may run at once (0: no limit).
     pub concurrency: u16,
+    /// A clusterctl config file: `providers` (where providers without a fetchConfig come
+    /// from), `images` (overrides for every provider), `overridesFolder`, and variables (after
+    /// each provider's config Secret).
+    pub config: Option<std::path::PathBuf>,
+}
+
+impl Options {
+    /// Options for the controllers running inside another process (a test, an example, a
+    /// benchmark): no repository cache on disk, no limit on reconciles at once.
+    pub fn in_process(instance: &str) -> Options {
+        Options {
+            remote: RemoteOptions {
+                http: butler_repository::HttpOptions { cache: None, ..Default::default() },
+                ..Default::default()
+            },
+            instance: instance.into(),
+            concurrency: 0,
+            config: None,
+        }
+    }
 }
 
 /// A shutdown signal every task can wait on.
@@ -164,6 +182,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         recorder: Recorder::new(client.clone(), reporter),
         metrics,
         remote: options.remote,
+        config_path: options.config,
         statuses: Mutex::new(HashMap::new()),
         inventories: Mutex::new(HashMap::new()),
         inventories_loaded: tokio::sync::OnceCell::new(),
@@ -182,19 +201,22 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
                 futures::future::ready(())
             })
     };
-    let watch_secrets = {
-        let api: Api<PartialObjectMeta<Secret>> = Api::all(client);
-        let ctx = ctx.clone();
-        watcher(api, watcher::Config::default()).default_backoff().touched_objects().for_each(move |secret| {
-            if let Ok(secret) = secret {
-                let namespace = secret.namespace().unwrap_or_default();
-                for (kind, ns, name) in ctx.config_secret_users(&namespace, &secret.name_any()) {
-                    ctx.triggers.trigger(kind, &ns, &name);
-                }
+    // A config Secret that changes (or appears) wakes the providers that read it.
+    let secrets = ApiResource::erase::<Secret>(&());
+    let handler: Handler = {
+        let ctx = Arc::downgrade(&ctx);
+        Arc::new(move |seen| {
+            let (Seen::Present(meta) | Seen::Deleted(meta)) = seen;
+            let Some(ctx) = ctx.upgrade() else { return };
+            let namespace = meta.namespace.clone().unwrap_or_default();
+            for (kind, ns, name) in
+                ctx.config_secret_users(&namespace, meta.name.as_deref().unwrap_or_default())
+            {
+                ctx.triggers.trigger(kind, &ns, &name);
             }
-            futures::future::ready(())
         })
     };
+    ctx.watches.ensure("config-secrets", &secrets, None, handler);
     let watches = ctx.clone();
     let controllers = futures::future::join_all([
         drive(core, ctx.clone()),
@@ -209,7 +231,6 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         tokio::select! {
             _ = controllers => {}
             _ = watch_deployments => {}
-            _ = watch_secrets => {}
         }
         watches.watches.stop();
     }
@@ -234,21 +255,24 @@ fn on_deployment(ctx: &Context, event: Result<watcher::Event<Deployment>, watche
     }
 }
 
-/// Waits until the provider caches have their first listing.
+/// Waits until the cache of the providers' Deployments has its first listing. The provider
+/// caches belong to their controllers, which wait on them themselves: a second waiter on a
+/// kube `Store` can take the wake-up from the first (its readiness signal keeps one waker),
+/// and the controller would then never start.
 pub async fn caches_ready(ctx: &Context) {
-    let stores = &ctx.stores;
-    let _ = futures::join!(
-        stores.core.wait_until_ready(),
-        stores.infrastructure.wait_until_ready(),
-        stores.bootstrap.wait_until_ready(),
-        stores.control_plane.wait_until_ready(),
-        stores.addon.wait_until_ready(),
-        stores.ipam.wait_until_ready(),
-        ctx.deployments.wait_until_ready(),
-    );
+    let _ = ctx.deployments.wait_until_ready().await;
 }
 
 /// A shutdown signal from a future.
 pub fn shutdown_on(signal: impl Future<Output = ()> + Send + 'static) -> Shutdown {
     signal.boxed().shared()
+}
+
+/// A shutdown signal and the switch that gives it (send `true`).
+pub fn shutdown_switch() -> (tokio::sync::watch::Sender<bool>, Shutdown) {
+    let (switch, mut stopped) = tokio::sync::watch::channel(false);
+    let shutdown = shutdown_on(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    });
+    (switch, shutdown)
 }

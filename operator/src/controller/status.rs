@@ -46,7 +46,9 @@ where
     K: ProviderObject,
 {
     let key = key_of(object);
-    let existing = object.provider_status().cloned().unwrap_or_default();
+    // What this process wrote last is newer than the cache, which may not have seen it yet.
+    let written = ctx.statuses.lock().expect("not poisoned").get(&key).cloned();
+    let existing = written.or_else(|| object.provider_status().cloned()).unwrap_or_default();
     let generation = object.meta().generation;
     let now = Time(jiff::Timestamp::now());
     let status = ProviderStatus {

@@ -3,11 +3,14 @@
 
 use butler_operator::api::{CoreProvider, InfrastructureProvider};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
+use crate::fixtures::{components, publish};
 use crate::support::{Scenario, is, reason};
+use crate::upgrade;
 
 fn region(d: &Deployment) -> Option<String> {
     let container = &d.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0];
@@ -96,5 +99,98 @@ async fn drift_of_applied_objects_is_put_right_by_watching_them() {
         assert!(std::time::Instant::now() < deadline, "the ClusterRole did not come back");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn the_operator_config_file_moves_providers_to_a_mirror_and_overrides_images() {
+    let mut s = Scenario::new("config").await;
+    let dir = tempfile::tempdir().unwrap();
+    butler_operator::release::write_release(dir.path(), butler_repository::EMBEDDED_VERSION).unwrap();
+    let components = dir.path().join("local/infrastructure-harvester/v0.1.0/infrastructure-components.yaml");
+    let config = dir.path().join("butler-operator.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "providers:\n- name: harvester\n  type: InfrastructureProvider\n  url: {}\nimages:\n  all:\n    repository: mirror.internal/butler\nHARVESTER_VM_NAMESPACE: vms\n",
+            components.display()
+        ),
+    )
+    .unwrap();
+    s.start_operator_with(Some(config));
+    s.create::<CoreProvider>("butler", "").await;
+    s.create::<InfrastructureProvider>("harvester", "").await;
+    s.wait_for::<InfrastructureProvider>("harvester", "installed", |p| is(p, "ProviderInstalled", "True"))
+        .await;
+    let deployment = &s.deployments("InfrastructureProvider", "harvester").await[0];
+    let container = &deployment.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some("mirror.internal/butler/butler-provider-harvester:v0.1.0"));
+    assert!(
+        container.args.iter().flatten().any(|a| a == "--default-vm-namespace=vms"),
+        "{:?}",
+        container.args
+    );
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn values_of_the_config_secret_never_reach_conditions_or_events_even_when_quoted_back() {
+    let mut s = Scenario::new("redact").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    // A Gadget whose `size` must be digits: the API server rejects the Secret's text and
+    // quotes it in its answer.
+    let mut leaky = components("leaky", "v1.0.0", &[]);
+    leaky.push_str(
+        "---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.leaky.test.io
+spec:
+  group: leaky.test.io
+  scope: Namespaced
+  names: {kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {type: object, properties: {size: {type: string, pattern: '^[0-9]+$'}}}
+---
+apiVersion: leaky.test.io/v1
+kind: Gadget
+metadata:
+  name: default
+  namespace: leaky-system
+spec:
+  size: ${GADGET_PASSWORD}
+",
+    );
+    publish(&s, "infrastructure-leaky", "infrastructure-components.yaml", "v1.0.0", &leaky).await;
+    s.secret("leaky-variables", &[("GADGET_PASSWORD", "hunter2-hunter2")]).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &upgrade::spec("butler", "v1.0.0")).await;
+    let mut spec: serde_json::Value =
+        serde_json::from_str(&upgrade::spec("infrastructure-leaky", "v1.0.0")).unwrap();
+    spec["configSecret"] = json!({"name": "leaky-variables"});
+    s.create::<InfrastructureProvider>("leaky", &spec.to_string()).await;
+    let leaky = s
+        .wait_for::<InfrastructureProvider>("leaky", "the apply refused", |p| {
+            reason(p, "ProviderInstalled", "ApplyFailed")
+        })
+        .await;
+    // It waited for the core provider first; that condition does not stay behind.
+    assert!(is(&leaky, "PreflightCheckPassed", "True"), "{:?}", leaky.status);
+    let status = serde_json::to_string(&leaky.status).unwrap();
+    assert!(status.contains("<redacted GADGET_PASSWORD>"), "the message says which value it hid: {status}");
+    assert!(!status.contains("hunter2"), "the value never reaches the status: {status}");
+    let events: Api<Event> = Api::namespaced(s.client.clone(), &s.namespace);
+    let notes: Vec<String> =
+        events.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|e| e.note).collect();
+    assert!(notes.iter().any(|n| n.contains("<redacted GADGET_PASSWORD>")), "{notes:?}");
+    assert!(notes.iter().all(|n| !n.contains("hunter2")), "{notes:?}");
     s.stop_operator().await;
 }

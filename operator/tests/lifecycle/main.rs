@@ -1,11 +1,13 @@
 //! The provider lifecycle, end to end: the operator reconciles provider objects on the
 //! in-memory API server (or on the cluster of `BUTLER_E2E_KUBECONFIG`, with `make e2e`).
 
+mod binary;
 mod changes;
 mod contract;
 mod delete;
 mod fixtures;
 mod install;
+mod manifest;
 mod restart;
 mod support;
 mod upgrade;

@@ -8,13 +8,12 @@ use std::time::{Duration, Instant};
 use butler_e2e::Cluster;
 use butler_operator::controller::{self, Operator, Options, ProviderObject};
 use butler_operator::metrics::Metrics;
-use butler_repository::RemoteOptions;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -40,9 +39,8 @@ async fn install_cert_manager_crds(cluster: &Cluster) {
     if crds.get_opt("certificates.cert-manager.io").await.expect("reading CRDs").is_some() {
         return;
     }
-    let text = include_str!("cert-manager-crds.yaml");
-    for doc in text.split("\n---\n") {
-        cluster.install_crd(&from_yaml::<CustomResourceDefinition>(doc)).await;
+    for crd in butler_e2e::stand_ins::cert_manager_crds() {
+        cluster.install_crd(&crd).await;
     }
 }
 
@@ -77,20 +75,14 @@ impl Scenario {
 
     /// Starts the operator in this process.
     pub fn start_operator(&mut self) {
+        self.start_operator_with(None);
+    }
+
+    /// Starts the operator in this process with a config file (`--config`).
+    pub fn start_operator_with(&mut self, config: Option<std::path::PathBuf>) {
         assert!(self.operator.is_none(), "the operator runs already");
-        let (stop, stopped) = watch::channel(false);
-        let shutdown = controller::shutdown_on(async move {
-            let mut stopped = stopped;
-            let _ = stopped.wait_for(|s| *s).await;
-        });
-        let options = Options {
-            remote: RemoteOptions {
-                http: butler_repository::HttpOptions { cache: None, ..Default::default() },
-                ..Default::default()
-            },
-            instance: "scenario".into(),
-            concurrency: 0,
-        };
+        let (stop, shutdown) = controller::shutdown_switch();
+        let options = Options { config, ..Options::in_process("scenario") };
         let Operator { run, context } =
             controller::start(self.operator_client(), Arc::new(Metrics::new()), options, shutdown);
         self.operator = Some((stop, tokio::spawn(run), context));
@@ -221,25 +213,14 @@ impl Scenario {
     /// Where no kubelet runs, plays the Deployment controller: every provider Deployment of
     /// the scenario reports its current generation Available. A real cluster does it itself.
     pub async fn mark_available(&self) {
-        if !self.cluster.is_in_memory() {
-            return;
-        }
-        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.namespace);
-        for d in api
-            .list(&ListParams::default().labels("operator.butlerlabs.dev/provider-name"))
+        if self.cluster.is_in_memory() {
+            butler_e2e::stand_ins::mark_deployments_available(
+                &self.client,
+                &self.namespace,
+                "operator.butlerlabs.dev/provider-name",
+            )
             .await
-            .expect("listing Deployments")
-            .items
-        {
-            let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            let status = json!({"status": {
-                "observedGeneration": d.metadata.generation,
-                "replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas, "updatedReplicas": replicas,
-                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "marked by the scenario"}],
-            }});
-            api.patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(status))
-                .await
-                .expect("marking a Deployment Available");
+            .expect("marking Deployments Available");
         }
     }
 }

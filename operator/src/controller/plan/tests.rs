@@ -32,7 +32,17 @@ fn plan(
     live: &[LiveDeployment],
 ) -> InstallPlan {
     let spec = ProviderSpec::default();
-    plan_install(&InstallInput { me, spec: &spec, all, fetched, variables: &region, inventory, live })
+    let images = ImageOverrides::default();
+    plan_install(&InstallInput {
+        me,
+        spec: &spec,
+        all,
+        fetched,
+        variables: &region,
+        inventory,
+        live,
+        images: &images,
+    })
 }
 
 fn condition<'a>(plan: &'a InstallPlan, type_: &str) -> &'a Wanted {
@@ -256,4 +266,31 @@ fn readiness_and_deletion_blockers() {
             .contains("team-a/c1")
     );
     assert_eq!(deletion_blocker(&aws, &[core, aws.clone()], &[]), None);
+}
+
+#[test]
+fn a_provider_held_by_a_refused_unpause_counts_as_paused() {
+    let mut core = view(ProviderKind::Core, "butler");
+    core.paused = true;
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    aws.held = true; // spec.paused is false, but its unpause was refused: still at 0 replicas
+    let p = plan(&core, &[core.clone(), aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &[]);
+    assert_eq!(p.installed_version.as_deref(), Some("v2.0.0"), "{:?}", p.conditions);
+}
+
+#[test]
+fn crds_are_applied_first_and_webhook_configurations_last() {
+    let components = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata:\n  name: hook\n---\n{COMPONENTS}---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: things.x.io\nspec:\n  group: x.io\n  names: {{kind: Thing, plural: things}}\n  scope: Namespaced\n  versions: []\n"
+    );
+    let core = view(ProviderKind::Core, "butler");
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    aws.installed_version = None;
+    let release = Fetched { version: "v1.0.0".parse().unwrap(), contract: "v1beta1".into(), components };
+    let p = plan(&aws, &[core, aws.clone()], &release, None, &[]);
+    let kinds: Vec<&str> = p.objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["CustomResourceDefinition", "ServiceAccount", "Deployment", "ValidatingWebhookConfiguration"]
+    );
 }

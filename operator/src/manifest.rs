@@ -1,0 +1,254 @@
+//! The install manifest of the operator (`operator/butler-operator.yaml` of a release): its
+//! Namespace, the provider CRDs, a ServiceAccount with the least RBAC that Butler's providers
+//! need, and the Deployment.
+//!
+//! The RBAC follows from what the operator does and from the kinds in Butler's components, so
+//! it grows with them and with nothing else: a provider from another repository that brings
+//! other kinds needs a rule added to `butler-operator-providers`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use butler_repository::{ComponentsOptions, ImageOverrides, embedded_providers, process_components};
+use serde_json::{Value, json};
+
+use crate::api::FIELD_MANAGER;
+
+/// The namespace the operator runs in.
+pub const NAMESPACE: &str = "butler-operator-system";
+/// The operator's image, without the tag.
+pub const IMAGE: &str = "ghcr.io/butlerdotdev/butler-operator";
+
+/// Group, kind and resource of the kinds Butler's components hold.
+const RESOURCES: &[(&str, &str, &str)] = &[
+    ("", "ServiceAccount", "serviceaccounts"),
+    ("", "Service", "services"),
+    ("", "ConfigMap", "configmaps"),
+    ("", "Secret", "secrets"),
+    ("apps", "Deployment", "deployments"),
+    ("rbac.authorization.k8s.io", "Role", "roles"),
+    ("rbac.authorization.k8s.io", "RoleBinding", "rolebindings"),
+    ("rbac.authorization.k8s.io", "ClusterRole", "clusterroles"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions"),
+    ("cert-manager.io", "Issuer", "issuers"),
+    ("cert-manager.io", "Certificate", "certificates"),
+];
+
+/// The group and resource (plural) of a kind, by `apiVersion` and kind.
+fn builtin_resource(api_version: &str, kind: &str) -> Option<(&'static str, &'static str)> {
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    RESOURCES.iter().find(|(g, k, _)| *g == group && *k == kind).map(|(g, _, p)| (*g, *p))
+}
+
+/// The kinds (`apiVersion`, kind) of every object in Butler's components, except Namespaces,
+/// which the operator never writes.
+pub fn component_kinds() -> BTreeSet<(String, String)> {
+    let images = ImageOverrides::default();
+    let mut kinds = BTreeSet::new();
+    for provider in embedded_providers() {
+        let label = provider.label();
+        // Defaults only: a variable without one still renders, as an empty value.
+        let any = |_: &str| Some(String::new());
+        let options = ComponentsOptions {
+            what: &label,
+            provider_label: &label,
+            target_namespace: Some("default"),
+            images: &images,
+            variables: &any,
+        };
+        let objects = process_components(&provider.components(), &options)
+            .and_then(|c| c.objects())
+            .expect("Butler's components process");
+        for object in objects {
+            let api_version = object["apiVersion"].as_str().unwrap_or_default().to_string();
+            let kind = object["kind"].as_str().unwrap_or_default().to_string();
+            if kind != "Namespace" {
+                kinds.insert((api_version, kind));
+            }
+        }
+    }
+    kinds
+}
+
+/// The rules of the ClusterRole that lets the operator install Butler's providers.
+pub fn provider_rules() -> Vec<Value> {
+    let mut by_group: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (api_version, kind) in component_kinds() {
+        let (group, plural) = builtin_resource(&api_version, &kind).unwrap_or_else(|| {
+            panic!("{api_version} {kind}: add its resource to manifest::builtin_resource")
+        });
+        by_group.entry(group).or_default().insert(plural);
+    }
+    let mut rules: Vec<Value> = by_group
+        .into_iter()
+        .map(|(group, plurals)| {
+            json!({
+                "apiGroups": [group],
+                "resources": plurals,
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+            })
+        })
+        .collect();
+    // The providers' own Roles grant what the operator does not hold; Kubernetes allows writing
+    // them only with these verbs.
+    rules.push(json!({
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["clusterroles", "roles"],
+        "verbs": ["escalate", "bind"],
+    }));
+    rules
+}
+
+/// The rules of what the operator itself does.
+fn operator_rules() -> Vec<Value> {
+    let kinds = [
+        "coreproviders",
+        "infrastructureproviders",
+        "bootstrapproviders",
+        "controlplaneproviders",
+        "addonproviders",
+        "ipamproviders",
+    ];
+    vec![
+        json!({"apiGroups": ["operator.butlerlabs.dev"], "resources": kinds, "verbs": ["get", "list", "watch", "update", "patch"]}),
+        json!({
+            "apiGroups": ["operator.butlerlabs.dev"],
+            "resources": kinds.iter().flat_map(|k| [format!("{k}/status"), format!("{k}/finalizers")]).collect::<Vec<_>>(),
+            "verbs": ["get", "update", "patch"],
+        }),
+        // Inventories, and ConfigMap repositories of air-gapped clusters.
+        json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}),
+        // Config Secrets: read, and watched so that a change re-renders the provider.
+        json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}),
+        json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
+        // What holds up a deletion: workload clusters, and objects of the providers' CRDs.
+        json!({"apiGroups": ["butler.butlerlabs.dev"], "resources": ["*"], "verbs": ["get", "list", "watch"]}),
+    ]
+}
+
+fn crds() -> Vec<Value> {
+    crate::crds::providers()
+        .into_iter()
+        .map(|crd| serde_json::to_value(crd).expect("CRDs serialize"))
+        .collect()
+}
+
+/// Every object of the install manifest, in the order to apply them.
+pub fn objects(version: &str) -> Vec<Value> {
+    let labels = json!({"app.kubernetes.io/name": FIELD_MANAGER, "app.kubernetes.io/version": version});
+    let mut cluster_rules = operator_rules();
+    cluster_rules.extend(provider_rules());
+    let mut objects = vec![json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}},
+    })];
+    objects.extend(crds());
+    objects.extend([
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": FIELD_MANAGER, "namespace": NAMESPACE, "labels": labels}}),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": FIELD_MANAGER, "labels": labels},
+            "rules": cluster_rules,
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": FIELD_MANAGER, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": FIELD_MANAGER},
+            "subjects": [{"kind": "ServiceAccount", "name": FIELD_MANAGER, "namespace": NAMESPACE}],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": format!("{FIELD_MANAGER}-leader-election"), "namespace": NAMESPACE, "labels": labels},
+            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch"]}],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": format!("{FIELD_MANAGER}-leader-election"), "namespace": NAMESPACE, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{FIELD_MANAGER}-leader-election")},
+            "subjects": [{"kind": "ServiceAccount", "name": FIELD_MANAGER, "namespace": NAMESPACE}],
+        }),
+        deployment(version, &labels),
+    ]);
+    objects
+}
+
+fn deployment(version: &str, labels: &Value) -> Value {
+    let field = |path: &str| json!({"valueFrom": {"fieldRef": {"fieldPath": path}}});
+    let probe = |path: &str| json!({"httpGet": {"path": path, "port": "health"}, "periodSeconds": 10});
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": FIELD_MANAGER, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": FIELD_MANAGER}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": FIELD_MANAGER,
+                    "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [{
+                        "name": "operator",
+                        "image": format!("{IMAGE}:{version}"),
+                        "args": ["run"],
+                        "env": [
+                            {"name": "POD_NAME", "valueFrom": field("metadata.name")["valueFrom"]},
+                            {"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")["valueFrom"]},
+                            {"name": "BUTLER_CACHE_DIR", "value": "/var/cache/butler"},
+                            {"name": "BUTLER_LOG_FORMAT", "value": "json"},
+                        ],
+                        "ports": [
+                            {"name": "metrics", "containerPort": 8080, "protocol": "TCP"},
+                            {"name": "health", "containerPort": 8081, "protocol": "TCP"},
+                        ],
+                        "livenessProbe": probe("/healthz"),
+                        "readinessProbe": probe("/readyz"),
+                        "resources": {
+                            "requests": {"cpu": "50m", "memory": "64Mi"},
+                            "limits": {"cpu": "500m", "memory": "256Mi"},
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                        "volumeMounts": [{"name": "cache", "mountPath": "/var/cache/butler"}],
+                    }],
+                    "volumes": [{"name": "cache", "emptyDir": {}}],
+                },
+            },
+        },
+    })
+}
+
+/// The install manifest as one YAML stream.
+pub fn render(version: &str) -> String {
+    objects(version)
+        .iter()
+        .map(|o| serde_saphyr::to_string(o).expect("objects serialize"))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_cover_every_kind_of_butlers_components_and_nothing_wider() {
+        let rules = provider_rules();
+        for (api_version, kind) in component_kinds() {
+            let (group, plural) = builtin_resource(&api_version, &kind).unwrap();
+            assert!(
+                rules.iter().any(|r| r["apiGroups"][0] == group
+                    && r["resources"].as_array().unwrap().iter().any(|p| p == plural)),
+                "{kind} is not covered"
+            );
+        }
+        let text = serde_json::to_string(&rules).unwrap();
+        assert!(!text.contains("\"*\""), "no wildcard in the provider rules: {text}");
+        assert!(!text.contains("namespaces"), "Namespaces are never written");
+    }
+}
