@@ -37,12 +37,18 @@
 //! - Errors are `Status` objects with the real codes and reasons.
 //! - Metadata-only answers (`Accept: ...;as=PartialObjectMetadata`) for get, list and watch,
 //!   as kube's `Api<PartialObjectMeta<K>>` asks for them.
+//! - Table output (`Accept: ...;as=Table`, what `kubectl get` asks for): custom resources print
+//!   their `additionalPrinterColumns` (or Age); Deployment, Event, ConfigMap, Secret and
+//!   Namespace print kubectl's usual columns; other kinds print Name and Age. Watches are not
+//!   printed (`kubectl get -w` shows objects without the columns).
+//! - Events have one store behind `v1` and `events.k8s.io/v1`, converted field by field, so
+//!   events that the operator records show in `kubectl get events` and `kubectl describe`.
 //! - A log of requests by client ([`TestApiServer::client_as`] names one with its
 //!   User-Agent, [`TestApiServer::requests_from`] lists its requests), to count them.
 //!
 //! # Deliberately not supported
 //! Authentication and authorization (every request is allowed), admission webhooks (they are
-//! not called), protobuf and Table output, aggregated discovery and OpenAPI documents, CRD
+//! not called), protobuf, aggregated discovery and OpenAPI documents, CRD
 //! conversion webhooks (versions differ only in apiVersion), selectable fields of CRDs, pods
 //! and every controller but the garbage collector and the namespace and CRD finalizers (no
 //! Deployment ever becomes Available by itself). Strategic merge patch is approximated: a merge

@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -18,8 +19,10 @@ use super::Shared;
 use super::discovery;
 use super::errors::ApiError;
 use super::patch::PatchType;
+use super::registry::ResourceType;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{DeleteOptions, ListOptions, Store, WriteOptions};
+use super::table;
 use super::watch::{self, WatchRequest};
 
 /// A resource path taken apart.
@@ -118,7 +121,9 @@ pub async fn handle(
         .and_then(|a| a.to_str().ok())
         .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
     match result {
-        Ok(Reply::Json(code, value)) if metadata_only => json_response(code, &as_metadata(value)),
+        Ok(Reply::Json(code, value)) if metadata_only && value["kind"] != "Table" => {
+            json_response(code, &as_metadata(value))
+        }
         Ok(Reply::Json(code, value)) => json_response(code, &value),
         Ok(Reply::Stream(rx)) => {
             let stream = ReceiverStream::new(rx).map(move |line| {
@@ -251,10 +256,14 @@ fn dispatch(
             };
             Ok(Reply::Stream(watch::start(store, request)?))
         }
-        (Method::GET, None) => Ok(Reply::Json(200, lock(store).list(&rt, scope, &list_options()?)?)),
+        (Method::GET, None) => {
+            let list = lock(store).list(&rt, scope, &list_options()?)?;
+            Ok(Reply::Json(200, printed(&rt, list, headers, query)))
+        }
         (Method::GET, Some(name)) => {
             check_scope(true)?;
-            Ok(Reply::Json(200, lock(store).get(&rt, &namespace, name)?))
+            let object = lock(store).get(&rt, &namespace, name)?;
+            Ok(Reply::Json(200, printed(&rt, object, headers, query)))
         }
         (Method::POST, None) => {
             if rt.namespaced && target.namespace.is_none() {
@@ -295,6 +304,15 @@ fn dispatch(
             Ok(Reply::Json(200, lock(store).delete_collection(&rt, scope, &list_options()?, &options)?))
         }
         (method, _) => Err(ApiError::method_not_allowed(format!("{method} is not supported on this path"))),
+    }
+}
+
+/// The object or list as a Table when the client asks for one (kubectl does).
+fn printed(rt: &ResourceType, value: Value, headers: &HeaderMap, query: &HashMap<String, String>) -> Value {
+    let accept = headers.get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or_default();
+    match table::wanted(accept) {
+        true => table::convert(rt, &value, query.get("includeObject").map(String::as_str), Timestamp::now()),
+        false => value,
     }
 }
 

@@ -1,6 +1,7 @@
 //! [`TestApiServer`]: the Kubernetes HTTP API in memory, on 127.0.0.1.
 
 mod apply;
+mod conversion;
 mod discovery;
 mod errors;
 mod fieldset;
@@ -10,6 +11,7 @@ mod registry;
 mod schema;
 mod selectors;
 mod store;
+mod table;
 mod watch;
 
 use std::net::SocketAddr;

@@ -23,6 +23,8 @@ pub enum ListType {
 pub struct CustomSchema {
     pub schema: Value,
     pub cel: kube_cel::CompiledSchema,
+    /// `additionalPrinterColumns` of the version, for Table output.
+    pub columns: Vec<Value>,
 }
 
 /// One served kind at one version.
@@ -51,8 +53,12 @@ impl ResourceType {
     }
 
     /// Objects are stored once per group and resource, whatever version they are read through.
+    /// Events of `events.k8s.io` share the storage of core Events.
     pub fn storage_key(&self) -> (String, String) {
-        (self.group.clone(), self.plural.clone())
+        match super::conversion::storage_of(self) {
+            Some((group, _, plural)) => (group.to_string(), plural.to_string()),
+            None => (self.group.clone(), self.plural.clone()),
+        }
     }
 
     /// How the list at `path` (field names from the root) merges.
@@ -257,7 +263,11 @@ impl Registry {
                 categories: list(&names["categories"]),
                 status: version["subresources"]["status"].is_object(),
                 generation: true,
-                custom: Some(Arc::new(CustomSchema { schema, cel })),
+                custom: Some(Arc::new(CustomSchema {
+                    schema,
+                    cel,
+                    columns: version["additionalPrinterColumns"].as_array().cloned().unwrap_or_default(),
+                })),
             });
         }
         Ok(types)

@@ -135,7 +135,13 @@ impl FieldSelector {
             if !supported {
                 return Err(ApiError::bad_request(format!("field label not supported: {field}")));
             }
-            terms.push((field.to_string(), equal, value.trim().to_string()));
+            // Events are stored as core Events: the fields of events.k8s.io select their twins.
+            let field = match field.strip_prefix("regarding.") {
+                Some(rest) => format!("involvedObject.{rest}"),
+                None if field == "reportingController" => "reportingComponent".to_string(),
+                None => field.to_string(),
+            };
+            terms.push((field, equal, value.trim().to_string()));
         }
         Ok(FieldSelector(terms))
     }

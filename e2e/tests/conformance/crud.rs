@@ -170,3 +170,33 @@ async fn metadata_only_reads_and_watches() {
     let first = events.next().await.unwrap().unwrap();
     assert_eq!(first.metadata.name.as_deref(), Some("a"));
 }
+
+#[tokio::test]
+async fn tables_for_kubectl() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("table").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    api.create(&PostParams::default(), &config_map("a", &[], &[("one", "1"), ("two", "2")])).await.unwrap();
+
+    // What kubectl get sends.
+    let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+    let raw = cluster
+        .client()
+        .request_text(
+            http::Request::get(format!("/api/v1/namespaces/{ns}/configmaps?limit=500"))
+                .header("Accept", accept)
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let table: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(table["kind"], "Table", "{raw}");
+    let columns: Vec<&str> =
+        table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(columns, ["Name", "Data", "Age"]);
+    let row = table["rows"].as_array().unwrap().iter().find(|r| r["cells"][0] == "a").unwrap();
+    assert_eq!(row["cells"][1], 2);
+    assert_eq!(row["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(row["object"]["metadata"]["namespace"], ns.as_str());
+}

@@ -8,6 +8,7 @@ mod crds;
 mod crud;
 mod deletion;
 mod discovery;
+mod events;
 mod schema;
 mod selectors;
 mod status;

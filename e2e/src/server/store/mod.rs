@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::apply::{Applier, record_update};
+use super::conversion;
 use super::errors::ApiError;
 use super::patch::{PatchType, apply_patch};
 use super::registry::{Registry, ResourceType};
@@ -158,10 +159,17 @@ impl Store {
     }
 
     /// The object as read through `rt`'s version.
-    pub(super) fn present(rt: &ResourceType, mut object: Value) -> Value {
-        object["apiVersion"] = Value::String(rt.api_version());
-        object["kind"] = Value::String(rt.kind.clone());
-        object
+    pub(super) fn present(rt: &ResourceType, object: Value) -> Value {
+        conversion::from_storage(rt, object)
+    }
+
+    /// The object to patch: in `rt`'s shape where it is stored in another.
+    fn lookup_to_patch(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<Value> {
+        let stored = self.lookup(rt, namespace, name).cloned()?;
+        Some(match conversion::storage_of(rt) {
+            Some(_) => Store::present(rt, stored),
+            None => stored,
+        })
     }
 
     fn record(&mut self, key: (String, String), change: Change, object: Value, old: Option<Value>) {
@@ -284,7 +292,7 @@ impl Store {
         status_scope: bool,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
-        let old = self.lookup(rt, namespace, name).cloned();
+        let old = self.lookup_to_patch(rt, namespace, name);
         if kind == PatchType::Apply {
             return self.server_side_apply(rt, namespace, name, old, body, status_scope, opts);
         }
@@ -365,6 +373,14 @@ impl Store {
         status_scope: bool,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
+        // Written through one group, stored as another: save as the stored kind.
+        if let Some((group, version, plural)) = conversion::storage_of(rt) {
+            let stored_rt = self.registry.find(group, version, plural).expect("built in").clone();
+            let stored_old = old.and_then(|o| self.lookup(&stored_rt, namespace_of(o), name_of(o)).cloned());
+            let new = conversion::to_storage(rt, new);
+            let saved = self.save(&stored_rt, stored_old.as_ref(), new, manager, status_scope, dry_run)?;
+            return Ok(Store::present(rt, saved));
+        }
         let now = now();
         // The status subresource: each side of the object is written through its own door.
         if rt.status {
