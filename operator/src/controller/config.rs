@@ -3,7 +3,8 @@
 //! but as variables and tokens: messages name keys, never values, and [`Redactor`] takes them
 //! out of messages that others (API servers, the renderer) write.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 use butler_repository::RemoteOptions;
 use k8s_openapi::api::core::v1::Secret;
@@ -20,9 +21,50 @@ pub struct ProviderConfig {
 /// Why the config Secret could not be used: a message for the provider's condition.
 pub struct Unreadable(pub String);
 
+/// Config Secrets as last read, and the resourceVersion that the Secret watch last saw of each:
+/// a Secret that has not changed since it was read is not read again at every reconcile (a
+/// provider reconciles whenever its Deployments' status moves).
+#[derive(Default)]
+pub struct SecretCache {
+    /// resourceVersions from the watch (or from the first read, when the watch has not spoken).
+    seen: Mutex<HashMap<(String, String), String>>,
+    read: Mutex<HashMap<(String, String), Secret>>,
+}
+
+impl SecretCache {
+    /// The watch saw the Secret at `resource_version`.
+    pub fn saw(&self, namespace: &str, name: &str, resource_version: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        self.seen.lock().expect("not poisoned").insert(key, resource_version.to_string());
+    }
+
+    /// The watch saw the Secret go.
+    pub fn gone(&self, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        self.seen.lock().expect("not poisoned").remove(&key);
+        self.read.lock().expect("not poisoned").remove(&key);
+    }
+
+    fn current(&self, key: &(String, String)) -> Option<Secret> {
+        let seen = self.seen.lock().expect("not poisoned").get(key).cloned()?;
+        let read = self.read.lock().expect("not poisoned").get(key).cloned()?;
+        (read.metadata.resource_version.as_deref() == Some(seen.as_str())).then_some(read)
+    }
+
+    fn keep(&self, key: (String, String), secret: &Secret) {
+        if let Some(rv) = &secret.metadata.resource_version {
+            // The watch's word wins: it may have seen a newer version while this read was on
+            // its way, and then the next reconcile reads again.
+            self.seen.lock().expect("not poisoned").entry(key.clone()).or_insert_with(|| rv.clone());
+        }
+        self.read.lock().expect("not poisoned").insert(key, secret.clone());
+    }
+}
+
 /// Reads the Secret of `spec.configSecret`, if any; the provider's namespace is the default.
 pub async fn load(
     client: &kube::Client,
+    cache: &SecretCache,
     namespace: &str,
     spec: &ProviderSpec,
     base: &RemoteOptions,
@@ -30,14 +72,27 @@ pub async fn load(
     let mut config = ProviderConfig { variables: BTreeMap::new(), remote: base.clone() };
     let Some(reference) = &spec.config_secret else { return Ok(config) };
     let secret_namespace = reference.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(namespace);
-    let api: Api<Secret> = Api::namespaced(client.clone(), secret_namespace);
+    let key = (secret_namespace.to_string(), reference.name.clone());
     let what = format!("the Secret {secret_namespace}/{} of spec.configSecret", reference.name);
-    let secret = match api.get_opt(&reference.name).await {
-        Ok(Some(secret)) => secret,
-        Ok(None) => {
-            return Err(Unreadable(format!("{what} does not exist; create it, or remove spec.configSecret")));
+    let secret = match cache.current(&key) {
+        Some(secret) => secret,
+        None => {
+            let api: Api<Secret> = Api::namespaced(client.clone(), secret_namespace);
+            match api.get_opt(&reference.name).await {
+                Ok(Some(secret)) => {
+                    cache.keep(key, &secret);
+                    secret
+                }
+                Ok(None) => {
+                    return Err(Unreadable(format!(
+                        "{what} does not exist; create it, or remove spec.configSecret"
+                    )));
+                }
+                Err(e) => {
+                    return Err(Unreadable(format!("cannot read {what}: {}", super::error::describe(&e))));
+                }
+            }
         }
-        Err(e) => return Err(Unreadable(format!("cannot read {what}: {}", super::error::describe(&e)))),
     };
     config.variables = variables(&secret).map_err(|key| {
         Unreadable(format!("key {key:?} of {what} is not UTF-8 text; variables must be text"))
@@ -155,6 +210,42 @@ mod tests {
              <redacted AWS_ACCESS_KEY_ID>, line <redacted CA>, token <redacted GITHUB_TOKEN>, \
              topology true-ish, replicas 1"
         );
+    }
+
+    fn secret_at(rv: &str, value: &str) -> Secret {
+        let mut secret = Secret {
+            data: Some(BTreeMap::from([("K".to_string(), ByteString(value.as_bytes().to_vec()))])),
+            ..Default::default()
+        };
+        secret.metadata.resource_version = Some(rv.into());
+        secret
+    }
+
+    #[test]
+    fn a_secret_read_once_is_used_until_the_watch_sees_it_change() {
+        let cache = SecretCache::default();
+        let key = ("ns".to_string(), "vars".to_string());
+        assert!(cache.current(&key).is_none(), "nothing read yet");
+        cache.keep(key.clone(), &secret_at("5", "a"));
+        assert_eq!(variables(&cache.current(&key).unwrap()).unwrap()["K"], "a");
+        cache.saw("ns", "vars", "5");
+        assert!(cache.current(&key).is_some(), "the watch saw the version that was read");
+        cache.saw("ns", "vars", "6");
+        assert!(cache.current(&key).is_none(), "changed since: read again");
+        cache.keep(key.clone(), &secret_at("6", "b"));
+        assert_eq!(variables(&cache.current(&key).unwrap()).unwrap()["K"], "b");
+        cache.gone("ns", "vars");
+        assert!(cache.current(&key).is_none());
+    }
+
+    #[test]
+    fn a_read_that_the_watch_overtook_is_not_trusted() {
+        let cache = SecretCache::default();
+        let key = ("ns".to_string(), "vars".to_string());
+        // The read answered version 5, but the watch had already reported 6.
+        cache.saw("ns", "vars", "6");
+        cache.keep(key.clone(), &secret_at("5", "old"));
+        assert!(cache.current(&key).is_none());
     }
 
     #[test]

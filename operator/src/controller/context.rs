@@ -93,6 +93,8 @@ pub struct Context {
     pub inventories_loaded: tokio::sync::OnceCell<()>,
     /// Releases fetched from remote repositories, by URL and version: a release never changes.
     pub releases: Mutex<HashMap<String, Fetched>>,
+    /// Config Secrets as last read, valid while the Secret watch sees no change.
+    pub secrets: super::config::SecretCache,
     /// Consecutive failures, by provider, for the backoff.
     pub failures: Mutex<HashMap<ProviderKey, u32>>,
     /// Providers whose finalizer this process removed: gone, though the cache may still show them.

@@ -34,7 +34,6 @@ where
     let spec = object.provider_spec();
     // A failure after the preflight checks also says how they went (`also`), so that a
     // condition of an earlier reconcile (waiting for the core provider, say) does not stay.
-    let passed = Wanted::new(conditions::PREFLIGHT, true, "Passed", "the preflight checks passed");
     let stop = |type_: &'static str,
                 kept: bool,
                 reason: &'static str,
@@ -75,7 +74,7 @@ where
         stop(conditions::PREFLIGHT, false, blocked.reason, blocked.message, !blocked.retry, None).await?;
         return Ok(Action::requeue(RESYNC));
     }
-    let provider_config = match config::load(&ctx.client, &key.1, spec, &ctx.remote).await {
+    let provider_config = match config::load(&ctx.client, &ctx.secrets, &key.1, spec, &ctx.remote).await {
         Ok(c) => c,
         Err(config::Unreadable(message)) => {
             stop(conditions::PREFLIGHT, false, "ConfigSecretUnreadable", message, true, None).await?;
@@ -91,6 +90,7 @@ where
         Ok(f) => f,
         Err(message) => {
             let message = redactor.redact(&format!("cannot fetch the provider's release: {message}"));
+            let passed = Wanted::new(conditions::PREFLIGHT, true, "Passed", "the preflight checks passed");
             stop(conditions::INSTALLED, me.installed(), "FetchFailed", message.clone(), true, Some(passed))
                 .await?;
             return Err(Error::Fetch(message));

@@ -187,6 +187,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         inventories: Mutex::new(HashMap::new()),
         inventories_loaded: tokio::sync::OnceCell::new(),
         releases: Mutex::new(HashMap::new()),
+        secrets: Default::default(),
         failures: Mutex::new(HashMap::new()),
         gone: Mutex::default(),
     });
@@ -206,12 +207,18 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     let handler: Handler = {
         let ctx = Arc::downgrade(&ctx);
         Arc::new(move |seen| {
-            let (Seen::Present(meta) | Seen::Deleted(meta)) = seen;
             let Some(ctx) = ctx.upgrade() else { return };
+            let (Seen::Present(meta) | Seen::Deleted(meta)) = &seen;
             let namespace = meta.namespace.clone().unwrap_or_default();
-            for (kind, ns, name) in
-                ctx.config_secret_users(&namespace, meta.name.as_deref().unwrap_or_default())
-            {
+            let name = meta.name.clone().unwrap_or_default();
+            let users = ctx.config_secret_users(&namespace, &name);
+            // Only the Secrets that providers read are remembered, not every Secret.
+            match (&seen, meta.resource_version.as_deref()) {
+                (Seen::Present(_), Some(rv)) if !users.is_empty() => ctx.secrets.saw(&namespace, &name, rv),
+                (Seen::Deleted(_), _) => ctx.secrets.gone(&namespace, &name),
+                _ => {}
+            }
+            for (kind, ns, name) in users {
                 ctx.triggers.trigger(kind, &ns, &name);
             }
         })
