@@ -148,11 +148,13 @@ impl Redactor {
         let pairs = secret.iter().chain(operator.iter().filter(|(k, _)| credential(k)));
         let mut values = Vec::new();
         for (key, value) in pairs {
-            // A multi-line value (a certificate, a kubeconfig) is often quoted a line at a time.
-            let lines = value.lines().map(str::trim).filter(|l| *l != value.as_str());
-            for part in std::iter::once(value.as_str()).chain(lines) {
+            // A multi-line value (a certificate, a kubeconfig) is often quoted a line at a time,
+            // and Go's %q (API server messages) escapes quotes, backslashes and newlines.
+            let lines = value.lines().map(str::trim).filter(|l| *l != value.as_str()).map(String::from);
+            let quoted = value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+            for part in std::iter::once(value.clone()).chain(lines).chain(std::iter::once(quoted)) {
                 if part.chars().count() >= SHORTEST_REDACTED {
-                    values.push((part.to_string(), key.clone()));
+                    values.push((part, key.clone()));
                 }
             }
         }
@@ -246,6 +248,13 @@ mod tests {
         cache.saw("ns", "vars", "6");
         cache.keep(key.clone(), &secret_at("5", "old"));
         assert!(cache.current(&key).is_none());
+    }
+
+    #[test]
+    fn values_are_found_as_go_quotes_them_too() {
+        let r = Redactor::new(&map(&[("PASSWORD", "pa\"ss\\word")]), &BTreeMap::new());
+        let message = r#"spec.password: Invalid value: "pa\"ss\\word": too weak"#;
+        assert_eq!(r.redact(message), r#"spec.password: Invalid value: "<redacted PASSWORD>": too weak"#);
     }
 
     #[test]
