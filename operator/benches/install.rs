@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use butler_e2e::TestApiServer;
-use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use butler_operator::api::{CoreProvider, InfrastructureProvider, KindNames};
 use butler_operator::controller::{self, Options, ProviderObject};
 use butler_operator::metrics::Metrics;
 use criterion::Criterion;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use butler_e2e::TestApiServer;
 use butler_e2e::stand_ins::{cert_manager_crds, mark_deployments_available};
-use butler_operator::api::{CoreProvider, InfrastructureProvider, ProviderStatus};
+use butler_operator::api::{CoreProvider, InfrastructureProvider, KindNames, ProviderStatus};
 use butler_operator::controller::{self, Options, ProviderObject};
 use butler_operator::metrics::Metrics;
 use k8s_openapi::api::core::v1::Namespace;

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use butler_core::crds::{check_structural, undocumented_fields};
-use butler_operator::api::ProviderKind;
+use butler_operator::api::{KindNames, ProviderKind};
 use butler_operator::crds::{all, providers, stale_files};
 
 #[test]

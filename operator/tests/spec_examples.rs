@@ -69,6 +69,6 @@ fn the_shared_spec_reads_the_same_through_every_kind() {
     assert_eq!(core.spec.paused, Some(true));
     use butler_operator::api::Provider;
     assert_eq!(core.provider_spec().version.as_deref(), Some("v0.1.0"));
-    assert_eq!(CoreProvider::KIND.provider_label("butler"), "butler");
-    assert_eq!(InfrastructureProvider::KIND.provider_label("harvester"), "infrastructure-harvester");
+    assert_eq!(CoreProvider::KIND.label("butler"), "butler");
+    assert_eq!(InfrastructureProvider::KIND.label("harvester"), "infrastructure-harvester");
 }

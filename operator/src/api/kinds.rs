@@ -3,42 +3,31 @@
 
 use std::ops::{Deref, DerefMut};
 
-use butler_repository::ProviderType;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ProviderSpec, ProviderStatus};
 
-/// The provider types of clusterctl, one per kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum ProviderKind {
-    Core,
-    Infrastructure,
-    Bootstrap,
-    ControlPlane,
-    Addon,
-    Ipam,
+/// The provider kinds are clusterctl's provider types, one kind per type, named after it.
+pub use butler_repository::ProviderType as ProviderKind;
+
+/// The operator's names for a provider type: its Kubernetes kind and the kind's plural.
+pub trait KindNames: Sized {
+    /// The Kubernetes kind (`CoreProvider`, ...), which is also clusterctl's provider type name.
+    fn kind(self) -> &'static str;
+    /// The resource name used in URLs and by `kubectl get`.
+    fn plural(self) -> &'static str;
+    /// The kind whose Kubernetes kind is `kind`.
+    fn from_kind(kind: &str) -> Option<Self>;
 }
 
-impl ProviderKind {
-    /// Every kind, core first.
-    pub const ALL: [ProviderKind; 6] = [
-        ProviderKind::Core,
-        ProviderKind::Infrastructure,
-        ProviderKind::Bootstrap,
-        ProviderKind::ControlPlane,
-        ProviderKind::Addon,
-        ProviderKind::Ipam,
-    ];
-
-    /// The Kubernetes kind (`CoreProvider`, ...), which is also clusterctl's provider type name.
-    pub fn kind(self) -> &'static str {
-        self.provider_type().type_name()
+impl KindNames for ProviderKind {
+    fn kind(self) -> &'static str {
+        self.type_name()
     }
 
-    /// The resource name used in URLs and by `kubectl get`.
-    pub fn plural(self) -> &'static str {
+    fn plural(self) -> &'static str {
         match self {
             ProviderKind::Core => "coreproviders",
             ProviderKind::Infrastructure => "infrastructureproviders",
@@ -49,33 +38,8 @@ impl ProviderKind {
         }
     }
 
-    /// The repository crate's provider type of this kind.
-    pub fn provider_type(self) -> ProviderType {
-        match self {
-            ProviderKind::Core => ProviderType::Core,
-            ProviderKind::Infrastructure => ProviderType::Infrastructure,
-            ProviderKind::Bootstrap => ProviderType::Bootstrap,
-            ProviderKind::ControlPlane => ProviderType::ControlPlane,
-            ProviderKind::Addon => ProviderType::Addon,
-            ProviderKind::Ipam => ProviderType::Ipam,
-        }
-    }
-
-    /// clusterctl's provider label for a provider of this kind and name: the name for the core
-    /// provider, else `{type}-{name}` (`infrastructure-aws`, `control-plane-kubeadm`, ...).
-    pub fn provider_label(self, name: &str) -> String {
-        self.provider_type().label(name)
-    }
-
-    /// The kind whose Kubernetes kind is `kind`.
-    pub fn from_kind(kind: &str) -> Option<ProviderKind> {
+    fn from_kind(kind: &str) -> Option<ProviderKind> {
         ProviderKind::ALL.into_iter().find(|k| k.kind() == kind)
-    }
-}
-
-impl std::fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.kind())
     }
 }
 

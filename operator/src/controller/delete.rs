@@ -21,7 +21,7 @@ use super::status::{self, Outcome};
 use super::users::{butler_provider_type, tenant_cluster_users};
 use super::watches::{Handler, Seen};
 use super::{finalizer, inventory};
-use crate::api::ProviderKind;
+use crate::api::{KindNames, ProviderKind};
 
 /// How many objects of one CRD a blocked deletion names.
 const NAMED: u32 = 5;

@@ -13,7 +13,7 @@ use kube::api::ApiResource;
 use super::plan::{LABEL_KIND, LABEL_NAME, LABEL_NAMESPACE, ObjectRef};
 use super::triggers::Triggers;
 use super::watches::{Handler, Seen, Watches};
-use crate::api::ProviderKind;
+use crate::api::{KindNames, ProviderKind};
 
 /// What a write left on an object: its generation where the kind keeps one (status updates
 /// do not change it), else its resourceVersion.

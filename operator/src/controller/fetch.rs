@@ -12,7 +12,7 @@ use crate::api::{ProviderKind, ProviderSpec};
 /// Whether a provider of this kind and name needs no fetchConfig: the built-in list or the
 /// operator's config file knows where it lives.
 pub fn known(config: &ClusterctlConfig, kind: ProviderKind, name: &str) -> bool {
-    config.provider(kind.provider_type(), name).is_ok()
+    config.provider(kind, name).is_ok()
 }
 
 /// The repository of a provider.
@@ -25,7 +25,7 @@ pub fn repository(
     remote: &RemoteOptions,
     config: &ClusterctlConfig,
 ) -> Result<Repository, String> {
-    let label = kind.provider_label(name);
+    let label = kind.label(name);
     let fetch = spec.fetch_config.as_ref();
     match (fetch.and_then(|f| f.url.as_deref()), fetch.and_then(|f| f.selector.as_ref())) {
         (Some(url), _) => {
@@ -34,10 +34,10 @@ pub fn repository(
         }
         (None, Some(selector)) => {
             let source = AnySource::ConfigMap(ConfigMapSource::new(client.clone(), namespace, selector));
-            Ok(Repository::new(&label, source, kind.provider_type().components_file()))
+            Ok(Repository::new(&label, source, kind.components_file()))
         }
         (None, None) => {
-            let entry = config.provider(kind.provider_type(), name).map_err(|e| e.to_string())?;
+            let entry = config.provider(kind, name).map_err(|e| e.to_string())?;
             let url = ProviderUrl::parse(&entry.url)
                 .map_err(|e| format!("the url of {label} in the operator's config: {e}"))?;
             let repo = Repository::from_url(&label, &url, remote).map_err(|e| e.to_string())?;
@@ -57,7 +57,7 @@ pub fn remote_url(
     let fetch = spec.fetch_config.as_ref();
     let url = match fetch {
         Some(f) => f.url.clone()?,
-        None => config.provider(kind.provider_type(), name).ok()?.url,
+        None => config.provider(kind, name).ok()?.url,
     };
     (!url.starts_with("embedded:")).then_some(url)
 }

@@ -7,7 +7,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::plan::{Inventory, LABEL_KIND, LABEL_NAME, LABEL_NAMESPACE};
-use crate::api::{FIELD_MANAGER, ProviderKind};
+use crate::api::{FIELD_MANAGER, KindNames, ProviderKind};
 
 /// The label every inventory ConfigMap carries, so that one list finds them all.
 pub const LABEL_INVENTORY: &str = "operator.butlerlabs.dev/inventory";

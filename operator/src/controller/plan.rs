@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::conditions::{self, Wanted};
 use super::customize::customize;
-use crate::api::{ProviderKind, ProviderSpec};
+use crate::api::{KindNames, ProviderKind, ProviderSpec};
 
 /// Labels that tie an applied object to its provider object.
 pub const LABEL_KIND: &str = "operator.butlerlabs.dev/provider-kind";
@@ -324,7 +324,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     }
 
     // Render.
-    let label = me.kind.provider_label(&me.name);
+    let label = me.kind.label(&me.name);
     let what = format!("{label} {version}");
     let options = ComponentsOptions {
         what: &what,

@@ -17,7 +17,7 @@ use super::fetch::{self, Installed};
 use super::inventory;
 use super::plan::{self, Fetched, InstallInput, InstallPlan, Inventory, ObjectRef, ProviderView};
 use super::status::{self, Outcome};
-use crate::api::{ProviderKind, ProviderSpec};
+use crate::api::{KindNames, ProviderKind, ProviderSpec};
 
 /// How often a provider is looked at again with nothing changing: every input is watched, so
 /// this is only a safety net (and it notices new ConfigMap versions of an empty spec.version).

@@ -10,7 +10,7 @@ use super::ProviderObject;
 use super::conditions::{self, Wanted};
 use super::context::{Context, key_of};
 use super::error::Error;
-use crate::api::ProviderStatus;
+use crate::api::{KindNames, ProviderStatus};
 
 /// The status a reconcile arrived at.
 pub struct Outcome {

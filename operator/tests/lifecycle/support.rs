@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use butler_e2e::Cluster;
+use butler_operator::api::KindNames;
 use butler_operator::controller::{self, Operator, Options, ProviderObject};
 use butler_operator::metrics::Metrics;
 use k8s_openapi::api::apps::v1::Deployment;
