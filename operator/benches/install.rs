@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use butler_e2e::TestApiServer;
 use butler_operator::api::{CoreProvider, InfrastructureProvider, KindNames};
+use butler_operator::controller::inventory::LABEL_INVENTORY;
 use butler_operator::controller::{self, Options, ProviderObject};
 use butler_operator::metrics::Metrics;
 use criterion::Criterion;
@@ -123,7 +124,7 @@ async fn install_once() -> Install {
     let install = server.requests_from(AGENT).len() - startup;
     let inventories: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
     let objects: usize = inventories
-        .list(&ListParams::default().labels("operator.butlerlabs.dev/inventory=true"))
+        .list(&ListParams::default().labels(&format!("{LABEL_INVENTORY}=true")))
         .await
         .unwrap()
         .items

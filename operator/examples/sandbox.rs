@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use butler_e2e::TestApiServer;
 use butler_e2e::stand_ins::{cert_manager_crds, mark_deployments_available};
 use butler_operator::api::{CoreProvider, InfrastructureProvider, KindNames, ProviderStatus};
+use butler_operator::controller::plan::LABEL_NAME;
 use butler_operator::controller::{self, Options, ProviderObject};
 use butler_operator::metrics::Metrics;
 use k8s_openapi::api::core::v1::Namespace;
@@ -89,7 +90,7 @@ async fn wait_ready(
             return Err(format!("the providers were not Ready within {within:?}").into());
         }
         // No kubelet runs here: play the Deployment controller for what was applied.
-        mark_deployments_available(client, NAMESPACE, "operator.butlerlabs.dev/provider-name").await?;
+        mark_deployments_available(client, NAMESPACE, LABEL_NAME).await?;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -11,35 +11,26 @@ use std::collections::{BTreeMap, BTreeSet};
 use butler_repository::{ComponentsOptions, ImageOverrides, embedded_providers, process_components};
 use serde_json::{Value, json};
 
-use crate::api::FIELD_MANAGER;
+use crate::api::{FIELD_MANAGER, KindNames, ProviderKind};
+use crate::controller::apply::builtin;
 
 /// The namespace the operator runs in.
 pub const NAMESPACE: &str = "butler-operator-system";
 /// The operator's image, without the tag.
 pub const IMAGE: &str = "ghcr.io/butlerdotdev/butler-operator";
 
-/// Group, kind and resource of the kinds Butler's components hold.
-const RESOURCES: &[(&str, &str, &str)] = &[
-    ("", "ServiceAccount", "serviceaccounts"),
-    ("", "Service", "services"),
-    ("", "ConfigMap", "configmaps"),
-    ("", "Secret", "secrets"),
-    ("apps", "Deployment", "deployments"),
-    ("rbac.authorization.k8s.io", "Role", "roles"),
-    ("rbac.authorization.k8s.io", "RoleBinding", "rolebindings"),
-    ("rbac.authorization.k8s.io", "ClusterRole", "clusterroles"),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings"),
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
-    ("apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions"),
-    ("cert-manager.io", "Issuer", "issuers"),
-    ("cert-manager.io", "Certificate", "certificates"),
-];
+/// Kind and resource of the kinds of Butler's components that Kubernetes does not build in.
+const CERT_MANAGER: &[(&str, &str)] = &[("Issuer", "issuers"), ("Certificate", "certificates")];
 
-/// The group and resource (plural) of a kind, by `apiVersion` and kind.
-fn builtin_resource(api_version: &str, kind: &str) -> Option<(&'static str, &'static str)> {
+/// The group and resource (plural) of a kind, by `apiVersion` and kind: a built-in kind as the
+/// applier knows it, or one of cert-manager's.
+fn resource_of(api_version: &str, kind: &str) -> Option<(String, String)> {
+    if let Some((resource, _)) = builtin(api_version, kind) {
+        return Some((resource.group, resource.plural));
+    }
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    RESOURCES.iter().find(|(g, k, _)| *g == group && *k == kind).map(|(g, _, p)| (*g, *p))
+    let (_, plural) = CERT_MANAGER.iter().find(|(k, _)| group == "cert-manager.io" && *k == kind)?;
+    Some((group.to_string(), plural.to_string()))
 }
 
 /// The kinds (`apiVersion`, kind) of every object in Butler's components, except Namespaces,
@@ -74,11 +65,10 @@ pub fn component_kinds() -> BTreeSet<(String, String)> {
 
 /// The rules of the ClusterRole that lets the operator install Butler's providers.
 pub fn provider_rules() -> Vec<Value> {
-    let mut by_group: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut by_group: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (api_version, kind) in component_kinds() {
-        let (group, plural) = builtin_resource(&api_version, &kind).unwrap_or_else(|| {
-            panic!("{api_version} {kind}: add its resource to manifest::builtin_resource")
-        });
+        let (group, plural) = resource_of(&api_version, &kind)
+            .unwrap_or_else(|| panic!("{api_version} {kind}: add its resource to manifest::resource_of"));
         by_group.entry(group).or_default().insert(plural);
     }
     let mut rules: Vec<Value> = by_group
@@ -103,14 +93,7 @@ pub fn provider_rules() -> Vec<Value> {
 
 /// The rules of what the operator itself does.
 fn operator_rules() -> Vec<Value> {
-    let kinds = [
-        "coreproviders",
-        "infrastructureproviders",
-        "bootstrapproviders",
-        "controlplaneproviders",
-        "addonproviders",
-        "ipamproviders",
-    ];
+    let kinds = ProviderKind::ALL.map(KindNames::plural);
     vec![
         json!({"apiGroups": ["operator.butlerlabs.dev"], "resources": kinds, "verbs": ["get", "list", "watch", "update", "patch"]}),
         json!({
@@ -240,10 +223,10 @@ mod tests {
     fn the_rules_cover_every_kind_of_butlers_components_and_nothing_wider() {
         let rules = provider_rules();
         for (api_version, kind) in component_kinds() {
-            let (group, plural) = builtin_resource(&api_version, &kind).unwrap();
+            let (group, plural) = resource_of(&api_version, &kind).unwrap();
             assert!(
                 rules.iter().any(|r| r["apiGroups"][0] == group
-                    && r["resources"].as_array().unwrap().iter().any(|p| p == plural)),
+                    && r["resources"].as_array().unwrap().iter().any(|p| *p == plural)),
                 "{kind} is not covered"
             );
         }

@@ -12,7 +12,7 @@ use super::plan::ObjectRef;
 use crate::api::FIELD_MANAGER;
 
 /// The kinds every supported Kubernetes serves, whose discovery would be a wasted request.
-fn builtin(api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
+pub(crate) fn builtin(api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
     use k8s_openapi::api::{admissionregistration::v1 as admission, apps::v1 as apps, core::v1 as core};
     use k8s_openapi::api::{policy::v1 as policy, rbac::v1 as rbac};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -218,7 +218,7 @@ impl Scenario {
             butler_e2e::stand_ins::mark_deployments_available(
                 &self.client,
                 &self.namespace,
-                "operator.butlerlabs.dev/provider-name",
+                butler_operator::controller::plan::LABEL_NAME,
             )
             .await
             .expect("marking Deployments Available");
