@@ -25,8 +25,8 @@ struct Column {
 enum Cell {
     Name,
     Age,
-    /// A JSONPath of a custom resource column, with its type.
-    Path(String, String),
+    /// A JSONPath of a custom resource column, typed as the column says.
+    Path(String),
     Builtin(fn(&Value, Timestamp) -> Value),
 }
 
@@ -49,7 +49,7 @@ pub fn convert(rt: &ResourceType, value: &Value, include: Option<&str>, now: Tim
     let rows: Vec<Value> = objects
         .into_iter()
         .map(|object| {
-            let cells: Vec<Value> = columns.iter().map(|c| cell(&c.cell, object, now)).collect();
+            let cells: Vec<Value> = columns.iter().map(|c| cell(c, object, now)).collect();
             let mut row = json!({"cells": cells});
             match include.unwrap_or("Metadata") {
                 "None" => {}
@@ -94,7 +94,7 @@ fn columns_of(rt: &ResourceType) -> Vec<Column> {
             let kind = c["type"].as_str().unwrap_or("string");
             let path = c["jsonPath"].as_str().unwrap_or_default().to_string();
             let priority = c["priority"].as_i64().unwrap_or(0);
-            let cell = Cell::Path(path, kind.to_string());
+            let cell = Cell::Path(path);
             columns.push(plain(c["name"].as_str().unwrap_or_default(), kind, priority, cell));
         }
         return columns;
@@ -136,12 +136,12 @@ fn columns_of(rt: &ResourceType) -> Vec<Column> {
     }
 }
 
-fn cell(cell: &Cell, object: &Value, now: Timestamp) -> Value {
-    match cell {
+fn cell(column: &Column, object: &Value, now: Timestamp) -> Value {
+    match &column.cell {
         Cell::Name => text(&object["metadata"]["name"]),
         Cell::Age => age(&object["metadata"]["creationTimestamp"], now),
         Cell::Builtin(f) => f(object, now),
-        Cell::Path(path, kind) => path_cell(object, path, kind, now),
+        Cell::Path(path) => path_cell(object, path, &column.kind, now),
     }
 }
 
