@@ -6,11 +6,11 @@ CARGO ?= cargo
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
 
-run: ## Run the main job with no cluster: the operator installs Butler's seven providers on an in-memory API server
-	$(CARGO) run -q -p butler-operator --example sandbox
+run: ## Run the main job with no cluster: the sandbox, where the operator installs Butler's seven providers on an in-memory API server
+	$(CARGO) run -q -p butler-sandbox
 
 sandbox: ## The same, and keep the API server running for kubectl (Ctrl-C stops it)
-	$(CARGO) run -q -p butler-operator --example sandbox -- --serve
+	$(CARGO) run -q -p butler-sandbox -- --serve
 
 build: ## Build every crate and binary
 	$(CARGO) build --workspace --all-targets
@@ -29,6 +29,7 @@ unit: ## Every test of the workspace
 e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBECONFIG
 	@test -n "$$BUTLER_E2E_KUBECONFIG" || { echo "set BUTLER_E2E_KUBECONFIG to the kubeconfig of a disposable cluster; make test runs the same scenarios against the in-memory API server"; exit 2; }
 	$(CARGO) test -p butler-e2e --tests
+	$(CARGO) test -p butler-apiserver --test conformance
 	$(CARGO) test -p butler-operator --test lifecycle
 
 crds: ## Regenerate crds/ from the API types (one file per CRD)

@@ -1,9 +1,13 @@
 //! The Butler CRDs as an API server sees them: structural, documented, with the scope, names,
 //! print columns, defaults, enums and minimums of the API documents.
 
-use butler_core::crds::{all, check_structural, undocumented_fields};
+use butler_runtime::crds::{check_structural, render, tidy, undocumented_fields};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
+
+fn all() -> Vec<CustomResourceDefinition> {
+    butler_core::api::crds().into_iter().map(tidy).collect()
+}
 
 fn crd(plural: &str) -> CustomResourceDefinition {
     all().into_iter().find(|c| c.spec.names.plural == plural).unwrap_or_else(|| panic!("no CRD {plural}"))
@@ -163,4 +167,18 @@ fn cross_field_rules_are_cel_validations() {
     assert!(rules("spec.scope").contains("teamRef"));
     assert!(rules("spec.network").contains("poolRefs"));
     assert!(rules("spec.proxmox.vmidRange").contains("self.start <= self.end"));
+}
+
+#[test]
+fn whole_number_bounds_render_as_integers() {
+    let yaml = render(&crd("networkpools"));
+    assert!(yaml.contains("minimum: 1\n"), "{yaml}");
+    assert!(!yaml.contains("minimum: 1.0"));
+}
+
+#[test]
+fn file_names_follow_controller_gen() {
+    let names: Vec<String> = all().iter().map(butler_runtime::crds::file_name).collect();
+    assert_eq!(names[0], "butler.butlerlabs.dev_teams.yaml");
+    assert!(names.contains(&"butler.butlerlabs.dev_ipallocations.yaml".to_string()));
 }

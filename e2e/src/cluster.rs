@@ -14,7 +14,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config};
 
-use crate::server::{TestApiServer, install_crypto_provider};
+use butler_apiserver::{MemoryApiServer, ServerOptions, install_crypto_provider};
 
 /// The variable that names a real cluster's kubeconfig.
 pub const KUBECONFIG_VARIABLE: &str = "BUTLER_E2E_KUBECONFIG";
@@ -26,7 +26,7 @@ pub const FIELD_MANAGER: &str = "butler-e2e";
 /// are deleted when the `Cluster` is dropped (a dropped in-memory server takes everything along).
 pub struct Cluster {
     client: Client,
-    server: Option<TestApiServer>,
+    server: Option<MemoryApiServer>,
     run: String,
     namespaces: Mutex<Vec<String>>,
     crds: Mutex<Vec<String>>,
@@ -61,7 +61,7 @@ impl Cluster {
                 (Client::try_from(config).expect("a client from the kubeconfig"), None)
             }
             None => {
-                let server = TestApiServer::start().await;
+                let server = MemoryApiServer::start_with(ServerOptions::named("butler-e2e")).await;
                 (server.client(), Some(server))
             }
         };
@@ -79,7 +79,7 @@ impl Cluster {
     }
 
     /// The in-memory server, when the scenario runs on one.
-    pub fn server(&self) -> Option<&TestApiServer> {
+    pub fn server(&self) -> Option<&MemoryApiServer> {
         self.server.as_ref()
     }
 

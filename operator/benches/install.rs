@@ -11,11 +11,12 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use butler_e2e::TestApiServer;
+use butler_apiserver::MemoryApiServer;
 use butler_operator::api::{CoreProvider, InfrastructureProvider, KindNames};
 use butler_operator::controller::inventory::LABEL_INVENTORY;
 use butler_operator::controller::{self, Options, ProviderObject};
 use butler_operator::metrics::Metrics;
+use butler_repository::butler_infrastructure;
 use criterion::Criterion;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -24,16 +25,15 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
 const NAMESPACE: &str = "butler-system";
-const INFRASTRUCTURE: [&str; 6] = ["harvester", "nutanix", "proxmox", "aws", "azure", "gcp"];
 const AGENT: &str = "butler-operator";
 
 /// A server with the provider CRDs, the stand-in cert-manager CRDs and the namespace.
-async fn cluster() -> TestApiServer {
-    let server = TestApiServer::start().await;
+async fn cluster() -> MemoryApiServer {
+    let server = MemoryApiServer::start().await;
     let client = server.client();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut all = butler_operator::crds::providers();
-    all.extend(butler_e2e::stand_ins::cert_manager_crds());
+    all.extend(butler_apiserver::stand_ins::cert_manager_crds());
     for crd in all {
         let name = crd.metadata.name.clone().unwrap();
         crds.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&crd)).await.unwrap();
@@ -63,7 +63,7 @@ async fn create<K: ProviderObject>(client: &kube::Client, name: &str, spec: serd
 
 async fn create_all(client: &kube::Client) {
     create::<CoreProvider>(client, "butler", json!({})).await;
-    for name in INFRASTRUCTURE {
+    for name in butler_infrastructure() {
         let spec = if name == "aws" { json!({"configSecret": {"name": "aws-variables"}}) } else { json!({}) };
         create::<InfrastructureProvider>(client, name, spec).await;
     }

@@ -24,20 +24,23 @@ pub fn providers() -> Vec<CustomResourceDefinition> {
         IPAMProvider::crd(),
     ]
     .into_iter()
-    .map(butler_core::crds::tidy)
+    .map(butler_runtime::crds::tidy)
     .collect()
 }
 
 /// Every CRD of the workspace: the provider kinds, then Butler's API.
 pub fn all() -> Vec<CustomResourceDefinition> {
     let mut crds = providers();
-    crds.extend(butler_core::crds::all());
+    crds.extend(butler_core::api::crds().into_iter().map(butler_runtime::crds::tidy));
     crds
 }
 
 /// The contents of the `crds/` folder: file name to YAML.
 pub fn files() -> BTreeMap<String, String> {
-    all().iter().map(|crd| (butler_core::crds::file_name(crd), butler_core::crds::render(crd))).collect()
+    all()
+        .iter()
+        .map(|crd| (butler_runtime::crds::file_name(crd), butler_runtime::crds::render(crd)))
+        .collect()
 }
 
 /// API groups whose CRD files in a folder belong to this workspace.

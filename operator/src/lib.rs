@@ -8,4 +8,3 @@ pub mod crds;
 pub mod manifest;
 pub mod metrics;
 pub mod release;
-pub mod runtime;

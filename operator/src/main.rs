@@ -1,10 +1,16 @@
 //! `butler-operator`: the provider lifecycle operator.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use butler_operator::api::FIELD_MANAGER;
+use butler_operator::controller::{self, Options};
+use butler_operator::metrics::Metrics;
+use butler_repository::{Cache, RemoteOptions};
+use butler_runtime::process::Started;
 use clap::{Parser, Subcommand};
+use futures::FutureExt;
 
 #[derive(Parser)]
 #[command(name = "butler-operator", version, about = "Butler provider operator")]
@@ -40,26 +46,8 @@ enum Command {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Where Prometheus metrics are served (`/metrics`); `0` turns them off.
-    #[arg(long, env = "BUTLER_METRICS_BIND_ADDRESS", default_value = "0.0.0.0:8080")]
-    metrics_bind_address: String,
-    /// Where `/healthz` and `/readyz` are served.
-    #[arg(long, env = "BUTLER_HEALTH_PROBE_BIND_ADDRESS", default_value = "0.0.0.0:8081")]
-    health_probe_bind_address: SocketAddr,
-    /// Elect a leader among replicas on the Lease `butler-operator`; only the leader reconciles.
-    #[arg(long, env = "BUTLER_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
-    leader_elect: bool,
-    /// The namespace of the Lease; default: the pod's namespace (POD_NAMESPACE), else the
-    /// kubeconfig's.
-    #[arg(long, env = "BUTLER_LEADER_ELECTION_NAMESPACE")]
-    leader_election_namespace: Option<String>,
-    /// How long the leader's lease lasts without renewal, in seconds: how long a standby
-    /// replica waits when the leader dies without letting go.
-    #[arg(long, env = "BUTLER_LEADER_ELECTION_LEASE_DURATION", default_value_t = 15, value_parser = clap::value_parser!(u64).range(3..))]
-    leader_election_lease_duration: u64,
-    /// Log format: `text` or `json` (one JSON object a line). RUST_LOG sets the filter.
-    #[arg(long, env = "BUTLER_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    log_format: String,
+    #[command(flatten)]
+    process: butler_runtime::process::ProcessArgs,
     /// Read repositories from the cache alone, never from the network.
     #[arg(long, env = "BUTLER_OFFLINE")]
     offline: bool,
@@ -78,30 +66,21 @@ struct RunArgs {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let metrics_address = match args.metrics_bind_address.as_str() {
-        "0" => None,
-        text => match text.parse::<SocketAddr>() {
-            Ok(address) => Some(address),
-            Err(_) => {
-                eprintln!(
-                    "error: --metrics-bind-address {text:?} is not host:port (for example 0.0.0.0:8080), nor 0 to turn metrics off"
-                );
-                return ExitCode::from(2);
-            }
-        },
+    let settings = match args.process.settings(FIELD_MANAGER) {
+        Ok(s) => s,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
     };
-    butler_operator::runtime::init_logging(args.log_format == "json");
-    let settings = butler_operator::runtime::Settings {
-        metrics_address,
-        health_address: args.health_probe_bind_address,
-        leader_elect: args.leader_elect,
-        leader_election_namespace: args.leader_election_namespace,
-        lease_duration: args.leader_election_lease_duration,
-        offline: args.offline,
-        cache_dir: args.cache_dir,
-        concurrency: args.concurrency,
-        config: args.config,
-    };
+    butler_runtime::process::init_logging(settings.json_logs);
+    let mut remote = RemoteOptions::from_env();
+    remote.http.offline = args.offline;
+    if let Some(dir) = &args.cache_dir {
+        remote.http.cache =
+            Some(Cache::new(dir.clone(), remote.http.cache.as_ref().map(Cache::max_age).unwrap_or_default()));
+    }
+    let metrics = Arc::new(Metrics::new());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -109,7 +88,18 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(butler_operator::runtime::run(settings)) {
+    let process = butler_runtime::process::run(settings, metrics.base(), move |leading| {
+        let options = Options {
+            remote,
+            instance: leading.instance,
+            concurrency: args.concurrency,
+            config: args.config,
+        };
+        let operator = controller::start(leading.client, metrics, options, leading.shutdown);
+        let ctx = operator.context.clone();
+        Started { run: operator.run, ready: async move { controller::caches_ready(&ctx).await }.boxed() }
+    });
+    match runtime.block_on(process) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -125,7 +115,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run(args),
         Command::Crds { dir: None } => {
-            print!("{}", butler_core::crds::render_all(&butler_operator::crds::all()));
+            print!("{}", butler_runtime::crds::render_all(&butler_operator::crds::all()));
             ExitCode::SUCCESS
         }
         Command::Release { version, out } => match butler_operator::release::write_release(&out, &version) {

@@ -12,7 +12,7 @@ use butler_repository::{ComponentsOptions, ImageOverrides, embedded_providers, p
 use serde_json::{Value, json};
 
 use crate::api::{FIELD_MANAGER, KindNames, ProviderKind};
-use crate::controller::apply::builtin;
+use butler_runtime::apply::builtin;
 
 /// The namespace the operator runs in.
 pub const NAMESPACE: &str = "butler-operator-system";

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use butler_core::crds::{check_structural, undocumented_fields};
 use butler_operator::api::{KindNames, ProviderKind};
 use butler_operator::crds::{all, providers, stale_files};
+use butler_runtime::crds::{check_structural, undocumented_fields};
 
 #[test]
 fn crds_folder_matches_the_code() {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use butler_e2e::TestApiServer;
+use butler_apiserver::MemoryApiServer;
 use butler_operator::release::{CONFIGMAP_PROVIDER_LABEL, write_release};
 use butler_repository::{
     ClusterVariables, ComponentsOptions, ConfigMapSource, EMBEDDED_VERSION, EmbeddedProvider, EmbeddedSource,
@@ -183,7 +183,7 @@ async fn every_provider_reads_back_from_every_release_shape() {
         .mount(&github)
         .await;
 
-    let server = TestApiServer::start().await;
+    let server = MemoryApiServer::start().await;
     let configmaps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     for entry in std::fs::read_dir(out.path().join("configmaps")).unwrap() {
         let cm: ConfigMap =
@@ -236,7 +236,7 @@ async fn every_provider_reads_back_from_every_release_shape() {
     let crds: Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = Api::all(server.client());
-    for crd in butler_core::crds::all() {
+    for crd in butler_core::api::crds() {
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(server.client());

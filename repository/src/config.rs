@@ -8,7 +8,8 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::images::ImageOverrides;
-use crate::provider::{ProviderEntry, ProviderType, built_in};
+use crate::provider::{ProviderEntry, ProviderType};
+use crate::source::built_in;
 use crate::variables::Variables;
 
 #[derive(Debug, Error)]

@@ -12,7 +12,6 @@ mod cache;
 mod components;
 mod config;
 mod digest;
-mod embedded;
 mod envsubst;
 mod error;
 mod http;
@@ -34,19 +33,17 @@ pub use components::{
 };
 pub use config::{ClusterctlConfig, ConfigError};
 pub use digest::{gunzip, sha256_hex};
-pub use embedded::{
-    EMBEDDED_VERSION, EmbeddedProvider, EmbeddedSource, embedded_provider, embedded_providers,
-};
 pub use envsubst::{MissingVariables, VariableUse, expand, list_variables};
 pub use error::{RepositoryError, Result};
 pub use http::HttpOptions;
 pub use images::{ImageMeta, ImageOverrides, ImageRef};
 pub use metadata::{METADATA_FILE, Metadata, ReleaseSeries};
-pub use provider::{BUTLER_GITHUB, BUTLER_INFRASTRUCTURE, ProviderEntry, ProviderType, built_in};
+pub use provider::{BUTLER_GITHUB, ProviderEntry, ProviderType};
 pub use repository::{RemoteOptions, Repository};
 pub use source::{
-    AnySource, COMPRESSED_ANNOTATION, ConfigMapSource, GitHubOptions, GitHubSource, GitLabSource, GoProxy,
-    LocalSource, Source, VERSION_LABEL,
+    AnySource, COMPRESSED_ANNOTATION, ConfigMapSource, EMBEDDED_VERSION, EmbeddedProvider, EmbeddedSource,
+    GitHubOptions, GitHubSource, GitLabSource, GoProxy, LocalSource, Source, VERSION_LABEL, built_in,
+    butler_infrastructure, embedded_provider, embedded_providers,
 };
 pub use templates::{
     ClusterVariables, Template, clusterclass_file, process_template, template_file, template_variables,

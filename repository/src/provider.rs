@@ -90,22 +90,6 @@ pub struct ProviderEntry {
 /// The GitHub organisation that publishes Butler's providers.
 pub const BUTLER_GITHUB: &str = "https://github.com/butlerdotdev";
 
-/// Butler's infrastructure providers.
-pub const BUTLER_INFRASTRUCTURE: [&str; 6] = ["harvester", "nutanix", "proxmox", "aws", "azure", "gcp"];
-
-/// The providers known without configuration: Butler's core provider `butler` and its
-/// infrastructure providers, from the repository compiled into this build (no network needed).
-pub fn built_in() -> Vec<ProviderEntry> {
-    crate::embedded::embedded_providers()
-        .iter()
-        .map(|p| ProviderEntry {
-            name: p.name.to_string(),
-            type_: p.type_,
-            url: format!("embedded:{}", p.label()),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

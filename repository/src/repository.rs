@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::digest::sha256_hex;
-use crate::embedded::EmbeddedSource;
 use crate::error::{RepositoryError, Result};
 use crate::http::{Http, HttpOptions};
 use crate::metadata::{METADATA_FILE, Metadata};
-use crate::source::{AnySource, GitHubOptions, GitHubSource, GitLabSource, LocalSource, Source};
+use crate::source::{
+    AnySource, EmbeddedSource, GitHubOptions, GitHubSource, GitLabSource, LocalSource, Source,
+};
 use crate::url::{Location, ProviderUrl};
 use crate::version::{self, Version};
 

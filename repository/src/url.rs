@@ -65,11 +65,11 @@ impl ProviderUrl {
         let text = text.trim();
         if let Some(label) = text.strip_prefix("embedded:") {
             let provider =
-                crate::embedded::embedded_provider(label).ok_or_else(|| RepositoryError::InvalidUrl {
+                crate::source::embedded_provider(label).ok_or_else(|| RepositoryError::InvalidUrl {
                     url: text.to_string(),
                     expected: format!(
                         "embedded:{{label}} with a label of the embedded repository ({})",
-                        crate::embedded::embedded_providers()
+                        crate::source::embedded_providers()
                             .iter()
                             .map(|p| p.label())
                             .collect::<Vec<_>>()

@@ -17,6 +17,7 @@
 pub mod ip_allocation;
 pub mod labels;
 pub mod network_pool;
+pub mod platforms;
 pub mod provider_config;
 pub mod refs;
 pub mod team;
@@ -24,6 +25,7 @@ pub mod tenant_cluster;
 
 pub use ip_allocation::*;
 pub use network_pool::*;
+pub use platforms::*;
 pub use provider_config::*;
 pub use refs::*;
 pub use team::*;
@@ -35,3 +37,11 @@ pub const GROUP: &str = "butler.butlerlabs.dev";
 pub const VERSION: &str = "v1alpha1";
 /// The `kubectl get` category every Butler resource belongs to (`kubectl get butler`).
 pub const CATEGORY: &str = "butler";
+
+/// The CustomResourceDefinitions of Butler's API, in a stable order, as the derive makes them
+/// (`butler_runtime::crds` tidies and renders them).
+pub fn crds()
+-> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
+    use kube::CustomResourceExt;
+    vec![Team::crd(), ProviderConfig::crd(), NetworkPool::crd(), IPAllocation::crd(), TenantCluster::crd()]
+}

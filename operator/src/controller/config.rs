@@ -13,7 +13,7 @@ use kube::api::Api;
 use crate::api::ProviderSpec;
 
 /// The variables and repository access of a provider.
-pub struct ProviderConfig {
+pub struct ConfigSecretValues {
     pub variables: BTreeMap<String, String>,
     pub remote: RemoteOptions,
 }
@@ -68,8 +68,8 @@ pub async fn load(
     namespace: &str,
     spec: &ProviderSpec,
     base: &RemoteOptions,
-) -> Result<ProviderConfig, Unreadable> {
-    let mut config = ProviderConfig { variables: BTreeMap::new(), remote: base.clone() };
+) -> Result<ConfigSecretValues, Unreadable> {
+    let mut config = ConfigSecretValues { variables: BTreeMap::new(), remote: base.clone() };
     let Some(reference) = &spec.config_secret else { return Ok(config) };
     let secret_namespace = reference.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(namespace);
     let key = (secret_namespace.to_string(), reference.name.clone());
@@ -89,7 +89,10 @@ pub async fn load(
                     )));
                 }
                 Err(e) => {
-                    return Err(Unreadable(format!("cannot read {what}: {}", super::error::describe(&e))));
+                    return Err(Unreadable(format!(
+                        "cannot read {what}: {}",
+                        butler_runtime::error::describe(&e)
+                    )));
                 }
             }
         }

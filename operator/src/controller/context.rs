@@ -6,20 +6,21 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use butler_repository::RemoteOptions;
+use butler_runtime::apply::Applier;
+use butler_runtime::conditions::is_true;
+use butler_runtime::inventory::InventoryStore;
+use butler_runtime::watches::Watches;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use super::ProviderObject;
-use super::apply::Applier;
 use super::drift::Drift;
-use super::plan::{
-    Fetched, Inventory, LABEL_KIND, LABEL_NAME, LABEL_NAMESPACE, LiveDeployment, PAUSED_REPLICAS,
-    ProviderView,
-};
+use super::inventory::Inventory;
+use super::reason::PAUSED;
 use super::triggers::Triggers;
-use super::watches::Watches;
+use super::vocabulary::{Fetched, LiveDeployment, PAUSED_REPLICAS, ProviderKey, ProviderView};
 use crate::api::*;
 use crate::metrics::Metrics;
 
@@ -34,21 +35,12 @@ pub struct Stores {
     pub ipam: Store<IPAMProvider>,
 }
 
-/// The key of a provider object in the operator's own records.
-pub type ProviderKey = (ProviderKind, String, String);
-
-pub fn key_of<K: Provider + Resource>(object: &K) -> ProviderKey {
-    (K::KIND, object.namespace().unwrap_or_default(), object.name_any())
-}
-
 /// A provider object as the others see it; its status fields come from `written` when this
 /// process wrote them last (the cache may not have seen the write yet).
 pub fn view_of<K: Provider + Resource>(object: &K, written: Option<&ProviderStatus>) -> ProviderView {
     let status = written.or(object.provider_status());
     ProviderView {
-        kind: K::KIND,
-        namespace: object.namespace().unwrap_or_default(),
-        name: object.name_any(),
+        key: ProviderKey::of(object),
         created: object
             .meta()
             .creation_timestamp
@@ -65,13 +57,15 @@ pub fn view_of<K: Provider + Resource>(object: &K, written: Option<&ProviderStat
 
 /// Whether a status says the Deployments are held at 0 replicas.
 fn held(status: &ProviderStatus) -> bool {
-    status.conditions.iter().any(|c| c.type_ == super::conditions::PAUSED && c.status == "True")
+    is_true(&status.conditions, PAUSED)
 }
 
 /// Everything a reconcile shares with the others.
 pub struct Context {
     pub client: kube::Client,
     pub applier: Applier,
+    /// Where inventories are kept.
+    pub inventory_store: InventoryStore,
     pub stores: Stores,
     pub deployments: Store<Deployment>,
     pub triggers: Triggers,
@@ -134,9 +128,9 @@ impl Context {
         self.entries()
             .into_iter()
             .map(|(view, _)| view)
-            .filter(|v| !(v.deleting && gone.contains(&v.key())))
+            .filter(|v| !(v.deleting && gone.contains(&v.key)))
             .map(|mut v| {
-                if let Some(status) = statuses.get(&v.key()) {
+                if let Some(status) = statuses.get(&v.key) {
                     v.contract = status.contract.clone();
                     v.installed_version = status.installed_version.clone();
                     v.held = held(status);
@@ -152,7 +146,7 @@ impl Context {
         self.inventories.lock().expect("not poisoned").remove(key);
         self.failures.lock().expect("not poisoned").remove(key);
         self.gone.lock().expect("not poisoned").insert(key.clone());
-        self.metrics.provider_installed(key.0.kind(), &key.1, &key.2, None);
+        self.metrics.provider_installed(key, None);
     }
 
     /// The provider objects whose `configSecret` is this Secret.
@@ -160,32 +154,26 @@ impl Context {
         self.entries()
             .into_iter()
             .filter(|(_, secret)| secret.as_ref().is_some_and(|(ns, n)| ns == namespace && n == name))
-            .map(|(view, _)| view.key())
+            .map(|(view, _)| view.key)
             .collect()
     }
 
     /// Wakes every provider but `except`.
     pub fn trigger_others(&self, except: &ProviderKey) {
         for view in self.views() {
-            if &view.key() != except {
-                self.triggers.trigger(view.kind, &view.namespace, &view.name);
+            if &view.key != except {
+                self.triggers.trigger(&view.key);
             }
         }
     }
 
     /// The provider's Deployments in the cache.
     pub fn live_deployments(&self, key: &ProviderKey) -> Vec<LiveDeployment> {
-        let (kind, namespace, name) = key;
         let mut live: Vec<LiveDeployment> = self
             .deployments
             .state()
             .iter()
-            .filter(|d| {
-                let labels = d.labels();
-                labels.get(LABEL_KIND).map(String::as_str) == Some(kind.kind())
-                    && labels.get(LABEL_NAMESPACE) == Some(namespace)
-                    && labels.get(LABEL_NAME) == Some(name)
-            })
+            .filter(|d| ProviderKey::from_labels(d.labels()).as_ref() == Some(key))
             .map(|d| live_deployment(d))
             .collect();
         live.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));

@@ -11,17 +11,20 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use butler_runtime::error::not_found_ok;
+use butler_runtime::objects::{ObjectRef, delete_order};
+use butler_runtime::watches::{Handler, Seen};
+
 use super::ProviderObject;
-use super::conditions::{self, Wanted};
-use super::context::{Context, ProviderKey, key_of, view_of};
+use super::context::{Context, view_of};
 use super::error::Error;
-use super::plan::{self, ObjectRef};
-use super::reconcile::inventory_of;
+use super::inventory::{self, inventory_of};
+use super::plan;
+use super::reason::Reason;
 use super::status::{self, Outcome};
-use super::users::{butler_provider_type, tenant_cluster_users};
-use super::watches::{Handler, Seen};
-use super::{finalizer, inventory};
-use crate::api::{KindNames, ProviderKind};
+use super::users::{butler_platform, tenant_cluster_users};
+use super::vocabulary::ProviderKey;
+use crate::api::{PROVIDER_FINALIZER, ProviderKind};
 
 /// How many objects of one CRD a blocked deletion names.
 const NAMED: u32 = 5;
@@ -31,23 +34,19 @@ pub async fn cleanup<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Err
 where
     K: ProviderObject,
 {
-    let key = key_of(object.as_ref());
-    if !finalizer::has(object.as_ref()) {
+    let key = ProviderKey::of(object.as_ref());
+    if !butler_runtime::finalizer::has(object.as_ref(), PROVIDER_FINALIZER) {
         return Ok(Action::await_change());
     }
     let me = view_of(object.as_ref(), ctx.statuses.lock().expect("not poisoned").get(&key));
-    let all: Vec<_> = ctx
-        .views()
-        .into_iter()
-        .filter(|v| (v.kind, &v.namespace, &v.name) != (me.kind, &me.namespace, &me.name))
-        .collect();
+    let all: Vec<_> = ctx.views().into_iter().filter(|v| v.key != me.key).collect();
     let inventory = inventory_of(&ctx, &key).await?.unwrap_or_default();
     // A provider that never applied anything (a duplicate, one that failed its preflight)
     // holds nothing up.
     let blocker = match inventory.objects.is_empty() {
         true => None,
         false => {
-            let (users, kinds) = users_of(&ctx, K::KIND, &key.2, &inventory.objects).await?;
+            let (users, kinds) = users_of(&ctx, &key, &inventory.objects).await?;
             let blocker = plan::deletion_blocker(&me, &all, &users);
             if blocker.is_some() {
                 for kind in &kinds {
@@ -62,34 +61,27 @@ where
             contract: me.contract.clone(),
             installed_version: me.installed_version.clone(),
             conditions: vec![
-                Wanted::new(conditions::DELETING, false, "DeletionBlocked", message.clone()),
-                Wanted::new(conditions::READY, false, "Deleting", "the provider is being deleted"),
+                Reason::DeletionBlocked.wanted(false, message.clone()),
+                Reason::Deleting.not_ready("the provider is being deleted"),
             ],
-            events: vec![("DeletionBlocked".into(), message.clone())],
+            events: vec![(Reason::DeletionBlocked, message.clone())],
         };
         status::write(&ctx, object.as_ref(), outcome).await?;
-        return Err(Error::DeletionBlocked(format!("{} {}/{}: {message}", K::KIND, key.1, key.2)));
+        return Err(Error::DeletionBlocked(format!("{key}: {message}")));
     }
 
-    // Controllers first, so nothing acts on objects that are going away; CRDs last, since
-    // deleting a CRD deletes every object of it.
     let mut objects = inventory.objects.clone();
-    objects.sort_by_key(|o| match o.kind.as_str() {
-        "Deployment" => 0,
-        "CustomResourceDefinition" => 2,
-        _ => 1,
-    });
+    objects.sort_by_key(delete_order);
     for gone in objects.iter().filter(|o| o.kind != "Namespace") {
         ctx.drift.forget(gone);
         ctx.applier.delete(gone).await.map_err(Error::Apply)?;
     }
-    let name = inventory::name(K::KIND.plural(), &key.2);
-    inventory::delete(&ctx.client, &key.1, &name)
+    inventory::delete(&ctx, &key).await?;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    butler_runtime::finalizer::remove(&api, object.as_ref(), PROVIDER_FINALIZER)
         .await
-        .map_err(|e| Error::kube(format!("deleting the inventory ConfigMap {}/{name}", key.1), e))?;
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.1);
-    finalizer::remove(&api, object.as_ref()).await?;
-    tracing::info!(provider = %key.2, kind = %K::KIND, objects = objects.len(), "deleted the provider's objects");
+        .map_err(|e| Error::kube(format!("removing the finalizer of {key}"), e))?;
+    tracing::info!(provider = %key, objects = objects.len(), "deleted the provider's objects");
     ctx.forget(&key);
     ctx.trigger_others(&key);
     Ok(Action::await_change())
@@ -104,8 +96,8 @@ fn wake_on_deletions(ctx: &Context, kind: &ApiResource, key: &ProviderKey) {
     let handler: Handler = Arc::new(move |seen| {
         if let Seen::Deleted(_) = seen {
             let woken = waiting.lock().expect("not poisoned").remove(&name).unwrap_or_default();
-            for (kind, namespace, name) in woken {
-                triggers.trigger(kind, &namespace, &name);
+            for key in woken {
+                triggers.trigger(&key);
             }
         }
     });
@@ -117,20 +109,19 @@ fn wake_on_deletions(ctx: &Context, kind: &ApiResource, key: &ProviderKey) {
 /// kinds of those objects.
 async fn users_of(
     ctx: &Context,
-    kind: ProviderKind,
-    name: &str,
+    key: &ProviderKey,
     installed: &[ObjectRef],
 ) -> Result<(Vec<String>, Vec<ApiResource>), Error> {
     let mut users = Vec::new();
     let mut kinds = Vec::new();
-    if kind == ProviderKind::Infrastructure
-        && let Some(provider) = butler_provider_type(name)
+    if key.kind == ProviderKind::Infrastructure
+        && let Some(platform) = butler_platform(&key.name)
     {
         let clusters = list_if_served::<TenantCluster>(ctx).await?;
         if !clusters.is_empty() {
             let configs = list_if_served::<ProviderConfig>(ctx).await?;
             let teams = list_if_served::<Team>(ctx).await?;
-            let found = tenant_cluster_users(provider, &clusters, &configs, &teams);
+            let found = tenant_cluster_users(platform, &clusters, &configs, &teams);
             if !found.is_empty() {
                 kinds.push(ApiResource::erase::<TenantCluster>(&()));
             }
@@ -174,9 +165,7 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
     let api: Api<K> = Api::all(ctx.client.clone());
-    match api.list(&ListParams::default()).await {
-        Ok(list) => Ok(list.items),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
-        Err(e) => Err(Error::kube(format!("listing {}", K::kind(&())), e)),
-    }
+    not_found_ok(api.list(&ListParams::default()).await)
+        .map(|list| list.map(|l| l.items).unwrap_or_default())
+        .map_err(|e| Error::kube(format!("listing {}", K::kind(&())), e))
 }

@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 
-use super::plan::{LABEL_KIND, LABEL_NAME, LABEL_NAMESPACE, ObjectRef};
+use butler_runtime::objects::ObjectRef;
+use butler_runtime::watches::{Handler, Seen, Watches};
+
 use super::triggers::Triggers;
-use super::watches::{Handler, Seen, Watches};
-use crate::api::{KindNames, ProviderKind};
+use super::vocabulary::{LABEL_NAME, ProviderKey};
 
 /// What a write left on an object: its generation where the kind keeps one (status updates
 /// do not change it), else its resourceVersion.
@@ -28,10 +29,8 @@ pub fn stamp(meta: &ObjectMeta) -> Option<String> {
 const PENDING: &str = "pending";
 
 /// The provider an applied object belongs to, from its labels.
-pub fn owner_of(meta: &ObjectMeta) -> Option<(ProviderKind, String, String)> {
-    let labels = meta.labels.as_ref()?;
-    let kind = ProviderKind::from_kind(labels.get(LABEL_KIND)?)?;
-    Some((kind, labels.get(LABEL_NAMESPACE)?.clone(), labels.get(LABEL_NAME)?.clone()))
+pub fn owner_of(meta: &ObjectMeta) -> Option<ProviderKey> {
+    ProviderKey::from_labels(meta.labels.as_ref()?)
 }
 
 /// The operator's own writes, and the watches that compare them with what the cluster holds.
@@ -103,10 +102,10 @@ impl Drift {
             name: meta.name.clone().unwrap_or_default(),
         };
         if self.observe(&object, seen)
-            && let Some((provider_kind, namespace, name)) = owner_of(meta)
+            && let Some(owner) = owner_of(meta)
         {
-            tracing::info!(object = %format!("{kind} {}", object.name), provider = %name, "an applied object drifted; applying it again");
-            triggers.trigger(provider_kind, &namespace, &name);
+            tracing::info!(object = %object.describe(), provider = %owner, "an applied object drifted; applying it again");
+            triggers.trigger(&owner);
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Why a provider reconcile failed.
 
+use butler_runtime::error::describe;
+
 /// A failed reconcile; the message names the provider or object and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -33,32 +35,5 @@ impl Error {
             Error::Apply(_) => "Apply",
             Error::DeletionBlocked(_) => "DeletionBlocked",
         }
-    }
-}
-
-/// A Kubernetes error for a condition or a log line: the API server's own message (which
-/// names the object and field) and its reason, without the debug dump of the whole Status.
-pub fn describe(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) if !status.message.is_empty() => {
-            format!("{} ({}, HTTP {})", status.message, status.reason, status.code)
-        }
-        other => other.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn api_errors_read_as_the_servers_message() {
-        let status =
-            kube::core::Status::failure("Gadget \"x\" is invalid: spec.size: Required value", "Invalid")
-                .with_code(422);
-        assert_eq!(
-            describe(&kube::Error::Api(Box::new(status))),
-            "Gadget \"x\" is invalid: spec.size: Required value (Invalid, HTTP 422)"
-        );
     }
 }

@@ -6,7 +6,7 @@ use butler_repository::{
     AnySource, ClusterctlConfig, ConfigMapSource, ProviderUrl, RemoteOptions, Repository, Version,
 };
 
-use super::plan::Fetched;
+use super::vocabulary::Fetched;
 use crate::api::{ProviderKind, ProviderSpec};
 
 /// Whether a provider of this kind and name needs no fetchConfig: the built-in list or the

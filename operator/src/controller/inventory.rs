@@ -1,76 +1,88 @@
-//! The record of what a provider installed: a ConfigMap beside the provider object, owned by
-//! it, holding the applied objects, their digest, the version and the contract.
+//! The record of what a provider installed: a ConfigMap `{plural}-{name}-inventory` beside the
+//! provider object, owned by it, holding the applied objects, their digest, the version and
+//! the contract.
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
-use serde_json::json;
+use butler_runtime::inventory::InventoryStore;
+use butler_runtime::objects::ObjectRef;
+use kube::Resource;
+use serde::{Deserialize, Serialize};
 
-use super::plan::{Inventory, LABEL_KIND, LABEL_NAME, LABEL_NAMESPACE};
-use crate::api::{FIELD_MANAGER, KindNames, ProviderKind};
+use super::context::Context;
+use super::error::Error;
+use super::vocabulary::ProviderKey;
+use crate::api::KindNames;
 
 /// The label every inventory ConfigMap carries, so that one list finds them all.
 pub const LABEL_INVENTORY: &str = "operator.butlerlabs.dev/inventory";
 
+/// What was installed, recorded so that the next change can delete what dropped out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inventory {
+    pub version: String,
+    pub contract: String,
+    /// The digest of the rendered objects; empty while an install is under way.
+    pub digest: String,
+    pub objects: Vec<ObjectRef>,
+}
+
 /// The inventory ConfigMap's name: `{plural}-{name}-inventory`.
-pub fn name(plural: &str, provider: &str) -> String {
-    format!("{plural}-{provider}-inventory")
+pub fn name(key: &ProviderKey) -> String {
+    format!("{}-{}-inventory", key.kind.plural(), key.name)
 }
 
-/// Every inventory of the cluster, by the provider it belongs to.
-pub async fn list_all(
-    client: &kube::Client,
-) -> Result<Vec<((ProviderKind, String, String), Inventory)>, kube::Error> {
-    let api: Api<ConfigMap> = Api::all(client.clone());
-    let list = api.list(&ListParams::default().labels(&format!("{LABEL_INVENTORY}=true"))).await?;
-    Ok(list
-        .items
-        .iter()
-        .filter_map(|cm| {
-            let labels = cm.labels();
-            let kind = ProviderKind::from_kind(labels.get(LABEL_KIND)?)?;
-            let key = (kind, labels.get(LABEL_NAMESPACE)?.clone(), labels.get(LABEL_NAME)?.clone());
-            let inventory = serde_json::from_str(cm.data.as_ref()?.get("inventory")?).ok()?;
-            Some((key, inventory))
+/// The provider's inventory. The first call of a process lists every inventory ConfigMap
+/// (one request for all providers); from then on this process's records are the truth, since
+/// only the leader writes inventories.
+pub async fn inventory_of(ctx: &Context, key: &ProviderKey) -> Result<Option<Inventory>, Error> {
+    ctx.inventories_loaded
+        .get_or_try_init(|| async {
+            let all = ctx
+                .inventory_store
+                .list::<Inventory>()
+                .await
+                .map_err(|e| Error::kube("listing the inventory ConfigMaps", e))?;
+            let mut known = ctx.inventories.lock().expect("not poisoned");
+            for found in all {
+                if let Some(key) = ProviderKey::from_labels(&found.labels) {
+                    known.entry(key).or_insert(found.record);
+                }
+            }
+            Ok::<(), Error>(())
         })
-        .collect())
+        .await?;
+    Ok(ctx.inventories.lock().expect("not poisoned").get(key).cloned())
 }
 
+/// Writes the provider's inventory and remembers it.
 pub async fn write<K: Resource<DynamicType = ()>>(
-    client: &kube::Client,
+    ctx: &Context,
     owner: &K,
-    kind: ProviderKind,
-    name: &str,
+    key: &ProviderKey,
     inventory: &Inventory,
-) -> Result<(), kube::Error> {
-    let namespace = owner.namespace().unwrap_or_default();
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let owner_ref = owner.controller_owner_ref(&()).map(|r| vec![r]).unwrap_or_default();
-    let cm = json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "ownerReferences": owner_ref,
-            "labels": {
-                "app.kubernetes.io/managed-by": FIELD_MANAGER,
-                LABEL_INVENTORY: "true",
-                LABEL_KIND: kind.kind(),
-                LABEL_NAMESPACE: namespace,
-                LABEL_NAME: owner.name_any(),
-            },
-        },
-        "data": {"inventory": serde_json::to_string(inventory).expect("inventories serialize")},
-    });
-    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(cm)).await.map(|_| ())
+) -> Result<(), String> {
+    let name = name(key);
+    ctx.inventory_store.write(owner, &name, &key.labels(), inventory).await.map_err(|e| {
+        format!(
+            "writing the inventory ConfigMap {}/{name}: {}",
+            key.namespace,
+            butler_runtime::error::describe(&e)
+        )
+    })?;
+    ctx.inventories.lock().expect("not poisoned").insert(key.clone(), inventory.clone());
+    Ok(())
 }
 
-pub async fn delete(client: &kube::Client, namespace: &str, name: &str) -> Result<(), kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    match api.delete(name, &Default::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
+/// Deletes the provider's inventory.
+pub async fn delete(ctx: &Context, key: &ProviderKey) -> Result<(), Error> {
+    let name = name(key);
+    ctx.inventory_store
+        .delete(&key.namespace, &name)
+        .await
+        .map_err(|e| Error::kube(format!("deleting the inventory ConfigMap {}/{name}", key.namespace), e))
+}
+
+/// The store of the operator's inventories.
+pub fn store(client: kube::Client) -> InventoryStore {
+    InventoryStore::new(client, crate::api::FIELD_MANAGER, LABEL_INVENTORY)
 }

@@ -1,10 +1,9 @@
 //! The provider lifecycle controller: one kube-runtime controller per provider kind, sharing
 //! one reconcile. Each reconcile observes (the provider, the other providers, its release, its
-//! config Secret, its inventory and Deployments), plans without I/O ([`plan`]), applies with
-//! server-side apply, and writes status.
+//! config Secret, its inventory and Deployments), checks and plans without I/O ([`plan`]),
+//! applies with server-side apply, and writes status ([`status`]); every reason it gives is a
+//! [`reason::Reason`].
 
-pub mod apply;
-pub mod conditions;
 pub mod config;
 pub mod context;
 pub mod customize;
@@ -12,17 +11,18 @@ pub mod delete;
 pub mod drift;
 pub mod error;
 pub mod fetch;
-pub mod finalizer;
 pub mod inventory;
 pub mod plan;
+pub mod reason;
 pub mod reconcile;
 pub mod run;
 pub mod status;
 pub mod triggers;
 pub mod users;
-pub mod watches;
+pub mod vocabulary;
 
-pub use run::{Operator, Options, Shutdown, caches_ready, shutdown_on, shutdown_switch, start};
+pub use butler_runtime::shutdown::{Shutdown, shutdown_on, shutdown_switch};
+pub use run::{Operator, Options, caches_ready, start};
 
 use std::fmt::Debug;
 

@@ -1,135 +1,110 @@
-//! The reconcile of a provider that is not being deleted: observe, preflight, fetch, plan,
-//! apply, status.
+//! The reconcile of a provider that is not being deleted: observe, preflight, plan, apply,
+//! status. Only observe and apply do I/O; a step that stops the reconcile says why with a
+//! [`Stop`], which [`status::stopped`] writes.
 
 use std::sync::Arc;
-use std::time::Duration;
-
-use kube::runtime::controller::Action;
 
 use butler_repository::{ClusterctlConfig, RemoteOptions};
+use butler_runtime::conditions::Wanted;
+use butler_runtime::inventory::while_applying;
+use butler_runtime::objects::{ObjectRef, defined_kind};
+use kube::runtime::controller::Action;
 
 use super::ProviderObject;
-use super::conditions::{self, Wanted};
-use super::config;
-use super::context::{Context, ProviderKey, key_of, view_of};
-use super::error::{Error, describe};
+use super::config::{self, ConfigSecretValues, Redactor};
+use super::context::{Context, view_of};
+use super::error::Error;
 use super::fetch::{self, Installed};
-use super::inventory;
-use super::plan::{self, Fetched, InstallInput, InstallPlan, Inventory, ObjectRef, ProviderView};
-use super::status::{self, Outcome};
-use crate::api::{KindNames, ProviderKind, ProviderSpec};
+use super::inventory::{self, Inventory, inventory_of};
+use super::plan::{self, InstallInput, InstallPlan, core_of};
+use super::reason::{Reason, Stop};
+use super::status::{self, Outcome, RESYNC};
+use super::vocabulary::{Fetched, LiveDeployment, ProviderKey, ProviderView};
+use crate::api::ProviderSpec;
 
-/// How often a provider is looked at again with nothing changing: every input is watched, so
-/// this is only a safety net (and it notices new ConfigMap versions of an empty spec.version).
-const RESYNC: Duration = Duration::from_secs(600);
+/// Why observing stopped: a reason for the status (with the redactor of what was read so far),
+/// or a failure of the API server.
+enum Unobserved {
+    Stop(Stop, Redactor),
+    Failed(Error),
+}
+
+/// What an install reads besides the provider objects.
+struct Observed {
+    values: ConfigSecretValues,
+    fetched: Fetched,
+    previous: Option<Inventory>,
+    live: Vec<LiveDeployment>,
+}
 
 /// Installs, upgrades, pauses or unpauses a provider.
 pub async fn install<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error>
 where
     K: ProviderObject,
 {
-    let key = key_of(object.as_ref());
-    let me = view_of(object.as_ref(), ctx.statuses.lock().expect("not poisoned").get(&key));
+    let object = object.as_ref();
+    let key = ProviderKey::of(object);
+    let me = view_of(object, ctx.statuses.lock().expect("not poisoned").get(&key));
     let all = ctx.views();
     let spec = object.provider_spec();
-    // A failure after the preflight checks also says how they went (`also`), so that a
-    // condition of an earlier reconcile (waiting for the core provider, say) does not stay.
-    let stop = |type_: &'static str,
-                kept: bool,
-                reason: &'static str,
-                message: String,
-                event: bool,
-                also: Option<Wanted>| {
-        let mut wanted = vec![
-            Wanted::new(type_, kept, reason, message.clone()),
-            Wanted::new(conditions::READY, false, reason, message.clone()),
-        ];
-        wanted.extend(also);
-        let outcome = Outcome {
-            contract: me.contract.clone(),
-            installed_version: me.installed_version.clone(),
-            conditions: wanted,
-            events: if event { vec![(reason.to_string(), message)] } else { vec![] },
-        };
-        let ctx = ctx.clone();
-        let object = object.clone();
-        async move { status::write(&ctx, object.as_ref(), outcome).await }
-    };
 
-    // Read at every reconcile: a mounted ConfigMap that changes takes effect without a restart.
-    let loaded = match &ctx.config_path {
-        Some(path) => ClusterctlConfig::load(Some(path)),
-        None => Ok(ClusterctlConfig::default()),
-    };
-    let operator_config = match loaded {
+    // Observe what needs no fetching, then the checks that need nothing else.
+    let operator_config = match operator_config(&ctx) {
         Ok(c) => c,
-        Err(e) => {
-            let message = format!("the operator's config file: {e}; fix it (--config), the provider waits");
-            stop(conditions::PREFLIGHT, false, "OperatorConfigUnreadable", message, true, None).await?;
-            return Ok(Action::requeue(Duration::from_secs(60)));
-        }
+        Err(stop) => return status::stopped(&ctx, object, &me, stop, false, None).await,
     };
-    if let Err(blocked) = plan::preflight(&me, spec, &all, fetch::known(&operator_config, K::KIND, &key.2)) {
-        // Waiting for the core provider ends by a trigger when its status changes.
-        stop(conditions::PREFLIGHT, false, blocked.reason, blocked.message, !blocked.retry, None).await?;
-        return Ok(Action::requeue(RESYNC));
+    if let Err(stop) = plan::preflight(&me, spec, &all, fetch::known(&operator_config, key.kind, &key.name)) {
+        return status::stopped(&ctx, object, &me, stop, false, None).await;
     }
-    let provider_config = match config::load(&ctx.client, &ctx.secrets, &key.1, spec, &ctx.remote).await {
-        Ok(c) => c,
-        Err(config::Unreadable(message)) => {
-            stop(conditions::PREFLIGHT, false, "ConfigSecretUnreadable", message, true, None).await?;
-            // A Secret that appears or changes wakes the provider; this is the fallback.
-            return Ok(Action::requeue(Duration::from_secs(60)));
+    let passed = Reason::Passed.wanted(true, "the preflight checks passed");
+
+    // Observe the rest: the config Secret, the release, the inventory and the Deployments.
+    let observed = match observe(&ctx, &key, &me, &all, spec, &operator_config).await {
+        Ok(o) => o,
+        Err(Unobserved::Failed(e)) => return Err(e),
+        Err(Unobserved::Stop(stop, redactor)) => {
+            let stop = Stop { message: redactor.redact(&stop.message), ..stop };
+            let kept = stop.reason == Reason::FetchFailed && me.installed();
+            let also = (stop.reason == Reason::FetchFailed).then_some(passed);
+            return status::stopped(&ctx, object, &me, stop, kept, also).await;
         }
     };
     // Servers and renderers quote what they reject: every message from here on is redacted.
-    let redactor = config::Redactor::new(&provider_config.variables, &operator_config.variables);
-    let fetched = match fetch_release(&ctx, &key, &me, &all, spec, &provider_config.remote, &operator_config)
-        .await
-    {
-        Ok(f) => f,
-        Err(message) => {
-            let message = redactor.redact(&format!("cannot fetch the provider's release: {message}"));
-            let passed = Wanted::new(conditions::PREFLIGHT, true, "Passed", "the preflight checks passed");
-            stop(conditions::INSTALLED, me.installed(), "FetchFailed", message.clone(), true, Some(passed))
-                .await?;
-            return Err(Error::Fetch(message));
-        }
-    };
+    let redactor = Redactor::new(&observed.values.variables, &operator_config.variables);
 
-    let previous = inventory_of(&ctx, &key).await?;
-    let live = ctx.live_deployments(&key);
-    // The config Secret first, then the operator's config file; never the operator's own
-    // environment.
+    // Plan. The config Secret first, then the operator's config file; never the operator's
+    // own environment.
     let variables = |name: &str| {
-        provider_config.variables.get(name).or_else(|| operator_config.variables.get(name)).cloned()
+        observed.values.variables.get(name).or_else(|| operator_config.variables.get(name)).cloned()
     };
     let plan = plan::plan_install(&InstallInput {
         me: &me,
         spec,
         all: &all,
-        fetched: &fetched,
+        fetched: &observed.fetched,
         variables: &variables,
-        inventory: previous.as_ref(),
-        live: &live,
+        inventory: observed.previous.as_ref(),
+        live: &observed.live,
         images: &operator_config.images,
     });
     for warning in &plan.warnings {
-        tracing::warn!(provider = %key.2, kind = %K::KIND, "{}", redactor.redact(warning));
+        tracing::warn!(provider = %key, "{}", redactor.redact(warning));
     }
-    if let Err(message) = carry_out(&ctx, object.as_ref(), &key, &plan, previous.as_ref()).await {
-        let message = redactor.redact(&message);
+
+    // Apply.
+    if let Err(message) = apply(&ctx, object, &key, &plan, observed.previous.as_ref()).await {
         let preflight = plan
             .conditions
             .iter()
-            .find(|w| w.type_ == conditions::PREFLIGHT)
+            .find(|w| w.type_ == Reason::Passed.condition())
             .map(|w| Wanted { message: redactor.redact(&w.message), ..w.clone() });
-        stop(conditions::INSTALLED, false, "ApplyFailed", message.clone(), true, preflight).await?;
-        return Err(Error::Apply(message));
+        let stop = Stop::new(Reason::ApplyFailed, redactor.redact(&message));
+        return status::stopped(&ctx, object, &me, stop, false, preflight).await;
     }
 
+    // Status.
     let mut wanted = plan.conditions.clone();
-    wanted.push(plan::readiness(&plan, &live));
+    wanted.push(plan::readiness(&plan, &observed.live));
     let outcome = Outcome {
         contract: plan.contract.clone(),
         installed_version: plan.installed_version.clone(),
@@ -137,10 +112,52 @@ where
             .into_iter()
             .map(|w| Wanted { message: redactor.redact(&w.message), ..w })
             .collect(),
-        events: plan.events.iter().map(|(reason, m)| (reason.clone(), redactor.redact(m))).collect(),
+        events: plan.events.iter().map(|(reason, m)| (*reason, redactor.redact(m))).collect(),
     };
-    status::write(&ctx, object.as_ref(), outcome).await?;
+    status::write(&ctx, object, outcome).await?;
     Ok(Action::requeue(RESYNC))
+}
+
+/// The operator's config file, read at every reconcile: a mounted ConfigMap that changes
+/// takes effect without a restart.
+fn operator_config(ctx: &Context) -> Result<ClusterctlConfig, Stop> {
+    match &ctx.config_path {
+        Some(path) => ClusterctlConfig::load(Some(path)).map_err(|e| {
+            Stop::new(
+                Reason::OperatorConfigUnreadable,
+                format!("the operator's config file: {e}; fix it (--config), the provider waits"),
+            )
+        }),
+        None => Ok(ClusterctlConfig::default()),
+    }
+}
+
+/// Reads the config Secret, fetches the release, and reads the inventory and the Deployments.
+/// A stop comes with the redactor of what was read so far.
+async fn observe(
+    ctx: &Context,
+    key: &ProviderKey,
+    me: &ProviderView,
+    all: &[ProviderView],
+    spec: &ProviderSpec,
+    operator_config: &ClusterctlConfig,
+) -> Result<Observed, Unobserved> {
+    // The Secret's messages name keys, never values: nothing to redact yet.
+    let values = config::load(&ctx.client, &ctx.secrets, &key.namespace, spec, &ctx.remote).await.map_err(
+        |config::Unreadable(message)| {
+            let nothing = Redactor::new(&Default::default(), &Default::default());
+            Unobserved::Stop(Stop::new(Reason::ConfigSecretUnreadable, message), nothing)
+        },
+    )?;
+    let fetched =
+        fetch_release(ctx, key, me, all, spec, &values.remote, operator_config).await.map_err(|message| {
+            let stop =
+                Stop::new(Reason::FetchFailed, format!("cannot fetch the provider's release: {message}"));
+            Unobserved::Stop(stop, Redactor::new(&values.variables, &operator_config.variables))
+        })?;
+    let previous = inventory_of(ctx, key).await.map_err(Unobserved::Failed)?;
+    let live = ctx.live_deployments(key);
+    Ok(Observed { values, fetched, previous, live })
 }
 
 /// Fetches the release the spec and the installed state ask for. Releases of remote URLs are
@@ -154,17 +171,18 @@ async fn fetch_release(
     remote: &RemoteOptions,
     operator_config: &ClusterctlConfig,
 ) -> Result<Fetched, String> {
-    let repo = fetch::repository(&ctx.client, key.0, &key.1, &key.2, spec, remote, operator_config)?;
-    let core_contract =
-        all.iter().find(|o| o.kind == ProviderKind::Core && !o.deleting).and_then(|c| c.contract.clone());
+    let repo =
+        fetch::repository(&ctx.client, key.kind, &key.namespace, &key.name, spec, remote, operator_config)?;
+    let core_contract = core_of(all).and_then(|c| c.contract.clone());
     let installed = me
         .installed_version
         .as_deref()
         .zip(me.contract.as_deref())
         .map(|(version, contract)| Installed { version, contract });
-    let choice = fetch::choose_version(key.0, spec, installed, core_contract.as_deref());
+    let choice = fetch::choose_version(key.kind, spec, installed, core_contract.as_deref());
     let version = fetch::resolve(&repo, &choice).await?;
-    let cache_key = fetch::remote_url(spec, operator_config, key.0, &key.2).map(|u| format!("{u}#{version}"));
+    let cache_key =
+        fetch::remote_url(spec, operator_config, key.kind, &key.name).map(|u| format!("{u}#{version}"));
     if let Some(hit) =
         cache_key.as_ref().and_then(|k| ctx.releases.lock().expect("not poisoned").get(k).cloned())
     {
@@ -177,48 +195,12 @@ async fn fetch_release(
     Ok(fetched)
 }
 
-/// The provider's inventory. The first call of a process lists every inventory ConfigMap
-/// (one request for all providers); from then on this process's records are the truth, since
-/// only the leader writes inventories.
-pub(crate) async fn inventory_of(ctx: &Context, key: &ProviderKey) -> Result<Option<Inventory>, Error> {
-    ctx.inventories_loaded
-        .get_or_try_init(|| async {
-            let all = inventory::list_all(&ctx.client)
-                .await
-                .map_err(|e| Error::kube("listing the inventory ConfigMaps", e))?;
-            let mut known = ctx.inventories.lock().expect("not poisoned");
-            for (key, inventory) in all {
-                known.entry(key).or_insert(inventory);
-            }
-            Ok::<(), Error>(())
-        })
-        .await?;
-    Ok(ctx.inventories.lock().expect("not poisoned").get(key).cloned())
-}
-
-async fn write_inventory<K>(
-    ctx: &Context,
-    object: &K,
-    key: &ProviderKey,
-    inventory: &Inventory,
-) -> Result<(), String>
-where
-    K: ProviderObject,
-{
-    let name = inventory::name(K::KIND.plural(), &key.2);
-    inventory::write(&ctx.client, object, K::KIND, &name, inventory)
-        .await
-        .map_err(|e| format!("writing the inventory ConfigMap {}/{name}: {}", key.1, describe(&e)))?;
-    ctx.inventories.lock().expect("not poisoned").insert(key.clone(), inventory.clone());
-    Ok(())
-}
-
 /// Applies the plan. When the objects changed, the inventory first records the new objects
 /// and those of the previous set (so a crash at any point leaves every object findable), then
 /// everything is applied and what dropped out is deleted; the inventory then forgets those.
 /// When they did not change, only objects that drifted (or that this process has not written
 /// yet: after a restart, all of them) are applied.
-async fn carry_out<K>(
+async fn apply<K>(
     ctx: &Context,
     object: &K,
     key: &ProviderKey,
@@ -234,23 +216,23 @@ where
         return Ok(());
     }
     if plan.changed {
-        let mut during = plan.inventory.clone();
-        for old in previous.map(|p| p.objects.as_slice()).unwrap_or_default() {
-            if !during.objects.contains(old) {
-                during.objects.push(old.clone());
-            }
-        }
-        write_inventory(ctx, object, key, &during).await?;
+        let previous = previous.map(|p| p.objects.as_slice()).unwrap_or_default();
+        let during = Inventory {
+            objects: while_applying(previous, &plan.inventory.objects),
+            ..plan.inventory.clone()
+        };
+        inventory::write(ctx, object, key, &during).await?;
     }
     let defined: Vec<String> = plan.objects.iter().filter_map(defined_kind).collect();
     for wanted in to_apply {
         let r = ObjectRef::of(wanted);
         ctx.drift.begin(&r);
-        let waits = defined.contains(&format!("{}/{}", group_of(&r.api_version), r.kind));
+        let waits = defined.contains(&format!("{}/{}", r.group(), r.kind));
         match ctx.applier.apply(wanted, waits).await {
             Ok((applied, resource)) => {
                 ctx.drift.record(r, &applied.metadata);
-                if needs_metadata_watch(&resource.kind) {
+                // Deployments are watched in full by the controller already.
+                if resource.kind != "Deployment" {
                     ctx.drift.watch_kind(&ctx.watches, &resource, &ctx.triggers);
                 }
             }
@@ -266,29 +248,8 @@ where
     }
     let recorded = ctx.inventories.lock().expect("not poisoned").get(key).map(|i| i.objects.len());
     if recorded != Some(plan.inventory.objects.len()) {
-        write_inventory(ctx, object, key, &plan.inventory).await?;
+        inventory::write(ctx, object, key, &plan.inventory).await?;
     }
-    tracing::info!(provider = %key.2, kind = %K::KIND, version = %plan.inventory.version, "applied the provider's objects");
+    tracing::info!(provider = %key, version = %plan.inventory.version, "applied the provider's objects");
     Ok(())
-}
-
-/// Deployments are watched in full by the controller already.
-fn needs_metadata_watch(kind: &str) -> bool {
-    kind != "Deployment"
-}
-
-fn group_of(api_version: &str) -> &str {
-    api_version.split_once('/').map_or("", |(g, _)| g)
-}
-
-/// `{group}/{kind}` of the kind a CRD defines.
-fn defined_kind(object: &serde_json::Value) -> Option<String> {
-    (object["kind"] == "CustomResourceDefinition").then(|| {
-        let spec = &object["spec"];
-        format!(
-            "{}/{}",
-            spec["group"].as_str().unwrap_or_default(),
-            spec["names"]["kind"].as_str().unwrap_or_default()
-        )
-    })
 }

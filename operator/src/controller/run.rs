@@ -3,13 +3,12 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use butler_repository::RemoteOptions;
 use futures::StreamExt;
-use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource};
@@ -18,15 +17,17 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 
+use butler_runtime::apply::Applier;
+use butler_runtime::shutdown::Shutdown;
+use butler_runtime::watches::{Handler, Seen, Watches};
+
 use super::ProviderObject;
-use super::apply::Applier;
-use super::context::{Context, Stores, key_of};
+use super::context::{Context, Stores};
 use super::drift::{Drift, owner_of};
 use super::error::Error;
-use super::plan::LABEL_NAME;
 use super::triggers::{self, Receivers};
-use super::watches::{Handler, Seen, Watches};
-use super::{delete, finalizer, reconcile as install};
+use super::vocabulary::{LABEL_NAME, ProviderKey};
+use super::{delete, inventory, reconcile as install};
 use crate::api::*;
 use crate::metrics::Metrics;
 
@@ -61,26 +62,26 @@ impl Options {
     }
 }
 
-/// A shutdown signal every task can wait on.
-pub type Shutdown = Shared<BoxFuture<'static, ()>>;
-
 /// Reconciles one provider object.
 pub async fn reconcile<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error>
 where
     K: ProviderObject,
 {
     let started = ctx.metrics.reconcile_started(K::KIND.kind());
-    let key = key_of(object.as_ref());
+    let key = ProviderKey::of(object.as_ref());
     let result = async {
         if object.meta().deletion_timestamp.is_some() {
             return delete::cleanup(object, ctx.clone()).await;
         }
         // The finalizer goes on before anything is applied, so nothing can be orphaned.
-        let object = match finalizer::has(object.as_ref()) {
+        let object = match butler_runtime::finalizer::has(object.as_ref(), PROVIDER_FINALIZER) {
             true => object,
             false => {
-                let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.1);
-                Arc::new(finalizer::add(&api, object.as_ref()).await?)
+                let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.namespace);
+                let added = butler_runtime::finalizer::add(&api, object.as_ref(), PROVIDER_FINALIZER)
+                    .await
+                    .map_err(|e| Error::kube(format!("adding the finalizer to {key}"), e))?;
+                Arc::new(added)
             }
         };
         install::install(object, ctx.clone()).await
@@ -103,7 +104,7 @@ where
         tracing::info!("{message}");
         return Action::requeue(Duration::from_secs(60));
     }
-    let key = key_of(object.as_ref());
+    let key = ProviderKey::of(object.as_ref());
     let failures = {
         let mut failures = ctx.failures.lock().expect("not poisoned");
         let count = failures.entry(key.clone()).or_default();
@@ -111,7 +112,7 @@ where
         *count
     };
     let delay = Duration::from_secs(2u64.saturating_pow(failures.min(9)).min(300));
-    tracing::warn!(kind = %K::KIND, namespace = %key.1, provider = %key.2, retry_in = ?delay, "{error}");
+    tracing::warn!(provider = %key, retry_in = ?delay, "{error}");
     Action::requeue(delay)
 }
 
@@ -172,7 +173,8 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     let ctx = Arc::new(Context {
         client: client.clone(),
-        applier: Applier::new(client.clone()),
+        applier: Applier::new(client.clone(), FIELD_MANAGER),
+        inventory_store: inventory::store(client.clone()),
         stores,
         deployments,
         triggers: triggers.clone(),
@@ -218,8 +220,8 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
                 (Seen::Deleted(_), _) => ctx.secrets.gone(&namespace, &name),
                 _ => {}
             }
-            for (kind, ns, name) in users {
-                ctx.triggers.trigger(kind, &ns, &name);
+            for key in users {
+                ctx.triggers.trigger(&key);
             }
         })
     };
@@ -257,8 +259,8 @@ fn on_deployment(ctx: &Context, event: Result<watcher::Event<Deployment>, watche
     let seen =
         if seen_deleted { Seen::Deleted(&deployment.metadata) } else { Seen::Present(&deployment.metadata) };
     ctx.drift.on_event(&kind, seen, &ctx.triggers);
-    if let Some((provider_kind, namespace, name)) = owner_of(&deployment.metadata) {
-        ctx.triggers.trigger(provider_kind, &namespace, &name);
+    if let Some(owner) = owner_of(&deployment.metadata) {
+        ctx.triggers.trigger(&owner);
     }
 }
 
@@ -268,18 +270,4 @@ fn on_deployment(ctx: &Context, event: Result<watcher::Event<Deployment>, watche
 /// and the controller would then never start.
 pub async fn caches_ready(ctx: &Context) {
     let _ = ctx.deployments.wait_until_ready().await;
-}
-
-/// A shutdown signal from a future.
-pub fn shutdown_on(signal: impl Future<Output = ()> + Send + 'static) -> Shutdown {
-    signal.boxed().shared()
-}
-
-/// A shutdown signal and the switch that gives it (send `true`).
-pub fn shutdown_switch() -> (tokio::sync::watch::Sender<bool>, Shutdown) {
-    let (switch, mut stopped) = tokio::sync::watch::channel(false);
-    let shutdown = shutdown_on(async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    });
-    (switch, shutdown)
 }

@@ -1,43 +1,36 @@
-//! Writing a provider's status and its events; both only when something changed.
+//! Writing a provider's status and its events, in one place; both only when something changed.
+//! A reconcile that stops short ([`Stop`]) is written here too, and its reason says how it
+//! comes back.
 
+use std::time::Duration;
+
+use butler_runtime::conditions::{self, Wanted};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::controller::Action;
+use kube::runtime::events::Event;
 use serde_json::json;
 
 use super::ProviderObject;
-use super::conditions::{self, Wanted};
-use super::context::{Context, key_of};
+use super::context::Context;
 use super::error::Error;
-use crate::api::{KindNames, ProviderStatus};
+use super::reason::{ORDER, Reason, Retry, Stop};
+use super::vocabulary::{ProviderKey, ProviderView};
+use crate::api::ProviderStatus;
+
+/// How often a provider is looked at again with nothing changing: every input is watched, so
+/// this is only a safety net (and it notices new ConfigMap versions of an empty spec.version).
+pub const RESYNC: Duration = Duration::from_secs(600);
 
 /// The status a reconcile arrived at.
 pub struct Outcome {
     pub contract: Option<String>,
     pub installed_version: Option<String>,
     pub conditions: Vec<Wanted>,
-    /// Events to publish if the status changed: (reason, message).
-    pub events: Vec<(String, String)>,
+    /// Events to publish if the status changed.
+    pub events: Vec<(Reason, String)>,
 }
-
-/// Reasons that are a refusal or a failure, published as Warning events.
-const WARNINGS: &[&str] = &[
-    "DowngradeRefused",
-    "ContractMismatch",
-    "ContractChangeNeedsPause",
-    "UnpauseRefused",
-    "RenderFailed",
-    "InvalidCustomization",
-    "FetchFailed",
-    "ApplyFailed",
-    "DeletionBlocked",
-    "DuplicateProvider",
-    "InvalidFetchConfig",
-    "UnknownProvider",
-    "InvalidVersion",
-    "ConfigSecretUnreadable",
-];
 
 /// Writes the status when it differs from what the object has, then publishes the events and
 /// wakes the other providers, whose checks may depend on this one. Returns whether it wrote.
@@ -45,7 +38,7 @@ pub async fn write<K>(ctx: &Context, object: &K, outcome: Outcome) -> Result<boo
 where
     K: ProviderObject,
 {
-    let key = key_of(object);
+    let key = ProviderKey::of(object);
     // What this process wrote last is newer than the cache, which may not have seen it yet.
     let written = ctx.statuses.lock().expect("not poisoned").get(&key).cloned();
     let existing = written.or_else(|| object.provider_status().cloned()).unwrap_or_default();
@@ -54,29 +47,28 @@ where
     let status = ProviderStatus {
         contract: outcome.contract,
         installed_version: outcome.installed_version,
-        conditions: conditions::merge(&existing.conditions, &outcome.conditions, generation, &now),
+        conditions: conditions::merge(&existing.conditions, &outcome.conditions, generation, &now, ORDER),
         observed_generation: generation,
     };
-    ctx.metrics.provider_installed(
-        K::KIND.kind(),
-        &key.1,
-        &key.2,
-        status.installed_version.as_deref().zip(status.contract.as_deref()),
-    );
+    ctx.metrics.provider_installed(&key, status.installed_version.as_deref().zip(status.contract.as_deref()));
     if status == existing {
         return Ok(false);
     }
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.1);
-    api.patch_status(&key.2, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
         .await
-        .map_err(|source| {
-            Error::kube(format!("writing the status of {} {}/{}", K::KIND, key.1, key.2), source)
-        })?;
+        .map_err(|source| Error::kube(format!("writing the status of {key}"), source))?;
     ctx.statuses.lock().expect("not poisoned").insert(key.clone(), status);
     let reference = object.object_ref(&());
     for (reason, note) in outcome.events {
-        let type_ = if WARNINGS.contains(&reason.as_str()) { EventType::Warning } else { EventType::Normal };
-        let event = Event { type_, reason, note: Some(note), action: "Reconcile".into(), secondary: None };
+        let Some(type_) = reason.event() else { continue };
+        let event = Event {
+            type_,
+            reason: reason.as_str().into(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
         // An event that cannot be written must not fail the reconcile that already happened.
         if let Err(e) = ctx.recorder.publish(&event, &reference).await {
             tracing::warn!(provider = %object.name_any(), error = %e, "cannot publish an event");
@@ -84,4 +76,37 @@ where
     }
     ctx.trigger_others(&key);
     Ok(true)
+}
+
+/// Writes a reconcile that stopped at `stop`: its condition (`kept` says whether what is
+/// installed stays, so the condition stays True) and Ready False for the same reason, with
+/// `also` (how earlier steps went, so that a condition of an earlier reconcile does not stay),
+/// keeping the installed version. Then comes back as the reason says.
+pub async fn stopped<K>(
+    ctx: &Context,
+    object: &K,
+    me: &ProviderView,
+    stop: Stop,
+    kept: bool,
+    also: Option<Wanted>,
+) -> Result<Action, Error>
+where
+    K: ProviderObject,
+{
+    let Stop { reason, message } = stop;
+    let mut wanted = vec![reason.wanted(kept, message.clone()), reason.not_ready(message.clone())];
+    wanted.extend(also);
+    let outcome = Outcome {
+        contract: me.contract.clone(),
+        installed_version: me.installed_version.clone(),
+        conditions: wanted,
+        events: vec![(reason, message.clone())],
+    };
+    write(ctx, object, outcome).await?;
+    match reason.retry() {
+        Retry::OnChange => Ok(Action::requeue(RESYNC)),
+        Retry::After(delay) => Ok(Action::requeue(delay)),
+        Retry::Backoff if reason == Reason::FetchFailed => Err(Error::Fetch(message)),
+        Retry::Backoff => Err(Error::Apply(message)),
+    }
 }

@@ -5,6 +5,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+use super::vocabulary::ProviderKey;
 use crate::api::ProviderKind;
 
 /// One channel per provider kind, into that kind's controller.
@@ -31,9 +32,9 @@ fn index(kind: ProviderKind) -> usize {
 
 impl Triggers {
     /// Asks for a reconcile of one provider object.
-    pub fn trigger(&self, kind: ProviderKind, namespace: &str, name: &str) {
+    pub fn trigger(&self, key: &ProviderKey) {
         // A closed channel means the controllers are shutting down; nothing is left to wake.
-        let _ = self.senders[index(kind)].send((namespace.to_string(), name.to_string()));
+        let _ = self.senders[index(key.kind)].send((key.namespace.clone(), key.name.clone()));
     }
 }
 

@@ -1,20 +1,19 @@
 //! Who still uses a provider: the workload clusters that keep it from being deleted.
 
-use butler_core::api::{ProviderConfig, ProviderType, Team, TenantCluster};
+use butler_core::api::{Platform, ProviderConfig, Team, TenantCluster};
 use kube::ResourceExt;
 
-/// The Butler provider type an infrastructure provider of this name serves, if it is one of
-/// Butler's own.
-pub fn butler_provider_type(name: &str) -> Option<ProviderType> {
-    ProviderType::ALL.into_iter().find(|t| t.as_str() == name)
+/// The platform an infrastructure provider of this name serves, if it is one of Butler's own.
+pub fn butler_platform(name: &str) -> Option<Platform> {
+    Platform::ALL.into_iter().find(|t| t.as_str() == name)
 }
 
-/// The TenantClusters (as `TenantCluster {namespace}/{name}`) that run on `provider`: those
-/// whose ProviderConfig, named by the cluster or by its team's default, has that provider type.
+/// The TenantClusters (as `TenantCluster {namespace}/{name}`) that run on `platform`: those
+/// whose ProviderConfig, named by the cluster or by its team's default, is for that platform.
 /// A cluster whose ProviderConfig cannot be found counts as a user of every provider, since
 /// nothing proves it does not need this one.
 pub fn tenant_cluster_users(
-    provider: ProviderType,
+    platform: Platform,
     clusters: &[TenantCluster],
     configs: &[ProviderConfig],
     teams: &[Team],
@@ -36,7 +35,7 @@ pub fn tenant_cluster_users(
             let config = reference.and_then(|(ns, name)| {
                 configs.iter().find(|c| c.namespace().as_deref() == Some(ns.as_str()) && c.name_any() == name)
             });
-            config.is_none_or(|c| c.spec.provider == provider)
+            config.is_none_or(|c| c.spec.provider == platform)
         })
         .map(|c| format!("TenantCluster {}/{}", c.namespace().unwrap_or_default(), c.name_any()))
         .collect();
@@ -78,15 +77,22 @@ mod tests {
         ];
         let teams = [team];
         assert_eq!(
-            tenant_cluster_users(ProviderType::Harvester, &clusters, &configs, &teams),
+            tenant_cluster_users(Platform::Harvester, &clusters, &configs, &teams),
             ["TenantCluster team-a/c1", "TenantCluster team-a/c3"]
         );
         assert_eq!(
-            tenant_cluster_users(ProviderType::Aws, &clusters, &configs, &teams),
+            tenant_cluster_users(Platform::Aws, &clusters, &configs, &teams),
             ["TenantCluster team-a/c2", "TenantCluster team-a/c3"]
         );
-        assert!(tenant_cluster_users(ProviderType::Gcp, &clusters[..2], &configs, &teams).is_empty());
-        assert_eq!(butler_provider_type("nutanix"), Some(ProviderType::Nutanix));
-        assert_eq!(butler_provider_type("vsphere"), None);
+        assert!(tenant_cluster_users(Platform::Gcp, &clusters[..2], &configs, &teams).is_empty());
+        assert_eq!(butler_platform("nutanix"), Some(Platform::Nutanix));
+        assert_eq!(butler_platform("vsphere"), None);
+    }
+
+    #[test]
+    fn every_butler_infrastructure_provider_is_a_platform_and_back() {
+        let providers = butler_repository::butler_infrastructure();
+        assert!(providers.iter().all(|name| butler_platform(name).is_some()), "{providers:?}");
+        assert_eq!(providers.len(), Platform::ALL.len(), "{providers:?}");
     }
 }

@@ -3,10 +3,9 @@
 use std::time::Instant;
 
 use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use butler_repository::butler_infrastructure;
 
 use crate::support::{OPERATOR_AGENT, Scenario, is};
-
-const INFRASTRUCTURE: [&str; 6] = ["harvester", "nutanix", "proxmox", "aws", "azure", "gcp"];
 
 #[tokio::test]
 async fn core_and_six_infrastructure_providers_install_from_the_embedded_repository() {
@@ -15,12 +14,12 @@ async fn core_and_six_infrastructure_providers_install_from_the_embedded_reposit
     s.start_operator();
     let started = Instant::now();
     s.create::<CoreProvider>("butler", "").await;
-    for name in INFRASTRUCTURE {
+    for name in butler_infrastructure() {
         let spec = if name == "aws" { "configSecret: {name: aws-variables}" } else { "" };
         s.create::<InfrastructureProvider>(name, spec).await;
     }
     s.wait_for::<CoreProvider>("butler", "ProviderInstalled", |p| is(p, "ProviderInstalled", "True")).await;
-    for name in INFRASTRUCTURE {
+    for name in butler_infrastructure() {
         s.wait_for::<InfrastructureProvider>(name, "ProviderInstalled", |p| {
             is(p, "ProviderInstalled", "True")
         })
@@ -36,7 +35,7 @@ async fn core_and_six_infrastructure_providers_install_from_the_embedded_reposit
         println!("operator requests: {}", requests.len());
     }
     s.mark_available().await;
-    for name in INFRASTRUCTURE {
+    for name in butler_infrastructure() {
         let p = s.wait_for::<InfrastructureProvider>(name, "Ready", |p| is(p, "Ready", "True")).await;
         let status = p.status.as_ref().unwrap();
         assert_eq!(

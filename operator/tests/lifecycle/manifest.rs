@@ -1,7 +1,7 @@
 //! The install manifest of `make release` applies to a cluster as it is.
 
-use butler_operator::controller::apply::Applier;
 use butler_operator::manifest;
+use butler_runtime::apply::Applier;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 
@@ -17,7 +17,7 @@ async fn the_install_manifest_applies_and_runs_the_operator_with_probes() {
     let text = manifest::render("v0.1.0");
     let objects: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).expect("the manifest is YAML");
     assert_eq!(objects.len(), manifest::objects("v0.1.0").len());
-    let applier = Applier::new(s.client.clone());
+    let applier = Applier::new(s.client.clone(), "butler-operator");
     for object in &objects {
         applier.apply(object, false).await.unwrap_or_else(|e| panic!("{e}"));
     }

@@ -40,7 +40,7 @@ async fn install_cert_manager_crds(cluster: &Cluster) {
     if crds.get_opt("certificates.cert-manager.io").await.expect("reading CRDs").is_some() {
         return;
     }
-    for crd in butler_e2e::stand_ins::cert_manager_crds() {
+    for crd in butler_apiserver::stand_ins::cert_manager_crds() {
         cluster.install_crd(&crd).await;
     }
 }
@@ -215,10 +215,10 @@ impl Scenario {
     /// the scenario reports its current generation Available. A real cluster does it itself.
     pub async fn mark_available(&self) {
         if self.cluster.is_in_memory() {
-            butler_e2e::stand_ins::mark_deployments_available(
+            butler_apiserver::stand_ins::mark_deployments_available(
                 &self.client,
                 &self.namespace,
-                butler_operator::controller::plan::LABEL_NAME,
+                butler_operator::controller::vocabulary::LABEL_NAME,
             )
             .await
             .expect("marking Deployments Available");

@@ -1,6 +1,8 @@
-//! The four kinds of provider repository, behind one trait.
+//! The kinds of provider repository (GitHub, GitLab, local folders, ConfigMaps, and the one
+//! compiled into this build), behind one trait.
 
 mod configmap;
+mod embedded;
 mod github;
 mod gitlab;
 mod goproxy;
@@ -9,12 +11,15 @@ mod local;
 use std::future::Future;
 
 pub use configmap::{COMPRESSED_ANNOTATION, ConfigMapSource, VERSION_LABEL};
+pub use embedded::{
+    EMBEDDED_VERSION, EmbeddedProvider, EmbeddedSource, built_in, butler_infrastructure, embedded_provider,
+    embedded_providers,
+};
 pub use github::{GitHubOptions, GitHubSource};
 pub use gitlab::GitLabSource;
 pub use goproxy::GoProxy;
 pub use local::LocalSource;
 
-use crate::embedded::EmbeddedSource;
 use crate::error::Result;
 use crate::version::{self, Version};
 

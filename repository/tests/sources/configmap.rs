@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use butler_e2e::TestApiServer;
+use butler_apiserver::MemoryApiServer;
 use butler_repository::{ConfigMapSource, Repository, Source};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -30,7 +30,7 @@ async fn create(api: &Api<ConfigMap>, body: serde_json::Value) {
 #[tokio::test]
 async fn several_versions_under_one_selector_plain_and_compressed() {
     init();
-    let server = TestApiServer::start().await;
+    let server = MemoryApiServer::start().await;
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     create(
         &api,
@@ -63,7 +63,7 @@ fn base64_of(bytes: &[u8]) -> String {
 #[tokio::test]
 async fn errors_name_the_selector_the_namespace_and_the_configmap() {
     init();
-    let server = TestApiServer::start().await;
+    let server = MemoryApiServer::start().await;
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let check = |label: &'static str, expect: &'static str| {
         let client = server.client();

@@ -3,6 +3,7 @@
 //! server for ConfigMaps.
 
 mod configmap;
+mod fake_github;
 mod github;
 mod gitlab;
 mod local;

@@ -1,12 +1,12 @@
 use super::*;
+use crate::controller::reason::{INSTALLED, PREFLIGHT, Retry, UPGRADED};
+use crate::controller::vocabulary::{LABEL_NAME, ProviderKey};
 
 const COMPONENTS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x-system\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa\n  namespace: x-system\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: manager\n  namespace: x-system\nspec:\n  replicas: 1\n  template:\n    spec:\n      containers:\n      - name: manager\n        image: ghcr.io/x/manager:v1\n        args: [\"--region=${REGION}\"]\n";
 
 fn view(kind: ProviderKind, name: &str) -> ProviderView {
     ProviderView {
-        kind,
-        namespace: "ns".into(),
-        name: name.into(),
+        key: ProviderKey::new(kind, "ns", name),
         created: "2026-01-01T00:00:00Z".into(),
         paused: false,
         held: false,
@@ -62,11 +62,11 @@ fn preflight_names_each_failure() {
     assert_eq!(preflight(&aws, &spec, &[core.clone(), aws.clone()], true), Ok(()));
 
     let mut twin = aws.clone();
-    twin.namespace = "other".into();
+    twin.key.namespace = "other".into();
     twin.created = "2025-12-31T00:00:00Z".into();
     assert_eq!(
         preflight(&aws, &spec, &[core.clone(), twin.clone(), aws.clone()], true).unwrap_err().reason,
-        "DuplicateProvider"
+        Reason::DuplicateProvider
     );
     assert_eq!(
         preflight(&twin, &spec, &[core.clone(), twin.clone(), aws.clone()], true),
@@ -77,24 +77,24 @@ fn preflight_names_each_failure() {
     let both: ProviderSpec = serde_saphyr::from_str("fetchConfig: {url: x, selector: {}}\n").unwrap();
     assert_eq!(
         preflight(&aws, &both, std::slice::from_ref(&core), true).unwrap_err().reason,
-        "InvalidFetchConfig"
+        Reason::InvalidFetchConfig
     );
     let unknown =
         preflight(&view(ProviderKind::Infrastructure, "vsphere"), &spec, std::slice::from_ref(&core), false)
             .unwrap_err();
-    assert_eq!(unknown.reason, "UnknownProvider");
+    assert_eq!(unknown.reason, Reason::UnknownProvider);
     assert!(unknown.message.contains("add spec.fetchConfig"), "{}", unknown.message);
     let bad: ProviderSpec = serde_saphyr::from_str("version: latest-ish\n").unwrap();
     assert_eq!(
         preflight(&aws, &bad, std::slice::from_ref(&core), true).unwrap_err().reason,
-        "InvalidVersion"
+        Reason::InvalidVersion
     );
 
     let mut installing = core.clone();
     installing.installed_version = None;
     let waiting = preflight(&aws, &spec, &[installing], true).unwrap_err();
-    assert_eq!((waiting.reason, waiting.retry), ("WaitingForCoreProvider", true));
-    assert_eq!(preflight(&aws, &spec, &[], true).unwrap_err().reason, "WaitingForCoreProvider");
+    assert_eq!((waiting.reason, waiting.reason.retry()), (Reason::WaitingForCoreProvider, Retry::OnChange));
+    assert_eq!(preflight(&aws, &spec, &[], true).unwrap_err().reason, Reason::WaitingForCoreProvider);
 }
 
 #[test]
@@ -112,8 +112,8 @@ fn an_install_renders_labels_and_records_the_objects() {
     assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["args"][0], "--region=eu");
     assert_eq!(p.inventory.objects.len(), 2);
     assert_eq!((p.contract.as_deref(), p.installed_version.as_deref()), (Some("v1beta1"), Some("v1.0.0")));
-    assert!(condition(&p, conditions::INSTALLED).status);
-    assert_eq!(p.events, [("Installed".to_string(), "installed v1.0.0".to_string())]);
+    assert!(condition(&p, INSTALLED).status);
+    assert_eq!(p.events, [(Reason::Installed, "installed v1.0.0".to_string())]);
 
     // The same again: nothing to write.
     let mut installed = aws.clone();
@@ -155,7 +155,7 @@ fn an_upgrade_deletes_what_dropped_out_but_keeps_crds_and_the_namespace() {
     };
     let p = plan(&aws, &[core, aws.clone()], &fetched("v1.1.0", "v1beta1"), Some(&old), &[]);
     assert_eq!(p.delete.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["dropped"]);
-    assert_eq!(condition(&p, conditions::UPGRADED).message, "upgraded from v1.0.0 to v1.1.0");
+    assert_eq!(condition(&p, UPGRADED).message, "upgraded from v1.0.0 to v1.1.0");
 }
 
 #[test]
@@ -163,7 +163,7 @@ fn contract_changes_need_every_provider_paused() {
     let core = view(ProviderKind::Core, "butler");
     let aws = view(ProviderKind::Infrastructure, "aws");
     let refused = plan(&core, &[core.clone(), aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &[]);
-    let upgraded = condition(&refused, conditions::UPGRADED);
+    let upgraded = condition(&refused, UPGRADED);
     assert_eq!((upgraded.status, upgraded.reason.as_str()), (false, "ContractChangeNeedsPause"));
     assert!(
         upgraded.message.contains("Not paused: CoreProvider ns/butler, InfrastructureProvider ns/aws"),
@@ -190,14 +190,14 @@ fn contract_changes_need_every_provider_paused() {
     let deployment = p.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
     assert_eq!(deployment["spec"]["replicas"], 0, "installed at 0 replicas while paused");
     assert_eq!(deployment["metadata"]["annotations"][PAUSED_REPLICAS], "2", "the live count is remembered");
-    assert!(condition(&p, conditions::PAUSED).status);
+    assert!(condition(&p, PAUSED).status);
 
     // A paused infrastructure provider may install the new contract before the core's status says so.
     let p = plan(&paused_aws, &all, &fetched("v2.0.0", "v1beta2"), None, &live);
     assert_eq!(p.installed_version.as_deref(), Some("v2.0.0"));
     // Running, it may not.
     let p = plan(&aws, &[core, aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &[]);
-    assert_eq!(condition(&p, conditions::PREFLIGHT).reason, "ContractMismatch");
+    assert_eq!(condition(&p, PREFLIGHT).reason, "ContractMismatch");
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn unpause_restores_replicas_or_is_refused_while_contracts_differ() {
         paused_replicas: Some(3),
     }];
     let refused = plan(&core, &[core.clone(), aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &live);
-    let paused = condition(&refused, conditions::PAUSED);
+    let paused = condition(&refused, PAUSED);
     assert_eq!((paused.status, paused.reason.as_str()), (true, "UnpauseRefused"));
     assert!(paused.message.contains("InfrastructureProvider ns/aws v1beta1"), "{}", paused.message);
     let deployment = refused.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
@@ -226,7 +226,7 @@ fn unpause_restores_replicas_or_is_refused_while_contracts_differ() {
     let deployment = p.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
     assert_eq!(deployment["spec"]["replicas"], 3, "the remembered count comes back");
     assert!(deployment["metadata"]["annotations"].get(PAUSED_REPLICAS).is_none());
-    assert!(p.events.contains(&("Unpaused".to_string(), "restored the provider's Deployments".to_string())));
+    assert!(p.events.contains(&(Reason::Unpaused, "restored the provider's Deployments".to_string())));
 }
 
 #[test]
@@ -235,9 +235,9 @@ fn downgrades_across_minor_versions_are_refused() {
     let mut aws = view(ProviderKind::Infrastructure, "aws");
     aws.installed_version = Some("v1.2.0".into());
     let p = plan(&aws, &[core.clone(), aws.clone()], &fetched("v1.1.9", "v1beta1"), None, &[]);
-    assert_eq!(condition(&p, conditions::PREFLIGHT).reason, "DowngradeRefused");
+    assert_eq!(condition(&p, PREFLIGHT).reason, "DowngradeRefused");
     let p = plan(&aws, &[core, aws.clone()], &fetched("v1.2.0", "v1beta1"), None, &[]);
-    assert!(condition(&p, conditions::PREFLIGHT).status);
+    assert!(condition(&p, PREFLIGHT).status);
 }
 
 #[test]

@@ -1,0 +1,229 @@
+//! `butler-apiserver`: the Kubernetes API server in memory: the cluster of the sandbox
+//! (`make run`) and of the tests.
+//!
+//! [`MemoryApiServer::start`] serves the Kubernetes HTTP API on a free port of 127.0.0.1 (plain
+//! HTTP) and hands out a [`kube::Client`] and a kubeconfig file for it. kube-runtime
+//! controllers run against it unchanged. [`stand_ins`] plays the parts of a cluster that it does
+//! not run (the Deployment controller's Available condition, cert-manager's CRDs).
+//!
+//! # Supported
+//! - Discovery (legacy form): `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}`,
+//!   `/apis/{group}/{version}`, for Namespace, ConfigMap, Secret, Service, ServiceAccount, Event
+//!   (core and `events.k8s.io`), Deployment, DaemonSet, Role, RoleBinding, ClusterRole,
+//!   ClusterRoleBinding, Validating/MutatingWebhookConfiguration, Lease and
+//!   CustomResourceDefinition, and every kind a CRD registers (all served versions, scope,
+//!   names, status subresource) while it exists.
+//! - get; list with label selectors (equality and set-based), field selectors
+//!   (`metadata.name`, `metadata.namespace`, and the event fields) and paging
+//!   (`limit`/`continue`); watch from a resourceVersion with ADDED/MODIFIED/DELETED, BOOKMARK
+//!   and initial events (`sendInitialEvents`, the streaming-list form), with objects entering or
+//!   leaving a selector seen as ADDED or DELETED, and 410 Expired for a resourceVersion older
+//!   than the last 20,000 changes.
+//! - create (generateName, uid, creationTimestamp, resourceVersion, generation 1), update (409
+//!   on a stale resourceVersion; no-op writes keep the resourceVersion), patch: JSON merge, JSON
+//!   patch, strategic merge (see below) and server-side apply with per-manager ownership in
+//!   `managedFields` (conflicts are 409 unless forced; a field a manager stops applying is
+//!   removed unless someone else owns it; other writes take the fields they change), dry run.
+//! - delete and deletecollection with finalizers and deletionTimestamp, preconditions,
+//!   propagation Background, Foreground and Orphan, garbage collection by ownerReferences,
+//!   namespace deletion (content first), CRD deletion (its objects first).
+//! - The status subresource: `/status` writes change only status, main-resource writes leave
+//!   status alone; generation grows only when the spec changes (and at deletion).
+//! - Custom resources checked against their CRD: unknown fields pruned, nulls dropped, defaults
+//!   applied, type, required, enum, minimum/maximum, length, items and pattern checks, and the
+//!   CEL rules (`x-kubernetes-validations`); failures are 422 Invalid with one cause per field.
+//!   A CRD whose schema is not structural is refused.
+//! - Secrets fold `stringData` into `data`; namespaces get their phase and `kubernetes`
+//!   finalizer; creating into a missing namespace is 404, into a terminating one 403.
+//! - Errors are `Status` objects with the real codes and reasons.
+//! - Metadata-only answers (`Accept: ...;as=PartialObjectMetadata`) for get, list and watch,
+//!   as kube's `Api<PartialObjectMeta<K>>` asks for them.
+//! - Table output (`Accept: ...;as=Table`, what `kubectl get` asks for): custom resources print
+//!   their `additionalPrinterColumns` (or Age); Deployment, Event, ConfigMap, Secret and
+//!   Namespace print kubectl's usual columns; other kinds print Name and Age. Watches are not
+//!   printed (`kubectl get -w` shows objects without the columns).
+//! - Events have one store behind `v1` and `events.k8s.io/v1`, converted field by field, so
+//!   events that the operator records show in `kubectl get events` and `kubectl describe`.
+//! - A log of requests by client ([`MemoryApiServer::client_as`] names one with its
+//!   User-Agent, [`MemoryApiServer::requests_from`] lists its requests), to count them.
+//!
+//! # Deliberately not supported
+//! Authentication and authorization (every request is allowed), admission webhooks (they are
+//! not called), protobuf, aggregated discovery and OpenAPI documents, CRD
+//! conversion webhooks (versions differ only in apiVersion), selectable fields of CRDs, pods
+//! and every controller but the garbage collector and the namespace and CRD finalizers (no
+//! Deployment ever becomes Available by itself). Strategic merge patch is approximated: a merge
+//! patch whose keyed lists (containers, env, ports, volumes, volume mounts, conditions, and
+//! list-map lists of CRD schemas) merge by key, with `$patch: delete` and `$patch: replace`;
+//! other directives are ignored. Server-side apply knows the list types that CRD schemas
+//! declare and those listed above for built-in kinds; every other list is atomic.
+
+mod apply;
+mod conversion;
+mod discovery;
+mod errors;
+mod fieldset;
+mod http;
+mod patch;
+mod registry;
+mod schema;
+mod selectors;
+mod store;
+mod table;
+mod watch;
+
+pub mod stand_ins;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use tokio::sync::oneshot;
+
+use store::Store;
+
+/// How a [`MemoryApiServer`] is set up.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Changes kept for watches to replay; a watch from an older resourceVersion gets 410.
+    pub watch_history: usize,
+    /// The name of the cluster, context and user in the kubeconfig, and the start of the
+    /// kubeconfig file's name: what `kubectl config current-context` shows.
+    pub name: String,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions { watch_history: store::DEFAULT_WATCH_HISTORY, name: "butler-sandbox".into() }
+    }
+}
+
+impl ServerOptions {
+    /// The default options with the kubeconfig named after the caller.
+    pub fn named(name: &str) -> ServerOptions {
+        ServerOptions { name: name.into(), ..Default::default() }
+    }
+}
+
+/// What every request handler shares.
+struct Shared {
+    store: Arc<Mutex<Store>>,
+    address: String,
+    requests: AtomicU64,
+    /// Each request as (client, method, path), the client named by its User-Agent.
+    log: Mutex<Vec<(String, String, String)>>,
+}
+
+/// An API server in this process, serving plain HTTP on a free port of 127.0.0.1. Dropping it
+/// stops it and removes its kubeconfig file.
+pub struct MemoryApiServer {
+    address: SocketAddr,
+    shared: Arc<Shared>,
+    client: kube::Client,
+    kubeconfig: PathBuf,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+/// Installs the ring crypto provider once per process: kube's client needs one even over HTTP.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+impl MemoryApiServer {
+    /// Starts a server with the built-in kinds and the namespaces `default`, `kube-system`,
+    /// `kube-public` and `kube-node-lease`.
+    pub async fn start() -> MemoryApiServer {
+        MemoryApiServer::start_with(ServerOptions::default()).await
+    }
+
+    /// Starts a server set up by `options`.
+    pub async fn start_with(options: ServerOptions) -> MemoryApiServer {
+        install_crypto_provider();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port on 127.0.0.1");
+        let address = listener.local_addr().expect("a bound listener has an address");
+        let url = format!("http://{address}");
+        let shared = Arc::new(Shared {
+            store: Arc::new(Mutex::new(Store::new(options.watch_history))),
+            address: address.to_string(),
+            requests: AtomicU64::new(0),
+            log: Mutex::new(Vec::new()),
+        });
+        let app = Router::new()
+            .fallback(http::handle)
+            .layer(DefaultBodyLimit::max(64 * 1024 * 1024))
+            .with_state(shared.clone());
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        let kubeconfig = std::env::temp_dir().join(format!(
+            "{}-{}-{}.kubeconfig",
+            options.name,
+            std::process::id(),
+            address.port()
+        ));
+        std::fs::write(&kubeconfig, kubeconfig_text(&options.name, &url))
+            .expect("the temp folder is writable");
+        let config = kube::Config::new(url.parse().expect("a URL of 127.0.0.1 parses"));
+        let client = kube::Client::try_from(config).expect("a client for a plain HTTP server");
+        MemoryApiServer { address, shared, client, kubeconfig, shutdown: Some(shutdown) }
+    }
+
+    /// A client of this server (default namespace `default`).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// `http://127.0.0.1:{port}`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// A kubeconfig file that points at this server, for binaries run as separate processes.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Requests served so far.
+    pub fn request_count(&self) -> u64 {
+        self.shared.requests.load(Ordering::Relaxed)
+    }
+
+    /// A client whose requests carry `User-Agent: {agent}`, so that
+    /// [`MemoryApiServer::requests_from`] can tell them apart.
+    pub fn client_as(&self, agent: &str) -> kube::Client {
+        let mut config = kube::Config::new(self.url().parse().expect("a URL of 127.0.0.1 parses"));
+        let value = agent.parse().expect("an agent name is a header value");
+        config.headers.push((axum::http::header::USER_AGENT, value));
+        kube::Client::try_from(config).expect("a client for a plain HTTP server")
+    }
+
+    /// The requests of one client (by the product of its User-Agent) so far, as
+    /// `(method, path)`.
+    pub fn requests_from(&self, agent: &str) -> Vec<(String, String)> {
+        let log = self.shared.log.lock().unwrap_or_else(|e| e.into_inner());
+        log.iter().filter(|(a, _, _)| a == agent).map(|(_, m, p)| (m.clone(), p.clone())).collect()
+    }
+}
+
+impl Drop for MemoryApiServer {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
+}
+
+fn kubeconfig_text(name: &str, url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: default\ncurrent-context: {name}\nusers:\n- name: {name}\n  user: {{}}\n"
+    )
+}

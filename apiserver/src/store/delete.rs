@@ -1,0 +1,341 @@
+//! Deletion: finalizers and deletionTimestamp, propagation (background, foreground, orphan),
+//! garbage collection of dependents by ownerReferences, namespace and CRD clean-up.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use super::hooks::CRD_CLEANUP_FINALIZER;
+use super::{Change, ListOptions, Store, name_of, namespace_of};
+use crate::errors::ApiError;
+use crate::registry::ResourceType;
+
+const FOREGROUND: &str = "foregroundDeletion";
+const ORPHAN: &str = "orphan";
+
+/// `propagationPolicy` of a delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Propagation {
+    #[default]
+    Background,
+    Foreground,
+    Orphan,
+}
+
+/// A delete's options (`DeleteOptions`).
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub propagation: Propagation,
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    /// Reads a `DeleteOptions` body (empty means the defaults).
+    pub fn from_body(body: &[u8]) -> Result<DeleteOptions, ApiError> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(DeleteOptions::default());
+        }
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("DeleteOptions are not valid JSON: {e}")))?;
+        let propagation = match value["propagationPolicy"].as_str() {
+            None | Some("Background") => Propagation::Background,
+            Some("Foreground") => Propagation::Foreground,
+            Some("Orphan") => Propagation::Orphan,
+            Some(other) => return Err(ApiError::bad_request(format!("unknown propagationPolicy {other:?}"))),
+        };
+        let propagation = match value["orphanDependents"].as_bool() {
+            Some(true) => Propagation::Orphan,
+            _ => propagation,
+        };
+        Ok(DeleteOptions {
+            propagation,
+            precondition_uid: value["preconditions"]["uid"].as_str().map(String::from),
+            precondition_rv: value["preconditions"]["resourceVersion"].as_str().map(String::from),
+            dry_run: value["dryRun"].as_array().is_some_and(|a| !a.is_empty()),
+        })
+    }
+}
+
+fn finalizers(object: &Value) -> Vec<String> {
+    let mut list: Vec<String> = object["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(String::from))
+        .collect();
+    // A namespace also waits for its spec.finalizers ("kubernetes": its content is gone).
+    list.extend(
+        object["spec"]["finalizers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str().map(String::from)),
+    );
+    list
+}
+
+fn terminating(object: &Value) -> bool {
+    !object["metadata"]["deletionTimestamp"].is_null()
+}
+
+impl Store {
+    /// `DELETE` of one object.
+    pub fn delete(
+        &mut self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let object = self
+            .lookup(rt, namespace, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+        let failed = |what: &str| {
+            ApiError::conflict(&rt.group, &rt.plural, name, &format!("Precondition failed: {what}"))
+        };
+        if opts.precondition_uid.as_deref().is_some_and(|uid| object["metadata"]["uid"].as_str() != Some(uid))
+        {
+            return Err(failed("UID in precondition does not match the UID of the object"));
+        }
+        if opts
+            .precondition_rv
+            .as_deref()
+            .is_some_and(|rv| object["metadata"]["resourceVersion"].as_str() != Some(rv))
+        {
+            return Err(failed("ResourceVersion in precondition does not match the object"));
+        }
+        if opts.dry_run {
+            return Ok(Store::present(rt, object));
+        }
+        let result = self.delete_object(rt, object, opts.propagation);
+        self.collect_garbage();
+        Ok(Store::present(rt, result))
+    }
+
+    /// `DELETE` of a collection: every selected object, returned as a list.
+    pub fn delete_collection(
+        &mut self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let selected = self.snapshot(rt, namespace, list);
+        let mut deleted = Vec::new();
+        for object in selected {
+            if !opts.dry_run {
+                deleted.push(Store::present(rt, self.delete_object(rt, object, opts.propagation)));
+            } else {
+                deleted.push(object);
+            }
+        }
+        self.collect_garbage();
+        Ok(json!({
+            "apiVersion": rt.api_version(),
+            "kind": format!("{}List", rt.kind),
+            "metadata": {"resourceVersion": self.rv.to_string()},
+            "items": deleted,
+        }))
+    }
+
+    /// Deletes now, or marks for deletion while finalizers remain; returns the last state.
+    fn delete_object(&mut self, rt: &ResourceType, mut object: Value, propagation: Propagation) -> Value {
+        let extra = match propagation {
+            Propagation::Background => None,
+            Propagation::Foreground => Some(FOREGROUND),
+            Propagation::Orphan => Some(ORPHAN),
+        };
+        if let Some(finalizer) = extra
+            && !terminating(&object)
+        {
+            let mut list = object["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+            if !list.iter().any(|f| f == finalizer) {
+                list.push(Value::String(finalizer.into()));
+            }
+            object["metadata"]["finalizers"] = Value::Array(list);
+        }
+        if finalizers(&object).is_empty() {
+            self.remove(rt, &object);
+            return object;
+        }
+        if terminating(&object) && extra.is_none() {
+            return object;
+        }
+        let old = object.clone();
+        object["metadata"]["deletionTimestamp"] = Value::String(super::now());
+        object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        if rt.generation {
+            let generation = object["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            object["metadata"]["generation"] = json!(generation);
+        }
+        if rt.kind == "Namespace" && rt.group.is_empty() {
+            object["status"]["phase"] = Value::String("Terminating".into());
+        }
+        self.store_system_write(rt, &old, object)
+    }
+
+    /// A write by the server itself (no owner, no checks): bumps the resourceVersion and tells
+    /// the watches.
+    fn store_system_write(&mut self, rt: &ResourceType, old: &Value, mut object: Value) -> Value {
+        self.rv += 1;
+        object["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+        let key = (namespace_of(&object).to_string(), name_of(&object).to_string());
+        self.objects.entry(rt.storage_key()).or_default().insert(key, object.clone());
+        self.record(rt.storage_key(), Change::Modified, object.clone(), Some(old.clone()));
+        object
+    }
+
+    fn remove(&mut self, rt: &ResourceType, object: &Value) {
+        let key = (namespace_of(object).to_string(), name_of(object).to_string());
+        let Some(mut gone) = self.objects.get_mut(&rt.storage_key()).and_then(|m| m.remove(&key)) else {
+            return;
+        };
+        self.rv += 1;
+        gone["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+        self.record(rt.storage_key(), Change::Deleted, gone.clone(), None);
+        if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
+            let group = gone["spec"]["group"].as_str().unwrap_or_default().to_string();
+            let plural = gone["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string();
+            self.registry.unregister(&group, &plural);
+            self.objects.remove(&(group, plural));
+        }
+    }
+
+    /// Runs what the namespace controller, the garbage collector and the CRD finalizer do, until
+    /// nothing changes.
+    pub(super) fn collect_garbage(&mut self) {
+        loop {
+            let work = self.garbage_work();
+            if work.is_empty() {
+                return;
+            }
+            for (rt, (namespace, name), action) in work {
+                // Earlier work of this round may have changed or removed the object.
+                let Some(current) = self.lookup(&rt, &namespace, &name).cloned() else { continue };
+                match action {
+                    Action::Remove => self.remove(&rt, &current),
+                    Action::Delete => {
+                        if !terminating(&current) {
+                            self.delete_object(&rt, current, Propagation::Background);
+                        }
+                    }
+                    Action::DropFinalizer(section, finalizer) => {
+                        let mut next = current.clone();
+                        let list: Vec<Value> =
+                            finalizers_in(&current, section).into_iter().filter(|f| f != finalizer).collect();
+                        next[section]["finalizers"] = Value::Array(list);
+                        self.store_system_write(&rt, &current, next);
+                    }
+                    Action::Disown(uid) => {
+                        let mut next = current.clone();
+                        if let Some(refs) = next["metadata"]["ownerReferences"].as_array_mut() {
+                            refs.retain(|r| r["uid"].as_str() != Some(uid.as_str()));
+                        }
+                        self.store_system_write(&rt, &current, next);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What the controllers would do now, by (kind, (namespace, name)).
+    fn garbage_work(&self) -> Vec<(ResourceType, (String, String), Action)> {
+        let mut all: Vec<(&ResourceType, &Value)> = Vec::new();
+        for ((group, plural), objects) in &self.objects {
+            if let Some(rt) = self.registry.any_version(group, plural) {
+                all.extend(objects.values().map(|o| (rt, o)));
+            }
+        }
+        let uids: HashSet<&str> = all.iter().filter_map(|(_, o)| o["metadata"]["uid"].as_str()).collect();
+        let mut work = Vec::new();
+        let mut add = |rt: &ResourceType, object: &Value, action: Action| {
+            work.push((rt.clone(), (namespace_of(object).to_string(), name_of(object).to_string()), action));
+        };
+        for &(rt, object) in &all {
+            let dying = terminating(object);
+            if dying && finalizers(object).is_empty() {
+                add(rt, object, Action::Remove);
+                continue;
+            }
+            // Content that goes before its container: a namespace's objects, a CRD's objects,
+            // a foreground-deleted owner's dependents.
+            let mut clear = |content: Vec<(&ResourceType, &Value)>, then: Action| {
+                if content.is_empty() {
+                    add(rt, object, then);
+                } else {
+                    for (r, o) in content.into_iter().filter(|(_, o)| !terminating(o)) {
+                        add(r, o, Action::Delete);
+                    }
+                }
+            };
+            if dying
+                && rt.kind == "Namespace"
+                && rt.group.is_empty()
+                && has_finalizer(object, "spec", "kubernetes")
+            {
+                let name = name_of(object);
+                clear(
+                    all.iter().filter(|(r, o)| r.namespaced && namespace_of(o) == name).copied().collect(),
+                    Action::DropFinalizer("spec", "kubernetes"),
+                );
+            }
+            if dying
+                && rt.kind == "CustomResourceDefinition"
+                && has_finalizer(object, "metadata", CRD_CLEANUP_FINALIZER)
+            {
+                let group = object["spec"]["group"].as_str().unwrap_or_default();
+                let plural = object["spec"]["names"]["plural"].as_str().unwrap_or_default();
+                clear(
+                    all.iter().filter(|(r, _)| r.group == group && r.plural == plural).copied().collect(),
+                    Action::DropFinalizer("metadata", CRD_CLEANUP_FINALIZER),
+                );
+            }
+            let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
+            if dying && has_finalizer(object, "metadata", FOREGROUND) {
+                clear(
+                    all.iter().filter(|(_, o)| owned_by(o, uid)).copied().collect(),
+                    Action::DropFinalizer("metadata", FOREGROUND),
+                );
+            }
+            if dying && has_finalizer(object, "metadata", ORPHAN) {
+                for (r, o) in all.iter().filter(|(_, o)| owned_by(o, uid)) {
+                    add(r, o, Action::Disown(uid.to_string()));
+                }
+                add(rt, object, Action::DropFinalizer("metadata", ORPHAN));
+            }
+            let mut owners = object["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r["uid"].as_str())
+                .peekable();
+            if !dying && owners.peek().is_some() && owners.all(|o| !uids.contains(o)) {
+                add(rt, object, Action::Delete);
+            }
+        }
+        work
+    }
+}
+
+enum Action {
+    Remove,
+    Delete,
+    /// Removes a finalizer from `metadata` or (namespaces) `spec`.
+    DropFinalizer(&'static str, &'static str),
+    Disown(String),
+}
+
+fn has_finalizer(object: &Value, section: &str, finalizer: &str) -> bool {
+    object[section]["finalizers"].as_array().is_some_and(|l| l.iter().any(|f| f == finalizer))
+}
+
+fn finalizers_in(object: &Value, section: &str) -> Vec<Value> {
+    object[section]["finalizers"].as_array().cloned().unwrap_or_default()
+}
+
+fn owned_by(object: &Value, uid: &str) -> bool {
+    object["metadata"]["ownerReferences"].as_array().is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+}

@@ -1,0 +1,144 @@
+//! What particular kinds do on a write: Secrets fold stringData into data, Namespaces get their
+//! phase and finalizer, CustomResourceDefinitions are checked, register their kinds and report
+//! themselves Established.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+
+use super::Store;
+use crate::errors::{ApiError, Cause};
+use crate::registry::{Registry, ResourceType};
+
+/// The finalizer the API server puts on CRDs so that their objects go first.
+pub const CRD_CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// Names must be DNS subdomains (namespaces: DNS labels).
+pub fn check_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
+    let label = rt.kind == "Namespace";
+    let max = if label { 63 } else { 253 };
+    let valid = !name.is_empty()
+        && name.len() <= max
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (c == '.' && !label))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if valid {
+        return Ok(());
+    }
+    let what = if label { "RFC 1123 label" } else { "RFC 1123 subdomain" };
+    Err(ApiError::invalid(
+        &rt.group,
+        &rt.kind,
+        name,
+        vec![Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: \"{name}\": a lowercase {what} must consist of lower case alphanumeric characters, '-'{} and must start and end with an alphanumeric character",
+                if label { "" } else { " or '.'" }
+            ),
+            field: "metadata.name".into(),
+        }],
+    ))
+}
+
+/// Kind-specific changes and checks before an object is stored.
+pub fn before_save(rt: &ResourceType, old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
+    match (rt.group.as_str(), rt.kind.as_str()) {
+        ("", "Secret") => {
+            if let Some(Value::Object(string_data)) = new.as_object_mut().and_then(|m| m.remove("stringData"))
+            {
+                for (key, value) in string_data {
+                    let text = value.as_str().unwrap_or_default().to_string();
+                    new["data"][key] = Value::String(STANDARD.encode(text));
+                }
+            }
+        }
+        ("", "Namespace") if old.is_none() => {
+            new["spec"]["finalizers"] = json!(["kubernetes"]);
+            new["status"] = json!({"phase": "Active"});
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => check_crd(old, new)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+fn check_crd(old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
+    let name = new["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let invalid = |causes: Vec<Cause>| {
+        ApiError::invalid("apiextensions.k8s.io", "CustomResourceDefinition", &name, causes)
+    };
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(new.clone()).map_err(|e| {
+            invalid(vec![Cause {
+                reason: "FieldValueInvalid",
+                message: format!("Invalid value: {e}"),
+                field: "spec".into(),
+            }])
+        })?;
+    let problems = butler_runtime::crds::check_structural(&crd);
+    if !problems.is_empty() {
+        return Err(invalid(
+            problems
+                .iter()
+                .map(|p| Cause {
+                    reason: "FieldValueInvalid",
+                    message: format!("Invalid value: {}", p.problem),
+                    field: format!("spec.validation.openAPIV3Schema{}", p.path),
+                })
+                .collect(),
+        ));
+    }
+    if let Some(old) = old
+        && (old["spec"]["group"] != new["spec"]["group"]
+            || old["spec"]["names"]["plural"] != new["spec"]["names"]["plural"])
+    {
+        return Err(invalid(vec![Cause {
+            reason: "FieldValueInvalid",
+            message: "Invalid value: field is immutable".into(),
+            field: "spec.names.plural".into(),
+        }]));
+    }
+    Registry::types_of_crd(new)?;
+    if old.is_none() {
+        let finalizers = new["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+        if !finalizers.iter().any(|f| f == CRD_CLEANUP_FINALIZER) {
+            let mut finalizers = finalizers;
+            finalizers.push(Value::String(CRD_CLEANUP_FINALIZER.into()));
+            new["metadata"]["finalizers"] = Value::Array(finalizers);
+        }
+    }
+    let storage: Vec<Value> = new["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["storage"] == Value::Bool(true))
+        .map(|v| v["name"].clone())
+        .collect();
+    let time = old
+        .and_then(|o| o["status"]["conditions"][0]["lastTransitionTime"].as_str().map(String::from))
+        .unwrap_or_else(super::now);
+    let condition = |type_: &str, reason: &str, message: &str| json!({"type": type_, "status": "True", "reason": reason, "message": message, "lastTransitionTime": time});
+    new["status"] = json!({
+        "acceptedNames": new["spec"]["names"].clone(),
+        "storedVersions": storage,
+        "conditions": [
+            condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+            condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+    });
+    Ok(())
+}
+
+/// Kind-specific follow-ups once an object is stored: a CRD serves its kinds.
+pub fn after_save(store: &mut Store, rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
+    if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
+        let types = Registry::types_of_crd(object)?;
+        let group = object["spec"]["group"].as_str().unwrap_or_default();
+        let plural = object["spec"]["names"]["plural"].as_str().unwrap_or_default();
+        store.registry.register(group, plural, types);
+    }
+    Ok(())
+}

@@ -1,0 +1,333 @@
+//! The object store: every object as JSON, one global resourceVersion counter, and the log of
+//! changes that watches replay and follow. All writes go through [`Store::save`], which enforces
+//! what the API server enforces on every write (immutable metadata, status subresource, schema,
+//! field ownership, generation, no-op detection).
+
+mod delete;
+mod hooks;
+mod read;
+mod write;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use super::apply::record_update;
+use super::conversion;
+use super::errors::ApiError;
+use super::registry::{Registry, ResourceType};
+use super::schema;
+
+pub use delete::DeleteOptions;
+pub use read::ListOptions;
+
+/// How many changes are kept for watches to replay by default; an older resourceVersion gets
+/// 410 Expired.
+pub const DEFAULT_WATCH_HISTORY: usize = 20_000;
+
+/// The kind of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One change, as watches see it.
+#[derive(Debug)]
+pub struct Event {
+    pub rv: u64,
+    pub key: (String, String),
+    pub change: Change,
+    pub object: Value,
+    /// The object before the change, for MODIFIED (selectors decide ADDED/DELETED with it).
+    pub old: Option<Value>,
+}
+
+/// Who writes, and how.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// The field manager; for non-apply writes the default comes from the user agent.
+    pub manager: String,
+    pub dry_run: bool,
+    /// Server-side apply only: take fields over from other managers.
+    pub force: bool,
+}
+
+type Objects = BTreeMap<(String, String), Value>;
+
+pub struct Store {
+    pub registry: Registry,
+    objects: BTreeMap<(String, String), Objects>,
+    rv: u64,
+    counter: u64,
+    log: VecDeque<Arc<Event>>,
+    history: usize,
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+/// The current time as the API server writes it.
+pub fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn namespace_of(object: &Value) -> &str {
+    object["metadata"]["namespace"].as_str().unwrap_or_default()
+}
+
+/// An object without the parts that do not count as a change of its spec.
+fn spec_part(rt: &ResourceType, object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(map) = copy.as_object_mut() {
+        map.remove("metadata");
+        map.remove("apiVersion");
+        map.remove("kind");
+        if rt.status {
+            map.remove("status");
+        }
+    }
+    copy
+}
+
+impl Store {
+    /// A store with the standard namespaces that keeps `history` changes for watches.
+    pub fn new(history: usize) -> Store {
+        let (tx, _) = broadcast::channel(10_000);
+        let mut store = Store {
+            registry: Registry::builtin(),
+            objects: BTreeMap::new(),
+            rv: 0,
+            counter: 0,
+            log: VecDeque::new(),
+            history: history.max(1),
+            tx,
+        };
+        let namespaces =
+            store.registry.find("", "v1", "namespaces").cloned().expect("namespaces are built in");
+        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            store
+                .create(
+                    &namespaces,
+                    "",
+                    body,
+                    &WriteOptions { manager: "kube-apiserver".into(), ..Default::default() },
+                )
+                .expect("the standard namespaces can be created");
+        }
+        store
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    fn next_uid(&mut self) -> String {
+        self.counter += 1;
+        let addr = self as *const Store as usize as u64;
+        format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", addr as u32, (addr >> 32) as u16, 0, 0, self.counter)
+    }
+
+    /// Five characters of the kind the API server appends to generateName.
+    fn random_suffix(&mut self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        self.counter += 1;
+        let mut x = self.counter.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (self.rv << 17);
+        (0..5)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ALPHABET[(x % ALPHABET.len() as u64) as usize] as char
+            })
+            .collect()
+    }
+
+    fn objects_of(&self, rt: &ResourceType) -> Option<&Objects> {
+        self.objects.get(&rt.storage_key())
+    }
+
+    pub(super) fn lookup(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<&Value> {
+        self.objects_of(rt)?.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The object as read through `rt`'s version.
+    pub(super) fn present(rt: &ResourceType, object: Value) -> Value {
+        conversion::from_storage(rt, object)
+    }
+
+    /// The object to patch: in `rt`'s shape where it is stored in another.
+    fn lookup_to_patch(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<Value> {
+        let stored = self.lookup(rt, namespace, name).cloned()?;
+        Some(match conversion::storage_of(rt) {
+            Some(_) => Store::present(rt, stored),
+            None => stored,
+        })
+    }
+
+    fn record(&mut self, key: (String, String), change: Change, object: Value, old: Option<Value>) {
+        let event = Arc::new(Event { rv: self.rv, key, change, object, old });
+        if self.log.len() >= self.history {
+            self.log.pop_front();
+        }
+        self.log.push_back(event.clone());
+        let _ = self.tx.send(event); // Nobody listening is fine.
+    }
+
+    /// `GET` of one object.
+    pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        self.lookup(rt, namespace, name)
+            .cloned()
+            .map(|o| Store::present(rt, o))
+            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))
+    }
+
+    /// Every write ends here. `manager` records field ownership for non-apply writes (apply has
+    /// recorded it already); `status_scope` means the write came through `/status`.
+    fn save(
+        &mut self,
+        rt: &ResourceType,
+        old: Option<&Value>,
+        mut new: Value,
+        manager: Option<&str>,
+        status_scope: bool,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        // Written through one group, stored as another: save as the stored kind.
+        if let Some((group, version, plural)) = conversion::storage_of(rt) {
+            let stored_rt = self.registry.find(group, version, plural).expect("built in").clone();
+            let stored_old = old.and_then(|o| self.lookup(&stored_rt, namespace_of(o), name_of(o)).cloned());
+            let new = conversion::to_storage(rt, new);
+            let saved = self.save(&stored_rt, stored_old.as_ref(), new, manager, status_scope, dry_run)?;
+            return Ok(Store::present(rt, saved));
+        }
+        let now = now();
+        // The status subresource: each side of the object is written through its own door.
+        if rt.status {
+            match (old, status_scope) {
+                (Some(old), true) => {
+                    let status = new.get("status").cloned();
+                    let managed = new["metadata"].get("managedFields").cloned();
+                    new = old.clone();
+                    match status {
+                        Some(s) => new["status"] = s,
+                        None => {
+                            new.as_object_mut().expect("objects").remove("status");
+                        }
+                    }
+                    if manager.is_none()
+                        && let Some(m) = managed
+                    {
+                        new["metadata"]["managedFields"] = m;
+                    }
+                }
+                (Some(old), false) => match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        new.as_object_mut().expect("objects").remove("status");
+                    }
+                },
+                (None, _) => {
+                    new.as_object_mut().expect("objects").remove("status");
+                }
+            }
+        }
+        self.keep_system_metadata(rt, old, &mut new, &now);
+        hooks::before_save(rt, old, &mut new)?;
+        if let Some(custom) = &rt.custom {
+            schema::prune_and_default(&custom.schema, &mut new);
+            let old_view = old.map(|o| Store::present(rt, o.clone()));
+            let causes = schema::validate(custom, &Store::present(rt, new.clone()), old_view.as_ref());
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(&rt.group, &rt.kind, name_of(&new), causes));
+            }
+        }
+        if let Some(manager) = manager {
+            record_update(rt, old, &mut new, manager, status_scope, &now);
+        }
+        if rt.generation
+            && let Some(old) = old
+            && spec_part(rt, old) != spec_part(rt, &new)
+        {
+            let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            new["metadata"]["generation"] = json!(generation);
+        }
+        if let Some(old) = old {
+            let mut same = new.clone();
+            same["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+            same["apiVersion"] = old["apiVersion"].clone();
+            if &same == old {
+                return Ok(Store::present(rt, old.clone()));
+            }
+        }
+        if dry_run {
+            return Ok(Store::present(rt, new));
+        }
+        self.rv += 1;
+        new["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+        new["apiVersion"] = Value::String(rt.api_version());
+        new["kind"] = Value::String(rt.kind.clone());
+        let key = (namespace_of(&new).to_string(), name_of(&new).to_string());
+        self.objects.entry(rt.storage_key()).or_default().insert(key, new.clone());
+        let change = if old.is_some() { Change::Modified } else { Change::Added };
+        self.record(rt.storage_key(), change, new.clone(), old.cloned());
+        hooks::after_save(self, rt, &new)?;
+        // Only deletions and owner references give the garbage collector work.
+        if !new["metadata"]["deletionTimestamp"].is_null() || new["metadata"]["ownerReferences"].is_array() {
+            self.collect_garbage();
+        }
+        let stored = self.lookup(rt, namespace_of(&new), name_of(&new)).cloned().unwrap_or(new);
+        Ok(Store::present(rt, stored))
+    }
+
+    /// uid, creation time, deletion time, generation, name and namespace are the server's.
+    fn keep_system_metadata(&mut self, rt: &ResourceType, old: Option<&Value>, new: &mut Value, now: &str) {
+        if !new["metadata"].is_object() {
+            new["metadata"] = json!({});
+        }
+        let meta = new["metadata"].as_object_mut().expect("made an object above");
+        meta.remove("resourceVersion");
+        meta.remove("selfLink");
+        match old {
+            Some(old) => {
+                for key in [
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                    "name",
+                    "namespace",
+                ] {
+                    match old["metadata"].get(key) {
+                        Some(v) => meta.insert(key.to_string(), v.clone()),
+                        None => meta.remove(key),
+                    };
+                }
+                if !meta.contains_key("managedFields")
+                    && let Some(m) = old["metadata"].get("managedFields")
+                {
+                    meta.insert("managedFields".into(), m.clone());
+                }
+            }
+            None => {
+                for key in ["deletionTimestamp", "deletionGracePeriodSeconds", "generation", "uid"] {
+                    meta.remove(key);
+                }
+                meta.insert("creationTimestamp".into(), Value::String(now.to_string()));
+                if rt.generation {
+                    meta.insert("generation".into(), json!(1));
+                }
+                let uid = self.next_uid();
+                new["metadata"]["uid"] = Value::String(uid);
+            }
+        }
+    }
+}

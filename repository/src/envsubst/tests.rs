@@ -1,0 +1,112 @@
+use super::operations::glob;
+use super::*;
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "NAME" => Some("my-cluster".into()),
+        "EMPTY" => Some(String::new()),
+        "B" => Some("bee".into()),
+        "PATH_V" => Some("/usr/local/bin/tool".into()),
+        "DOLLAR" => Some("a$b${C}".into()),
+        "MIXED" => Some("hello World".into()),
+        _ => None,
+    }
+}
+
+fn run(text: &str) -> String {
+    match expand(text, &env) {
+        Ok(out) => out,
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+#[test]
+fn every_form_of_drone_envsubst() {
+    let cases = [
+        ("${NAME}", "my-cluster"),
+        ("${ NAME }", "my-cluster"),
+        ("x-${NAME}-y", "x-my-cluster-y"),
+        ("${UNSET:=dflt}", "dflt"),
+        ("${UNSET=dflt}", "dflt"),
+        ("${UNSET:-dflt}", "dflt"),
+        ("${UNSET-dflt}", "dflt"),
+        ("${EMPTY:=dflt}", "dflt"),
+        ("${EMPTY=dflt}", "dflt"),
+        ("${EMPTY:-dflt}", "dflt"),
+        ("${NAME:=dflt}", "my-cluster"),
+        ("${UNSET:=x${B}y}", "xbeey"),
+        ("${UNSET:=}", ""),
+        ("${EMPTY}", ""),
+        ("${#NAME}", "10"),
+        ("${NAME:3}", "cluster"),
+        ("${NAME:0:2}", "my"),
+        ("${NAME:-7}", "my-cluster"), // `:-` is the default form, as in bash
+        ("${NAME: -7}", "cluster"),
+        ("${PATH_V#*/}", "usr/local/bin/tool"),
+        ("${PATH_V##*/}", "tool"),
+        ("${PATH_V%/*}", "/usr/local/bin"),
+        ("${PATH_V%%/*}", ""),
+        ("${NAME/-/_}", "my_cluster"),
+        ("${NAME//-/}", "mycluster"),
+        ("${PATH_V//l/L}", "/usr/LocaL/bin/tooL"),
+        ("${NAME/#my/your}", "your-cluster"),
+        ("${NAME/%cluster/pool}", "my-pool"),
+        ("${MIXED^}", "Hello World"),
+        ("${MIXED^^}", "HELLO WORLD"),
+        ("${MIXED,}", "hello World"),
+        ("${MIXED,,}", "hello world"),
+        ("$$", "$"),
+        ("$${NAME}", "${NAME}"),
+        ("$NAME and $HOME", "$NAME and $HOME"),
+        ("a\\b \\${NAME}", "a\\b \\my-cluster"),
+        ("${DOLLAR}", "a$b${C}"),
+        ("${", "${"),
+        ("${NAME", "${NAME"),
+        ("${1BAD}", "${1BAD}"),
+        ("${arr[@]}", "${arr[@]}"),
+        ("echo ${#arr[@]}", "echo ${#arr[@]}"),
+        (
+            "${UNSET}",
+            "error: the variable UNSET is not set; set them as environment variables or in the clusterctl config file",
+        ),
+        (
+            "${Z} ${A} ${Z}",
+            "error: the variables A, Z are not set; set them as environment variables or in the clusterctl config file",
+        ),
+        (
+            "${UNSET:=${ALSO_UNSET}}",
+            "error: the variable ALSO_UNSET is not set; set them as environment variables or in the clusterctl config file",
+        ),
+        ("${NAME:=${ALSO_UNSET}}", "my-cluster"),
+    ];
+    for (text, expect) in cases {
+        assert_eq!(run(text), expect, "{text}");
+    }
+}
+
+#[test]
+fn variables_are_listed_sorted_with_their_defaults() {
+    let text = "${B} ${A:=1} ${C:-x${D}y} ${A} ${#E} $NOT ${ F }";
+    let listed: Vec<(String, Option<String>)> =
+        list_variables(text).into_iter().map(|v| (v.name, v.default)).collect();
+    let want = [("A", Some("1")), ("B", None), ("C", Some("x${D}y")), ("D", None), ("E", None), ("F", None)];
+    assert_eq!(listed, want.map(|(n, d)| (n.to_string(), d.map(String::from))));
+}
+
+#[test]
+fn globs_match_like_path_match() {
+    let m = |p: &str, t: &str| glob(&p.chars().collect::<Vec<_>>(), &t.chars().collect::<Vec<_>>());
+    assert!(m("*", "anything"));
+    assert!(m("a?c", "abc"));
+    assert!(m("[a-c]x", "bx"));
+    assert!(!m("[!a-c]x", "bx"));
+    assert!(m("v[0-9]*", "v1.2"));
+    assert!(!m("a", "ab"));
+    assert!(m("*a*b*c", "xxaxxbxxc"));
+    assert!(!m("*a*b*c", "xxaxxbxx"));
+    assert!(m("\\*x", "*x"));
+    assert!(m("[", "["));
+    // Many stars against a long text that does not match: no exponential backtracking.
+    let stars: String = "*".repeat(200) + "z";
+    assert!(!m(&stars, &"a".repeat(2000)));
+}

@@ -1,0 +1,50 @@
+use super::*;
+use serde_json::json;
+
+#[test]
+fn documents_split_on_markers_and_empty_ones_are_skipped() {
+    let text = "---\na: 1\n---\n# only a comment\n---\n\n--- b: 2\n...\nc: 3\n---\r\nd: 4\n";
+    assert_eq!(split_documents(text), ["a: 1\n", "b: 2\n", "c: 3\n", "d: 4\n"]);
+    assert_eq!(split_documents("a: |\n  ---not a marker\n"), ["a: |\n  ---not a marker\n"]);
+    assert!(split_documents("").is_empty());
+}
+
+fn big(doc: &str) -> String {
+    let filler: String = (0..2000).map(|i| format!("      field{i}: {{type: string}}\n")).collect();
+    format!("{doc}  versions:\n  - name: v1\n    schema:\n      properties:\n{filler}")
+}
+
+#[test]
+fn large_block_documents_are_outlined_and_round_trip() {
+    let text = big(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: things.example.com\n  # a comment\n  labels:\n    a: b\nlist:\n- compact\n- sequence\nspec:\n  group: example.com\n  conversion:\n    strategy: Webhook\n    webhook:\n      clientConfig:\n        service:\n          name: svc\n          namespace: old\n",
+    );
+    let mut doc = Document::parse(&text).unwrap();
+    assert!(doc.is_outlined());
+    assert_eq!(doc.to_yaml(), text, "untouched, the text is unchanged");
+    assert_eq!(doc.get("kind").unwrap(), Some(json!("CustomResourceDefinition")));
+    let mut meta = doc.get("metadata").unwrap().unwrap();
+    meta["labels"]["x"] = json!("y");
+    doc.set("metadata", meta);
+    let mut conversion = doc.get_child("spec", "conversion").unwrap().unwrap();
+    conversion["webhook"]["clientConfig"]["service"]["namespace"] = json!("new");
+    doc.set_child("spec", "conversion", conversion).unwrap();
+    let out = doc.to_yaml();
+    let reparsed = parse_value(&out).unwrap();
+    let full = parse_value(&text).unwrap();
+    assert_eq!(reparsed["metadata"]["labels"], json!({"a": "b", "x": "y"}));
+    assert_eq!(reparsed["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"], "new");
+    assert_eq!(reparsed["spec"]["versions"], full["spec"]["versions"], "the rest comes through verbatim");
+    assert_eq!(reparsed["spec"]["group"], "example.com");
+    assert_eq!(reparsed["list"], json!(["compact", "sequence"]));
+}
+
+#[test]
+fn documents_outside_plain_block_style_are_parsed_whole() {
+    for prefix in ["kind: X\nanchor: &a {b: 1}\nuse: *a\n", "{kind: X}\n", "kind: !tag X\n", "- a\n- b\n"] {
+        let text = big(prefix);
+        let parsed = Document::parse(&text);
+        assert!(!parsed.is_ok_and(|d| d.is_outlined()), "{prefix}");
+    }
+    assert!(Document::parse("- a\n").unwrap_err().contains("must be an object"));
+}

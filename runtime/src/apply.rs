@@ -1,0 +1,176 @@
+//! Server-side apply of objects of any kind, with the discovery of their kinds cached, and
+//! their deletion.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::Value;
+
+use crate::error::{describe, not_found_ok};
+use crate::objects::ObjectRef;
+
+/// The kinds every supported Kubernetes serves, whose discovery would be a wasted request.
+pub fn builtin(api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
+    use k8s_openapi::api::{admissionregistration::v1 as admission, apps::v1 as apps, core::v1 as core};
+    use k8s_openapi::api::{policy::v1 as policy, rbac::v1 as rbac};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    fn of<K: kube::Resource<DynamicType = ()>>(namespaced: bool) -> Option<(ApiResource, bool)> {
+        Some((ApiResource::erase::<K>(&()), namespaced))
+    }
+    match (api_version, kind) {
+        ("v1", "ServiceAccount") => of::<core::ServiceAccount>(true),
+        ("v1", "Service") => of::<core::Service>(true),
+        ("v1", "ConfigMap") => of::<core::ConfigMap>(true),
+        ("v1", "Secret") => of::<core::Secret>(true),
+        ("v1", "Namespace") => of::<core::Namespace>(false),
+        ("apps/v1", "Deployment") => of::<apps::Deployment>(true),
+        ("apps/v1", "DaemonSet") => of::<apps::DaemonSet>(true),
+        ("apps/v1", "StatefulSet") => of::<apps::StatefulSet>(true),
+        ("rbac.authorization.k8s.io/v1", "Role") => of::<rbac::Role>(true),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => of::<rbac::RoleBinding>(true),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => of::<rbac::ClusterRole>(false),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => of::<rbac::ClusterRoleBinding>(false),
+        ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+            of::<admission::ValidatingWebhookConfiguration>(false)
+        }
+        ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+            of::<admission::MutatingWebhookConfiguration>(false)
+        }
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => of::<CustomResourceDefinition>(false),
+        ("policy/v1", "PodDisruptionBudget") => of::<policy::PodDisruptionBudget>(true),
+        _ => None,
+    }
+}
+
+/// The kinds of one API group version: resource and whether it is namespaced, by kind.
+type GroupVersionKinds = HashMap<String, (ApiResource, bool)>;
+
+/// Applies and deletes objects of any kind, as one field manager.
+pub struct Applier {
+    client: kube::Client,
+    field_manager: String,
+    /// Discovery, one request per group version; the lock makes concurrent misses one request.
+    kinds: tokio::sync::Mutex<HashMap<String, GroupVersionKinds>>,
+}
+
+impl Applier {
+    pub fn new(client: kube::Client, field_manager: &str) -> Applier {
+        Applier {
+            client,
+            field_manager: field_manager.into(),
+            kinds: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The resource of a kind. A group version is asked for once, and again only when it
+    /// lacks a kind that a CRD of this apply has just defined (`wait`), which may take a
+    /// moment to be served.
+    async fn resource(
+        &self,
+        api_version: &str,
+        kind: &str,
+        wait: bool,
+    ) -> Result<(ApiResource, bool), String> {
+        if let Some(known) = builtin(api_version, kind) {
+            return Ok(known);
+        }
+        let attempts = if wait { 40 } else { 1 };
+        for attempt in 0..attempts {
+            {
+                let mut kinds = self.kinds.lock().await;
+                let known = kinds.get(api_version).is_some_and(|k| k.contains_key(kind));
+                if !known && (attempt > 0 || !kinds.contains_key(api_version)) {
+                    let found = self.discover(api_version).await;
+                    kinds.insert(api_version.to_string(), found);
+                }
+                if let Some(found) = kinds.get(api_version).and_then(|k| k.get(kind)) {
+                    return Ok(found.clone());
+                }
+            }
+            if attempt + 1 < attempts {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+        let group = api_version.split_once('/').map_or("the core group", |(g, _)| g);
+        Err(format!("{api_version} {kind} is not served by the cluster; install what defines {group} first"))
+    }
+
+    /// The kinds a group version serves; none when it is not served (yet).
+    async fn discover(&self, api_version: &str) -> GroupVersionKinds {
+        let list = match api_version.split_once('/') {
+            Some(_) => self.client.list_api_group_resources(api_version).await,
+            None => self.client.list_core_api_resources(api_version).await,
+        };
+        let Ok(list) = list else { return HashMap::new() };
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        list.resources
+            .into_iter()
+            .filter(|r| !r.name.contains('/'))
+            .map(|r| {
+                let resource = ApiResource {
+                    group: group.to_string(),
+                    version: version.to_string(),
+                    api_version: api_version.to_string(),
+                    kind: r.kind.clone(),
+                    plural: r.name,
+                };
+                (r.kind, (resource, r.namespaced))
+            })
+            .collect()
+    }
+
+    fn api(&self, resource: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, resource),
+            _ => Api::all_with(self.client.clone(), resource),
+        }
+    }
+
+    /// Server-side applies an object as this applier's field manager, taking its fields over. `wait` says
+    /// that a CRD of this apply defines the kind, so it may take a moment to be served.
+    /// Returns the object as the API server answered, and its resource.
+    pub async fn apply(&self, object: &Value, wait: bool) -> Result<(DynamicObject, ApiResource), String> {
+        let r = ObjectRef::of(object);
+        let (resource, namespaced) = self.resource(&r.api_version, &r.kind, wait).await?;
+        let api = self.api(&resource, namespaced, r.namespace.as_deref());
+        let where_ = r.namespace.as_deref().map(|ns| format!(" in {ns}")).unwrap_or_default();
+        let applied = api
+            .patch(&r.name, &PatchParams::apply(&self.field_manager).force(), &Patch::Apply(object))
+            .await
+            .map_err(|e| format!("applying {} {}{where_}: {}", r.kind, r.name, describe(&e)))?;
+        Ok((applied, resource))
+    }
+
+    /// Deletes an object; one that is gone already is fine.
+    pub async fn delete(&self, r: &ObjectRef) -> Result<(), String> {
+        let Ok((resource, namespaced)) = self.resource(&r.api_version, &r.kind, false).await else {
+            return Ok(());
+        };
+        let api = self.api(&resource, namespaced, r.namespace.as_deref());
+        not_found_ok(api.delete(&r.name, &DeleteParams::background()).await)
+            .map(|_| ())
+            .map_err(|e| format!("deleting {} {}: {}", r.kind, r.name, describe(&e)))
+    }
+
+    /// Whether any object of a kind exists, in any namespace.
+    pub async fn any(&self, api_version: &str, kind: &str) -> Result<bool, String> {
+        let Ok((resource, _)) = self.resource(api_version, kind, false).await else { return Ok(false) };
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        api.list_metadata(&ListParams::default().limit(1))
+            .await
+            .map(|list| !list.items.is_empty())
+            .map_err(|e| format!("listing {kind}: {}", describe(&e)))
+    }
+
+    /// Reads an object, if it exists.
+    pub async fn get(&self, r: &ObjectRef) -> Result<Option<DynamicObject>, String> {
+        let Ok((resource, namespaced)) = self.resource(&r.api_version, &r.kind, false).await else {
+            return Ok(None);
+        };
+        self.api(&resource, namespaced, r.namespace.as_deref())
+            .get_opt(&r.name)
+            .await
+            .map_err(|e| describe(&e))
+    }
+}

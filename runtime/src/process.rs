@@ -1,0 +1,322 @@
+//! The process around a controller: logs, the health and metrics endpoints, leader election
+//! on a Lease, and a graceful shutdown on SIGTERM or Ctrl-C. The controller itself is started
+//! by a closure once this replica leads, and runs until the process is asked to stop or loses
+//! the lease.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use futures::future::BoxFuture;
+use kube_lease_manager::LeaseManagerBuilder;
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+use crate::shutdown::{Shutdown, shutdown_on, termination};
+
+/// The flags every controller binary shares (`run` subcommands).
+#[derive(clap::Args, Clone, Debug)]
+pub struct ProcessArgs {
+    /// Where Prometheus metrics are served (`/metrics`); `0` turns them off.
+    #[arg(long, env = "BUTLER_METRICS_BIND_ADDRESS", default_value = "0.0.0.0:8080")]
+    pub metrics_bind_address: String,
+    /// Where `/healthz` and `/readyz` are served.
+    #[arg(long, env = "BUTLER_HEALTH_PROBE_BIND_ADDRESS", default_value = "0.0.0.0:8081")]
+    pub health_probe_bind_address: SocketAddr,
+    /// Elect a leader among replicas on a Lease named after the binary; only the leader
+    /// reconciles.
+    #[arg(long, env = "BUTLER_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// The namespace of the Lease; default: the pod's namespace (POD_NAMESPACE), else the
+    /// kubeconfig's.
+    #[arg(long, env = "BUTLER_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// How long the leader's lease lasts without renewal, in seconds: how long a standby
+    /// replica waits when the leader dies without letting go.
+    #[arg(long, env = "BUTLER_LEADER_ELECTION_LEASE_DURATION", default_value_t = 15, value_parser = clap::value_parser!(u64).range(3..))]
+    pub leader_election_lease_duration: u64,
+    /// Log format: `text` or `json` (one JSON object a line). RUST_LOG sets the filter.
+    #[arg(long, env = "BUTLER_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+impl ProcessArgs {
+    /// The settings of a process named `name` (its Lease and field manager for the lease), or
+    /// what is wrong with the flags.
+    pub fn settings(&self, name: &str) -> Result<Settings, String> {
+        let metrics_address = match self.metrics_bind_address.as_str() {
+            "0" => None,
+            text => Some(text.parse::<SocketAddr>().map_err(|_| {
+                format!(
+                    "--metrics-bind-address {text:?} is not host:port (for example 0.0.0.0:8080), nor 0 to turn metrics off"
+                )
+            })?),
+        };
+        Ok(Settings {
+            name: name.into(),
+            metrics_address,
+            health_address: self.health_probe_bind_address,
+            leader_elect: self.leader_elect,
+            leader_election_namespace: self.leader_election_namespace.clone(),
+            lease_duration: self.leader_election_lease_duration,
+            json_logs: self.log_format == "json",
+        })
+    }
+}
+
+/// How the process runs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The controller's name: the Lease's, and the start of its field manager.
+    pub name: String,
+    /// Where `/metrics` is served; `None` turns it off.
+    pub metrics_address: Option<SocketAddr>,
+    /// Where `/healthz` and `/readyz` are served.
+    pub health_address: SocketAddr,
+    /// Elect a leader among replicas on a Lease.
+    pub leader_elect: bool,
+    /// The namespace of the Lease; the pod's namespace when empty.
+    pub leader_election_namespace: Option<String>,
+    /// How long a leader's lease lasts without renewal, in seconds (at least 3): how long a
+    /// standby waits when the leader dies without letting go.
+    pub lease_duration: u64,
+    /// Log lines as JSON objects.
+    pub json_logs: bool,
+}
+
+/// Why the process stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("no cluster to talk to: {0}. Run in a pod, or set KUBECONFIG")]
+    NoCluster(#[source] kube::Error),
+    #[error("cannot serve {what} on {address}: {source}")]
+    Listen { what: &'static str, address: SocketAddr, source: std::io::Error },
+    #[error("leader election on the Lease {namespace}/{name}: {message}")]
+    LeaderElection { namespace: String, name: String, message: String },
+    #[error("lost the leader lease; stopping so that another replica takes over")]
+    LostLeadership,
+}
+
+/// What the controller gets once this replica leads.
+pub struct Leading {
+    pub client: kube::Client,
+    /// Resolves when the process stops: the controller finishes what is under way.
+    pub shutdown: Shutdown,
+    /// This replica's name, for events.
+    pub instance: String,
+}
+
+/// A started controller: the future that drives it, and one that resolves once its caches
+/// are filled (then `/readyz` answers ok).
+pub struct Started {
+    pub run: BoxFuture<'static, ()>,
+    pub ready: BoxFuture<'static, ()>,
+}
+
+/// Sets up logging: `RUST_LOG` filters (default `info`), text or JSON lines.
+pub fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    // A second initialisation (tests) keeps the first.
+    let _ = if json { builder.json().flatten_event(true).try_init() } else { builder.try_init() };
+}
+
+/// A name for this replica: the pod's name, else the host's with the process id.
+pub fn instance(name: &str) -> String {
+    std::env::var("POD_NAME").ok().filter(|n| !n.is_empty()).unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| name.into());
+        format!("{}-{}", host.trim(), std::process::id())
+    })
+}
+
+/// State shared with the HTTP endpoints.
+#[derive(Clone)]
+struct Probe {
+    ready: Arc<AtomicBool>,
+    metrics: Arc<Metrics>,
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(probe): State<Probe>) -> impl IntoResponse {
+    match probe.ready.load(Ordering::Relaxed) {
+        true => (StatusCode::OK, "ok"),
+        false => (StatusCode::SERVICE_UNAVAILABLE, "the caches are not synced yet"),
+    }
+}
+
+async fn metrics_text(State(probe): State<Probe>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        probe.metrics.encode(),
+    )
+}
+
+/// Binds an address (so that a taken port fails the start) and serves it until the stop.
+pub async fn serve(
+    what: &'static str,
+    address: SocketAddr,
+    router: Router,
+    mut stop: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, RunError> {
+    let listener = tokio::net::TcpListener::bind(address).await.map_err(|source| RunError::Listen {
+        what,
+        address,
+        source,
+    })?;
+    let address = listener.local_addr().unwrap_or(address);
+    tracing::info!(%address, "serving {what}");
+    Ok(tokio::spawn(async move {
+        let served = axum::serve(listener, router).with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        });
+        if let Err(e) = served.await {
+            tracing::error!(%address, error = %e, "serving {what}");
+        }
+    }))
+}
+
+/// Runs a controller until the process is asked to stop: serves the probes and metrics,
+/// waits for the leader lease (when elected), then calls `start` and drives what it returns.
+pub async fn run<F>(settings: Settings, metrics: Arc<Metrics>, start: F) -> Result<(), RunError>
+where
+    F: FnOnce(Leading) -> Started,
+{
+    let client = kube::Client::try_default().await.map_err(RunError::NoCluster)?;
+    let ready = Arc::new(AtomicBool::new(false));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn({
+        let stop_tx = stop_tx.clone();
+        async move {
+            termination().await;
+            tracing::info!("stopping: finishing the reconciles under way");
+            let _ = stop_tx.send(true);
+        }
+    });
+    let stopped = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+
+    let probe = Probe { ready: ready.clone(), metrics: metrics.clone() };
+    let health =
+        Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).with_state(probe.clone());
+    let mut servers = vec![serve("health probes", settings.health_address, health, stop_rx.clone()).await?];
+    if let Some(address) = settings.metrics_address {
+        let router = Router::new().route("/metrics", get(metrics_text)).with_state(probe);
+        servers.push(serve("metrics", address, router, stop_rx.clone()).await?);
+    }
+    let instance = instance(&settings.name);
+
+    // Leadership: wait for the lease (or for the stop), and stop when it is lost.
+    let mut leadership = None;
+    if settings.leader_elect {
+        let namespace = settings
+            .leader_election_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let failed = |message: String| RunError::LeaderElection {
+            namespace: namespace.clone(),
+            name: settings.name.clone(),
+            message,
+        };
+        let duration = settings.lease_duration.max(3);
+        let manager = LeaseManagerBuilder::new(client.clone(), &settings.name)
+            .with_namespace(namespace.clone())
+            .with_identity(instance.clone())
+            .with_duration(duration)
+            .with_grace((duration / 3).max(1))
+            .with_field_manager(format!("{}/leader-election", settings.name))
+            .build()
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let (mut leader, task) = manager.watch().await;
+        // A standby replica is healthy and ready: it serves by waiting.
+        ready.store(true, Ordering::Relaxed);
+        tracing::info!(%namespace, identity = %instance, "waiting for the leader lease");
+        let mut stop = stop_rx.clone();
+        let won = tokio::select! {
+            won = leader.wait_for(|l| *l) => Some(won.map(|_| ()).map_err(|e| failed(e.to_string()))),
+            _ = stop.wait_for(|s| *s) => None,
+        };
+        match won {
+            Some(won) => won?,
+            None => {
+                drop(leader);
+                let _ = task.await;
+                return Ok(());
+            }
+        }
+        tracing::info!("acquired the leader lease");
+        leadership = Some((leader, task));
+    }
+    metrics.set_leader(true);
+    ready.store(false, Ordering::Relaxed);
+
+    let started = start(Leading { client, shutdown: shutdown_on(stopped), instance });
+    tokio::spawn({
+        let ready = ready.clone();
+        async move {
+            started.ready.await;
+            ready.store(true, Ordering::Relaxed);
+        }
+    });
+    let lost = async {
+        match &mut leadership {
+            Some((leader, _)) => {
+                let _ = leader.wait_for(|l| !*l).await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        _ = started.run => Ok(()),
+        _ = lost => Err(RunError::LostLeadership),
+    };
+    let _ = stop_tx.send(true);
+    metrics.set_leader(false);
+    if let Some((leader, task)) = leadership {
+        // Closing the channel releases the lease, so a standby takes over at once.
+        drop(leader);
+        let _ = task.await;
+    }
+    for server in servers {
+        let _ = server.await;
+    }
+    tracing::info!("stopped");
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        process: ProcessArgs,
+    }
+
+    #[test]
+    fn metrics_can_be_turned_off_and_bad_addresses_are_named() {
+        let off = Cli::parse_from(["x", "--metrics-bind-address", "0"]).process.settings("x").unwrap();
+        assert_eq!(off.metrics_address, None);
+        let bad = Cli::parse_from(["x", "--metrics-bind-address", "8080"]).process.settings("x").unwrap_err();
+        assert!(bad.contains("--metrics-bind-address \"8080\" is not host:port"), "{bad}");
+        let json = Cli::parse_from(["x", "--log-format", "json"]).process.settings("x").unwrap();
+        assert!(json.json_logs && json.leader_elect);
+    }
+}

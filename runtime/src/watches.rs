@@ -1,0 +1,118 @@
+//! Watches of object metadata, started on demand, once per kind and purpose (the drift of
+//! applied objects, the objects that hold up a deletion, the Secrets a controller reads).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ApiResource, DynamicObject, WatchEvent, WatchParams};
+use tokio::task::JoinHandle;
+
+/// What a watch reports of an object.
+pub enum Seen<'a> {
+    Present(&'a ObjectMeta),
+    Deleted(&'a ObjectMeta),
+}
+
+/// A handler of watch events.
+pub type Handler = Arc<dyn Fn(Seen<'_>) + Send + Sync>;
+
+/// The running metadata watches.
+pub struct Watches {
+    client: kube::Client,
+    running: Arc<Mutex<HashSet<String>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Watches {
+    pub fn new(client: kube::Client) -> Watches {
+        Watches { client, running: Arc::default(), tasks: Mutex::new(Vec::new()) }
+    }
+
+    /// Watches the metadata of every object of a kind (those with the label `labels`, when
+    /// given) for `purpose`, unless such a watch runs already. The watch ends by itself when
+    /// the kind stops being served (its CRD was deleted).
+    pub fn ensure(&self, purpose: &str, resource: &ApiResource, labels: Option<&str>, handler: Handler) {
+        let key = format!("{purpose} {} {}", resource.api_version, resource.kind);
+        if !self.running.lock().expect("not poisoned").insert(key.clone()) {
+            return;
+        }
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
+        let labels = labels.map(String::from);
+        let running = self.running.clone();
+        let task = tokio::spawn(async move {
+            follow(&api, labels.as_deref(), &handler, &key).await;
+            running.lock().expect("not poisoned").remove(&key);
+        });
+        let mut tasks = self.tasks.lock().expect("not poisoned");
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
+    }
+
+    /// Stops every watch.
+    pub fn stop(&self) {
+        for task in self.tasks.lock().expect("not poisoned").drain(..) {
+            task.abort();
+        }
+    }
+}
+
+/// Follows the changes of a kind for as long as it is served. These watches need no listing
+/// first: they only compare changes with what the operator knows, so a watch that starts with
+/// an unset resourceVersion (whose first events are the objects as they are) costs one request
+/// where a reflector costs two. An expired resourceVersion starts over the same way.
+async fn follow(api: &Api<DynamicObject>, labels: Option<&str>, handler: &Handler, key: &str) {
+    let mut version = String::new();
+    let mut failures = 0u32;
+    loop {
+        let mut params = WatchParams::default().timeout(290);
+        if let Some(selector) = labels {
+            params = params.labels(selector);
+        }
+        let stream = match api.watch_metadata(&params, &version).await {
+            Ok(stream) => stream,
+            Err(e) if crate::error::is_not_found(&e) => return,
+            Err(e) => {
+                failures += 1;
+                tracing::debug!(watch = %key, error = %e, "metadata watch");
+                tokio::time::sleep(Duration::from_millis(500 * u64::from(failures.min(20)))).await;
+                continue;
+            }
+        };
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            failures = 0;
+            let meta = match event {
+                Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
+                    handler(Seen::Present(&o.metadata));
+                    o.metadata
+                }
+                Ok(WatchEvent::Deleted(o)) => {
+                    handler(Seen::Deleted(&o.metadata));
+                    o.metadata
+                }
+                Ok(WatchEvent::Bookmark(b)) => {
+                    version = b.metadata.resource_version;
+                    continue;
+                }
+                Ok(WatchEvent::Error(status)) => {
+                    if status.code == 410 {
+                        version.clear();
+                    }
+                    tracing::debug!(watch = %key, error = %status.message, "metadata watch");
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(watch = %key, error = %e, "metadata watch");
+                    break;
+                }
+            };
+            if let Some(rv) = meta.resource_version {
+                version = rv;
+            }
+        }
+    }
+}

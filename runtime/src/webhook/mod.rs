@@ -1,0 +1,138 @@
+//! An admission-webhook server: AdmissionReview v1 over HTTPS (rustls, ring), one route per
+//! webhook, each a function from the request to the response, so that the decisions stay pure
+//! and the server stays small. The certificate can be replaced while serving ([`Tls::reload`]),
+//! for renewal without a restart.
+
+pub mod certificates;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Json;
+use axum::routing::post;
+use axum_server::Handle;
+use axum_server::tls_rustls::RustlsConfig;
+use kube::api::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::shutdown::Shutdown;
+
+/// Why the webhook server cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error("the webhook serving certificate: {0}; give a PEM certificate chain and its PEM private key")]
+    Certificate(String),
+    #[error("cannot serve webhooks on {address}: {source}")]
+    Listen { address: SocketAddr, source: std::io::Error },
+}
+
+/// What a webhook decides for one request.
+pub type Decide = Arc<dyn Fn(&AdmissionRequest<DynamicObject>) -> AdmissionResponse + Send + Sync>;
+
+/// The webhooks of a server, by path.
+#[derive(Default)]
+pub struct Webhooks {
+    router: Router,
+}
+
+impl Webhooks {
+    pub fn new() -> Webhooks {
+        Webhooks::default()
+    }
+
+    /// Serves `decide` at `path` (for example `/validate-teams`). A review without a request,
+    /// or one that does not parse, is answered 400 with the reason, as the API server expects.
+    pub fn route(mut self, path: &str, decide: Decide) -> Webhooks {
+        let handler = move |Json(review): Json<AdmissionReview<DynamicObject>>| {
+            let decide = decide.clone();
+            async move { Json(review_answer(review, &decide)) }
+        };
+        self.router = self.router.route(path, post(handler));
+        self
+    }
+
+    pub fn router(self) -> Router {
+        self.router
+    }
+}
+
+/// The AdmissionReview answering `review`.
+fn review_answer(review: AdmissionReview<DynamicObject>, decide: &Decide) -> AdmissionReview<DynamicObject> {
+    let response = match review.try_into() {
+        Ok(request) => decide(&request),
+        Err(e) => AdmissionResponse::invalid(format!("not an AdmissionReview with a request: {e}")),
+    };
+    response.into_review()
+}
+
+/// The serving certificate of a webhook server; clones share it, so a renewal reaches the
+/// running server.
+#[derive(Clone)]
+pub struct Tls {
+    config: RustlsConfig,
+}
+
+fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<rustls::ServerConfig>, WebhookError> {
+    let bad = |what: &str, e: &dyn std::fmt::Display| WebhookError::Certificate(format!("{what}: {e}"));
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad("the certificate does not read as PEM", &e))?;
+    if chain.is_empty() {
+        return Err(WebhookError::Certificate("no certificate in the PEM text".into()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|e| bad("the private key does not read as PEM", &e))?;
+    let config =
+        rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad("TLS versions", &e))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| bad("the key does not fit the certificate", &e))?;
+    Ok(Arc::new(config))
+}
+
+impl Tls {
+    /// TLS from a PEM certificate chain and its PEM private key.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Tls, WebhookError> {
+        Ok(Tls { config: RustlsConfig::from_config(server_config(cert_pem, key_pem)?) })
+    }
+
+    /// Serves a new certificate from the next connection on.
+    pub fn reload(&self, cert_pem: &str, key_pem: &str) -> Result<(), WebhookError> {
+        self.config.reload_from_config(server_config(cert_pem, key_pem)?);
+        Ok(())
+    }
+}
+
+/// Serves the webhooks over HTTPS on `address` until `shutdown`; returns the address bound
+/// (port 0 picks a free one) and the task.
+pub async fn serve(
+    address: SocketAddr,
+    tls: &Tls,
+    webhooks: Webhooks,
+    shutdown: Shutdown,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), WebhookError> {
+    let listen = |source| WebhookError::Listen { address, source };
+    let listener = std::net::TcpListener::bind(address).map_err(listen)?;
+    listener.set_nonblocking(true).map_err(listen)?;
+    let bound = listener.local_addr().map_err(listen)?;
+    let server = axum_server::from_tcp_rustls(listener, tls.config.clone()).map_err(listen)?;
+    let handle: Handle<SocketAddr> = Handle::new();
+    let stopper = handle.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stopper.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
+    });
+    let router = webhooks.router();
+    let task = tokio::spawn(async move {
+        if let Err(e) = server.handle(handle).serve(router.into_make_service()).await {
+            tracing::error!(address = %bound, error = %e, "serving webhooks");
+        }
+    });
+    tracing::info!(address = %bound, "serving admission webhooks");
+    Ok((bound, task))
+}

@@ -1,0 +1,109 @@
+//! The admission-webhook server as an API server calls it: AdmissionReview v1 over HTTPS,
+//! verified against the CA that signed the serving certificate, and a certificate renewed
+//! while serving.
+
+use std::sync::Arc;
+
+use butler_runtime::shutdown::shutdown_switch;
+use butler_runtime::webhook::certificates::{issue, new_ca};
+use butler_runtime::webhook::{Tls, Webhooks, serve};
+use kube::core::admission::AdmissionResponse;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use serde_json::{Value, json};
+
+fn client_trusting(ca_pem: &str) -> reqwest::Client {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    reqwest::Client::builder().tls_backend_preconfigured(tls).build().unwrap()
+}
+
+fn review(uid: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "requestKind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "requestResource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "name": "c", "namespace": "default", "operation": "CREATE",
+            "userInfo": {"username": "someone"},
+            "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default", "labels": labels}},
+            "dryRun": false,
+        }
+    })
+}
+
+#[tokio::test]
+async fn reviews_are_answered_over_verified_https_and_the_certificate_renews_in_place() {
+    let now = jiff::Timestamp::now();
+    let ca = new_ca("butler-test-ca", now, 365).unwrap();
+    let serving = issue(&ca, &["localhost".into(), "127.0.0.1".into()], now, 30).unwrap();
+    let tls = Tls::from_pem(&serving.cert, &serving.key).unwrap();
+    let webhooks = Webhooks::new().route(
+        "/validate-configmaps",
+        Arc::new(|request| {
+            let denied = request
+                .object
+                .as_ref()
+                .and_then(|o| o.metadata.labels.as_ref())
+                .is_some_and(|l| l.contains_key("deny"));
+            let response = AdmissionResponse::from(request);
+            if denied {
+                response.deny("ConfigMap default/c: the label deny is not allowed; remove it")
+            } else {
+                response
+            }
+        }),
+    );
+    let (stop, shutdown) = shutdown_switch();
+    let (address, task) = serve("127.0.0.1:0".parse().unwrap(), &tls, webhooks, shutdown).await.unwrap();
+    let url = format!("https://localhost:{}/validate-configmaps", address.port());
+    let client = client_trusting(&ca.0.cert);
+
+    let answer: Value =
+        client.post(&url).json(&review("u-1", json!({}))).send().await.unwrap().json().await.unwrap();
+    assert_eq!(answer["kind"], "AdmissionReview");
+    assert_eq!(answer["response"]["uid"], "u-1");
+    assert_eq!(answer["response"]["allowed"], true);
+
+    let answer: Value = client
+        .post(&url)
+        .json(&review("u-2", json!({"deny": "yes"})))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "ConfigMap default/c: the label deny is not allowed; remove it"
+    );
+
+    // A certificate from another CA is not trusted by this client; after the reload, the
+    // server presents the renewed one of the same CA and the client still trusts it.
+    let renewed = issue(&ca, &["localhost".into()], now, 60).unwrap();
+    tls.reload(&renewed.cert, &renewed.key).unwrap();
+    let fresh = client_trusting(&ca.0.cert);
+    let answer: Value =
+        fresh.post(&url).json(&review("u-3", json!({}))).send().await.unwrap().json().await.unwrap();
+    assert_eq!(answer["response"]["uid"], "u-3");
+    let stranger = new_ca("someone-else", now, 1).unwrap();
+    assert!(
+        client_trusting(&stranger.0.cert).post(&url).json(&review("u-4", json!({}))).send().await.is_err()
+    );
+
+    assert!(Tls::from_pem("not a certificate", &renewed.key).err().unwrap().to_string().contains("PEM"));
+    stop.send(true).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), task).await.unwrap().unwrap();
+}

@@ -1,0 +1,163 @@
+//! `butler-sandbox`: Butler at work with no cluster at all. An in-memory Kubernetes API server,
+//! the operator running against it, and Butler's seven providers (the core provider `butler`
+//! and the infrastructure providers of the embedded repository) installed from the repository
+//! compiled in. Prints what `kubectl get` would show, then stops; with `--serve` it keeps
+//! running and prints a kubeconfig for kubectl. No kubelet runs here: the stand-ins report the
+//! providers' Deployments Available, as a cluster's Deployment controller would.
+//!
+//! `make run` runs it (`make sandbox` with `--serve`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use butler_apiserver::stand_ins::{cert_manager_crds, mark_deployments_available};
+use butler_apiserver::{MemoryApiServer, ServerOptions};
+use butler_operator::api::{CoreProvider, InfrastructureProvider, KindNames, ProviderStatus};
+use butler_operator::controller::vocabulary::LABEL_NAME;
+use butler_operator::controller::{self, Options, ProviderObject};
+use butler_operator::metrics::Metrics;
+use butler_repository::butler_infrastructure;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+
+const NAMESPACE: &str = "butler-system";
+
+type Failure = Box<dyn std::error::Error>;
+
+async fn setup(client: &kube::Client) -> Result<(), Failure> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut all = butler_operator::crds::providers();
+    all.extend(cert_manager_crds());
+    for crd in all {
+        let name = crd.name_any();
+        crds.patch(&name, &PatchParams::apply("sandbox").force(), &Patch::Apply(&crd)).await?;
+        await_condition(crds.clone(), &name, conditions::is_crd_established()).await?;
+    }
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await?;
+    // The aws provider's components need a region: it comes from the provider's config Secret.
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "aws-variables"}, "stringData": {"AWS_REGION": "eu-west-1"}});
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), NAMESPACE)
+        .patch("aws-variables", &PatchParams::apply("sandbox"), &Patch::Apply(secret))
+        .await?;
+    Ok(())
+}
+
+async fn create<K: ProviderObject>(
+    client: &kube::Client,
+    name: &str,
+    spec: serde_json::Value,
+) -> Result<(), Failure> {
+    let object: K = serde_json::from_value(json!({
+        "apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": K::KIND.kind(),
+        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec,
+    }))?;
+    Api::<K>::namespaced(client.clone(), NAMESPACE).create(&PostParams::default(), &object).await?;
+    Ok(())
+}
+
+fn condition(status: Option<&ProviderStatus>, type_: &str) -> String {
+    status
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+        .map(|c| c.status.clone())
+        .unwrap_or_default()
+}
+
+/// The providers as rows of (kind, name, status), once every one is Ready.
+async fn wait_ready(
+    client: &kube::Client,
+    within: Duration,
+) -> Result<Vec<(String, String, Option<ProviderStatus>)>, Failure> {
+    let deadline = Instant::now() + within;
+    loop {
+        let mut rows = Vec::new();
+        for p in Api::<CoreProvider>::namespaced(client.clone(), NAMESPACE).list(&Default::default()).await? {
+            rows.push(("CoreProvider".to_string(), p.name_any(), p.status));
+        }
+        for p in Api::<InfrastructureProvider>::namespaced(client.clone(), NAMESPACE)
+            .list(&Default::default())
+            .await?
+        {
+            rows.push(("InfrastructureProvider".to_string(), p.name_any(), p.status));
+        }
+        if rows.len() == 1 + butler_infrastructure().len()
+            && rows.iter().all(|(_, _, s)| condition(s.as_ref(), "Ready") == "True")
+        {
+            return Ok(rows);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the providers were not Ready within {within:?}").into());
+        }
+        // No kubelet runs here: play the Deployment controller for what was applied.
+        mark_deployments_available(client, NAMESPACE, LABEL_NAME).await?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[derive(clap::Parser)]
+#[command(
+    name = "butler-sandbox",
+    version,
+    about = "Butler's controllers on an in-memory Kubernetes API server"
+)]
+struct Cli {
+    /// Keep the API server running once the providers are Ready, for kubectl (Ctrl-C stops it).
+    #[arg(long)]
+    serve: bool,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Failure> {
+    let serve = <Cli as clap::Parser>::parse().serve;
+    let server = MemoryApiServer::start_with(ServerOptions::named("butler-sandbox")).await;
+    let client = server.client();
+    setup(&client).await?;
+
+    let (stop, shutdown) = controller::shutdown_switch();
+    let mut options = Options::in_process("sandbox");
+    // The embedded repository needs no network; nothing else may reach for it.
+    options.remote.http.offline = true;
+    let operator =
+        controller::start(server.client_as("butler-operator"), Arc::new(Metrics::new()), options, shutdown);
+    let running = tokio::spawn(operator.run);
+
+    let started = Instant::now();
+    create::<CoreProvider>(&client, "butler", json!({})).await?;
+    for name in butler_infrastructure() {
+        let spec = if name == "aws" { json!({"configSecret": {"name": "aws-variables"}}) } else { json!({}) };
+        create::<InfrastructureProvider>(&client, name, spec).await?;
+    }
+    let rows = wait_ready(&client, Duration::from_secs(60)).await?;
+    let elapsed = started.elapsed();
+
+    println!("{:<24} {:<10} {:<10} {:<9} READY", "KIND", "NAME", "INSTALLED", "CONTRACT");
+    for (kind, name, status) in &rows {
+        let installed = status.as_ref().and_then(|s| s.installed_version.clone()).unwrap_or_default();
+        let contract = status.as_ref().and_then(|s| s.contract.clone()).unwrap_or_default();
+        println!(
+            "{kind:<24} {name:<10} {installed:<10} {contract:<9} {}",
+            condition(status.as_ref(), "Ready")
+        );
+    }
+    println!(
+        "\n{} providers installed and Ready in {} ms, with {} requests of the operator to the API server",
+        rows.len(),
+        elapsed.as_millis(),
+        server.requests_from("butler-operator").len()
+    );
+
+    if serve {
+        println!(
+            "\nThe API server keeps running; in another shell:\n  export KUBECONFIG={}\n  kubectl get coreproviders,infrastructureproviders -A\nCtrl-C stops it.",
+            server.kubeconfig().display()
+        );
+        tokio::signal::ctrl_c().await?;
+    }
+    let _ = stop.send(true);
+    let _ = running.await;
+    Ok(())
+}
