@@ -73,7 +73,7 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    butler_runtime::process::init_logging(settings.json_logs);
+    butler_runtime::process::init_logging(settings.json_logs, settings.verbosity);
     let mut remote = RemoteOptions::from_env();
     remote.http.offline = args.offline;
     if let Some(dir) = &args.cache_dir {

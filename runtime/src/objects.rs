@@ -74,6 +74,18 @@ pub fn defined_kind(object: &Value) -> Option<String> {
     })
 }
 
+/// Whether `actual` holds everything `desired` says: every key of an object with a value that
+/// holds the desired one, arrays of the same length element by element, other values equal.
+/// What the API server adds (defaults, status, other managers' fields) does not count, so a
+/// controller can tell from its cache whether an apply would change anything.
+pub fn holds(actual: &Value, desired: &Value) -> bool {
+    match (actual, desired) {
+        (Value::Object(a), Value::Object(d)) => d.iter().all(|(k, v)| a.get(k).is_some_and(|x| holds(x, v))),
+        (Value::Array(a), Value::Array(d)) => a.len() == d.len() && a.iter().zip(d).all(|(x, y)| holds(x, y)),
+        _ => actual == desired,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +109,21 @@ mod tests {
         assert_eq!((d.group(), d.describe().as_str()), ("apps", "Deployment system/manager"));
         assert_eq!(ObjectRef::of(&crd).describe(), "CustomResourceDefinition gadgets.example.com");
         assert!(delete_order(&d) < delete_order(&ObjectRef::of(&crd)));
+    }
+
+    #[test]
+    fn an_object_holds_what_was_applied_plus_what_the_server_added() {
+        let desired = json!({"metadata": {"labels": {"a": "1"}}, "rules": [{"verbs": ["get"]}]});
+        let actual = json!({"metadata": {"labels": {"a": "1", "b": "2"}, "uid": "u"}, "rules": [{"verbs": ["get"], "apiGroups": [""]}]});
+        assert!(holds(&actual, &desired));
+        assert!(!holds(
+            &json!({"metadata": {"labels": {"a": "2"}}, "rules": [{"verbs": ["get"]}]}),
+            &desired
+        ));
+        assert!(!holds(
+            &json!({"metadata": {"labels": {"a": "1"}}, "rules": [{"verbs": ["get"]}, {"verbs": []}]}),
+            &desired
+        ));
+        assert!(!holds(&json!({"metadata": {"labels": {"a": "1"}}}), &desired), "a missing list");
     }
 }

@@ -19,18 +19,31 @@ use tokio::sync::watch;
 use crate::metrics::Metrics;
 use crate::shutdown::{Shutdown, shutdown_on, termination};
 
-/// The flags every controller binary shares (`run` subcommands).
+/// The flags every controller binary shares (`run` subcommands). Each also takes the name a
+/// Cluster API manager gives it (`--metrics-bind-addr`, `--health-addr`, `--leader-elect`
+/// without a value, `--v`), so that the provider operator's `manager` settings work on it.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ProcessArgs {
-    /// Where Prometheus metrics are served (`/metrics`); `0` turns them off.
-    #[arg(long, env = "BUTLER_METRICS_BIND_ADDRESS", default_value = "0.0.0.0:8080")]
+    /// Where Prometheus metrics are served (`/metrics`), as `host:port` or `:port`; `0` turns
+    /// them off.
+    #[arg(
+        long,
+        alias = "metrics-bind-addr",
+        env = "BUTLER_METRICS_BIND_ADDRESS",
+        default_value = "0.0.0.0:8080"
+    )]
     pub metrics_bind_address: String,
-    /// Where `/healthz` and `/readyz` are served.
-    #[arg(long, env = "BUTLER_HEALTH_PROBE_BIND_ADDRESS", default_value = "0.0.0.0:8081")]
-    pub health_probe_bind_address: SocketAddr,
+    /// Where `/healthz` and `/readyz` are served, as `host:port` or `:port`.
+    #[arg(
+        long,
+        alias = "health-addr",
+        env = "BUTLER_HEALTH_PROBE_BIND_ADDRESS",
+        default_value = "0.0.0.0:8081"
+    )]
+    pub health_probe_bind_address: String,
     /// Elect a leader among replicas on a Lease named after the binary; only the leader
     /// reconciles.
-    #[arg(long, env = "BUTLER_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "BUTLER_LEADER_ELECT", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub leader_elect: bool,
     /// The namespace of the Lease; default: the pod's namespace (POD_NAMESPACE), else the
     /// kubeconfig's.
@@ -43,6 +56,17 @@ pub struct ProcessArgs {
     /// Log format: `text` or `json` (one JSON object a line). RUST_LOG sets the filter.
     #[arg(long, env = "BUTLER_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
+    /// Log verbosity when RUST_LOG is not set: 0 to 2 info, 3 to 4 debug, 5 and more trace.
+    #[arg(long = "v", value_name = "LEVEL")]
+    pub verbosity: Option<u8>,
+}
+
+/// An address as Go managers write it: `host:port`, or `:port` for every interface.
+pub fn parse_address(flag: &str, text: &str) -> Result<SocketAddr, String> {
+    let full = if text.starts_with(':') { format!("0.0.0.0{text}") } else { text.to_string() };
+    full.parse::<SocketAddr>().map_err(|_| {
+        format!("{flag} {text:?} is not host:port (for example 0.0.0.0:8080, or :8080 for every interface)")
+    })
 }
 
 impl ProcessArgs {
@@ -51,20 +75,20 @@ impl ProcessArgs {
     pub fn settings(&self, name: &str) -> Result<Settings, String> {
         let metrics_address = match self.metrics_bind_address.as_str() {
             "0" => None,
-            text => Some(text.parse::<SocketAddr>().map_err(|_| {
-                format!(
-                    "--metrics-bind-address {text:?} is not host:port (for example 0.0.0.0:8080), nor 0 to turn metrics off"
-                )
-            })?),
+            text => Some(
+                parse_address("--metrics-bind-address", text)
+                    .map_err(|e| format!("{e}, nor 0 to turn metrics off"))?,
+            ),
         };
         Ok(Settings {
             name: name.into(),
             metrics_address,
-            health_address: self.health_probe_bind_address,
+            health_address: parse_address("--health-probe-bind-address", &self.health_probe_bind_address)?,
             leader_elect: self.leader_elect,
             leader_election_namespace: self.leader_election_namespace.clone(),
             lease_duration: self.leader_election_lease_duration,
             json_logs: self.log_format == "json",
+            verbosity: self.verbosity,
         })
     }
 }
@@ -87,6 +111,8 @@ pub struct Settings {
     pub lease_duration: u64,
     /// Log lines as JSON objects.
     pub json_logs: bool,
+    /// The `--v` level, for the log filter when RUST_LOG is not set.
+    pub verbosity: Option<u8>,
 }
 
 /// Why the process stopped with an error.
@@ -118,10 +144,20 @@ pub struct Started {
     pub ready: BoxFuture<'static, ()>,
 }
 
-/// Sets up logging: `RUST_LOG` filters (default `info`), text or JSON lines.
-pub fn init_logging(json: bool) {
+/// The log level of a `--v` verbosity, as Kubernetes components count it.
+pub fn level(verbosity: Option<u8>) -> &'static str {
+    match verbosity.unwrap_or(0) {
+        0..=2 => "info",
+        3..=4 => "debug",
+        _ => "trace",
+    }
+}
+
+/// Sets up logging: `RUST_LOG` filters (default: the level of `--v`, else `info`), text or JSON
+/// lines.
+pub fn init_logging(json: bool, verbosity: Option<u8>) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level(verbosity)));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
     // A second initialisation (tests) keeps the first.
     let _ = if json { builder.json().flatten_event(true).try_init() } else { builder.try_init() };
@@ -318,5 +354,26 @@ mod tests {
         assert!(bad.contains("--metrics-bind-address \"8080\" is not host:port"), "{bad}");
         let json = Cli::parse_from(["x", "--log-format", "json"]).process.settings("x").unwrap();
         assert!(json.json_logs && json.leader_elect);
+    }
+
+    #[test]
+    fn the_flags_a_cluster_api_manager_gets_are_understood() {
+        let go = Cli::parse_from([
+            "x",
+            "--leader-elect",
+            "--metrics-bind-addr=:8080",
+            "--health-addr=:9440",
+            "--v=5",
+        ])
+        .process
+        .settings("x")
+        .unwrap();
+        assert!(go.leader_elect);
+        assert_eq!(go.metrics_address, Some("0.0.0.0:8080".parse().unwrap()));
+        assert_eq!(go.health_address, "0.0.0.0:9440".parse().unwrap());
+        assert_eq!(level(go.verbosity), "trace");
+        let off = Cli::parse_from(["x", "--leader-elect=false"]).process.settings("x").unwrap();
+        assert!(!off.leader_elect);
+        assert_eq!(level(None), "info");
     }
 }

@@ -1,8 +1,9 @@
 //! `butler-sandbox`: Butler at work with no cluster at all. An in-memory Kubernetes API server,
 //! the operator running against it, and Butler's seven providers (the core provider `butler`
 //! and the infrastructure providers of the embedded repository) installed from the repository
-//! compiled in. Prints what `kubectl get` would show, then stops; with `--serve` it keeps
-//! running and prints a kubeconfig for kubectl. No kubelet runs here: the stand-ins report the
+//! compiled in; then the core provider's controller (`butler-controller`) sets up a first Team.
+//! Prints what `kubectl get` would show, then stops; with `--serve` it keeps running and prints
+//! a kubeconfig for kubectl. No kubelet runs here: the stand-ins report the
 //! providers' Deployments Available, as a cluster's Deployment controller would.
 //!
 //! `make run` runs it (`make sandbox` with `--serve`).
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use butler_apiserver::stand_ins::{cert_manager_crds, mark_deployments_available};
 use butler_apiserver::{MemoryApiServer, ServerOptions};
+use butler_core::api::{Team, TeamPhase};
 use butler_operator::api::{CoreProvider, InfrastructureProvider, KindNames, ProviderStatus};
 use butler_operator::controller::vocabulary::LABEL_NAME;
 use butler_operator::controller::{self, Options, ProviderObject};
@@ -98,6 +100,31 @@ async fn wait_ready(
     }
 }
 
+/// Creates the Team `platform` and waits until the Team controller has set it up.
+async fn first_team(client: &kube::Client, within: Duration) -> Result<Team, Failure> {
+    let teams: Api<Team> = Api::all(client.clone());
+    let team: Team = serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "Team",
+        "metadata": {"name": "platform"},
+        "spec": {"displayName": "Platform Engineering",
+                 "access": {"users": [{"name": "admin@example.com", "role": "admin"}],
+                            "groups": [{"name": "platform-engineers", "role": "operator"}]},
+                 "resourceLimits": {"maxClusters": 5, "maxCPUCores": "120", "maxMemory": "480Gi"}},
+    }))?;
+    teams.create(&PostParams::default(), &team).await?;
+    let deadline = Instant::now() + within;
+    loop {
+        let team = teams.get("platform").await?;
+        if team.status.as_ref().is_some_and(|s| s.phase == Some(TeamPhase::Ready)) {
+            return Ok(team);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the Team platform was not Ready within {within:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[derive(clap::Parser)]
 #[command(
     name = "butler-sandbox",
@@ -118,11 +145,16 @@ async fn main() -> Result<(), Failure> {
     setup(&client).await?;
 
     let (stop, shutdown) = controller::shutdown_switch();
+    let operator_shutdown = shutdown.clone();
     let mut options = Options::in_process("sandbox");
     // The embedded repository needs no network; nothing else may reach for it.
     options.remote.http.offline = true;
-    let operator =
-        controller::start(server.client_as("butler-operator"), Arc::new(Metrics::new()), options, shutdown);
+    let operator = controller::start(
+        server.client_as("butler-operator"),
+        Arc::new(Metrics::new()),
+        options,
+        operator_shutdown,
+    );
     let running = tokio::spawn(operator.run);
 
     let started = Instant::now();
@@ -150,6 +182,26 @@ async fn main() -> Result<(), Failure> {
         server.requests_from("butler-operator").len()
     );
 
+    // The core provider's controller, as its Deployment would run it, and a first Team.
+    let controllers = butler_controller::start(
+        server.client_as("butler-controller"),
+        Arc::new(butler_runtime::metrics::Metrics::new("butler_controller", |_| {})),
+        butler_controller::Options::in_process("sandbox"),
+        shutdown,
+    );
+    let controllers_running = tokio::spawn(controllers.run);
+    let team = first_team(&client, Duration::from_secs(30)).await?;
+    let status = team.status.unwrap_or_default();
+    println!("\n{:<10} {:<8} {:<16} {:<8} QUOTA", "TEAM", "PHASE", "NAMESPACE", "MEMBERS");
+    println!(
+        "{:<10} {:<8} {:<16} {:<8} {}",
+        team.metadata.name.unwrap_or_default(),
+        status.phase.map(|p| format!("{p:?}")).unwrap_or_default(),
+        status.namespace.unwrap_or_default(),
+        status.member_count.unwrap_or_default(),
+        status.quota_status.map(|q| format!("{q:?}").to_uppercase()).unwrap_or_default(),
+    );
+
     if serve {
         println!(
             "\nThe API server keeps running; in another shell:\n  export KUBECONFIG={}\n  kubectl get coreproviders,infrastructureproviders -A\nCtrl-C stops it.",
@@ -159,5 +211,6 @@ async fn main() -> Result<(), Failure> {
     }
     let _ = stop.send(true);
     let _ = running.await;
+    let _ = controllers_running.await;
     Ok(())
 }

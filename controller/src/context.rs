@@ -1,0 +1,73 @@
+//! What the reconciles share: the client, the applier, the caches of the objects they read
+//! and compare with, the event recorder, the metrics, and the statuses this process wrote last
+//! (newer than a cache that has not seen them yet).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use butler_core::api::{TeamStatus, TenantCluster};
+use butler_runtime::apply::Applier;
+use butler_runtime::metrics::Metrics;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::ResourceExt;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde_json::Value;
+
+/// The caches the Team controller reads.
+#[derive(Clone)]
+pub struct TeamCaches {
+    pub namespaces: Store<Namespace>,
+    pub clusters: Store<TenantCluster>,
+    pub roles: Store<Role>,
+    pub role_bindings: Store<RoleBinding>,
+    pub cluster_roles: Store<ClusterRole>,
+    pub cluster_role_bindings: Store<ClusterRoleBinding>,
+}
+
+impl TeamCaches {
+    /// The cached copy of an object the Team controller makes, as JSON: cluster-scoped by
+    /// name, namespaced in `namespace`.
+    pub fn existing(&self, namespace: &str, kind: &str, name: &str) -> Option<Value> {
+        fn json<K: serde::Serialize>(o: Option<Arc<K>>) -> Option<Value> {
+            o.and_then(|o| serde_json::to_value(o.as_ref()).ok())
+        }
+        match kind {
+            "Namespace" => json(self.namespaces.get(&ObjectRef::new(name))),
+            "Role" => json(self.roles.get(&ObjectRef::new(name).within(namespace))),
+            "RoleBinding" => json(self.role_bindings.get(&ObjectRef::new(name).within(namespace))),
+            "ClusterRole" => json(self.cluster_roles.get(&ObjectRef::new(name))),
+            "ClusterRoleBinding" => json(self.cluster_role_bindings.get(&ObjectRef::new(name))),
+            _ => None,
+        }
+    }
+
+    /// The TenantClusters of a namespace.
+    pub fn clusters_in(&self, namespace: &str) -> Vec<Arc<TenantCluster>> {
+        self.clusters.state().into_iter().filter(|c| c.namespace().as_deref() == Some(namespace)).collect()
+    }
+}
+
+/// Everything a reconcile shares with the others.
+pub struct Context {
+    pub client: kube::Client,
+    pub applier: Applier,
+    pub teams: TeamCaches,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    /// The Team statuses this process wrote last, by UID.
+    pub team_statuses: Mutex<HashMap<String, TeamStatus>>,
+    /// Consecutive failures, by object, for the backoff.
+    pub failures: Mutex<HashMap<String, u32>>,
+    /// True once the caches above have their first listing.
+    pub synced: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Context {
+    /// Waits until the caches have their first listing.
+    pub async fn synced(&self) {
+        let mut synced = self.synced.clone();
+        let _ = synced.wait_for(|s| *s).await;
+    }
+}

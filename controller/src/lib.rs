@@ -1,0 +1,12 @@
+//! `butler-controller`: Butler's core controllers, the binary the core provider's components
+//! run. Each controller is written as observe, plan (pure), apply, status, on `butler-runtime`.
+//!
+//! - [`team`]: a Team's namespace, the roles of its members, its usage against its limits, and
+//!   its deletion in order (spec/001).
+
+pub mod context;
+pub mod error;
+pub mod run;
+pub mod team;
+
+pub use run::{Controllers, Options, start};

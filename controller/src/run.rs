@@ -1,0 +1,171 @@
+//! Running the controllers: the caches they read, the watches that wake them, and the Team
+//! controller itself.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use butler_core::api::labels::FIELD_MANAGER;
+use butler_core::api::{Team, TenantCluster};
+use butler_runtime::apply::Applier;
+use butler_runtime::metrics::Metrics;
+use butler_runtime::shutdown::Shutdown;
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::context::{Context, TeamCaches};
+use crate::error::Error;
+use crate::team::{self, plan::LABEL_TEAM, plan::team_of_namespace};
+
+/// How the controllers run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// This replica's name, for events.
+    pub instance: String,
+    /// Reconciles of one kind that may run at once (0: no limit).
+    pub concurrency: u16,
+}
+
+impl Options {
+    /// Options for the controllers running inside another process (a test, the sandbox).
+    pub fn in_process(instance: &str) -> Options {
+        Options { instance: instance.into(), concurrency: 0 }
+    }
+}
+
+/// The running controllers: their shared context, the future that drives them, and one that
+/// resolves once their caches are filled.
+pub struct Controllers {
+    pub context: Arc<Context>,
+    pub run: BoxFuture<'static, ()>,
+    pub ready: BoxFuture<'static, ()>,
+}
+
+/// A cache of a kind (with a label selector, or all) and the stream of its changes, which
+/// must be polled for the cache to fill.
+fn reflect<K>(
+    client: &kube::Client,
+    config: watcher::Config,
+) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let stream =
+        reflector(writer, watcher(Api::<K>::all(client.clone()), config)).default_backoff().touched_objects();
+    (store, stream)
+}
+
+/// The Team named by an object's team label.
+fn team_by_label<K: Resource>(object: K) -> Option<ObjectRef<Team>> {
+    object.labels().get(LABEL_TEAM).map(|name| ObjectRef::new(name))
+}
+
+/// Retries a failed reconcile with a backoff that doubles from 2 seconds to 5 minutes.
+fn error_policy(team: Arc<Team>, error: &Error, ctx: Arc<Context>) -> Action {
+    let name = team.name_any();
+    let failures = {
+        let mut failures = ctx.failures.lock().expect("not poisoned");
+        let count = failures.entry(name.clone()).or_default();
+        *count = count.saturating_add(1);
+        *count
+    };
+    let delay = Duration::from_secs(2u64.saturating_pow(failures.min(9)).min(300));
+    tracing::warn!(team = %name, retry_in = ?delay, "{error}");
+    Action::requeue(delay)
+}
+
+/// Builds the controllers. Await `run` to drive them until `shutdown` resolves.
+pub fn start(
+    client: kube::Client,
+    metrics: Arc<Metrics>,
+    options: Options,
+    shutdown: Shutdown,
+) -> Controllers {
+    let labelled = || watcher::Config::default().labels(LABEL_TEAM).any_semantic();
+    let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
+    let (namespaces, namespace_events) =
+        reflect::<Namespace>(&client, watcher::Config::default().any_semantic());
+    let (clusters, cluster_events) =
+        reflect::<TenantCluster>(&client, watcher::Config::default().any_semantic());
+    let (roles, role_events) = reflect::<Role>(&client, labelled());
+    let (role_bindings, role_binding_events) = reflect::<RoleBinding>(&client, labelled());
+    let (cluster_roles, cluster_role_events) = reflect::<ClusterRole>(&client, labelled());
+    let (cluster_role_bindings, cluster_role_binding_events) =
+        reflect::<ClusterRoleBinding>(&client, labelled());
+    let caches = TeamCaches {
+        namespaces: namespaces.clone(),
+        clusters: clusters.clone(),
+        roles: roles.clone(),
+        role_bindings: role_bindings.clone(),
+        cluster_roles: cluster_roles.clone(),
+        cluster_role_bindings: cluster_role_bindings.clone(),
+    };
+    let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        applier: Applier::new(client.clone(), FIELD_MANAGER),
+        teams: caches,
+        recorder: Recorder::new(client.clone(), reporter),
+        metrics,
+        team_statuses: Mutex::new(HashMap::new()),
+        failures: Mutex::new(HashMap::new()),
+        synced: synced_rx.clone(),
+    });
+    let by_namespace =
+        |ns: &Option<String>| team_of_namespace(ns.as_deref().unwrap_or_default()).map(ObjectRef::new);
+    let teams = Controller::new(Api::<Team>::all(client.clone()), watcher::Config::default().any_semantic())
+        .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+        .watches_stream(namespace_events, |ns: Namespace| {
+            team_of_namespace(&ns.name_any()).map(ObjectRef::new)
+        })
+        .watches_stream(cluster_events, move |c: TenantCluster| by_namespace(&c.metadata.namespace))
+        .watches_stream(role_events, team_by_label)
+        .watches_stream(role_binding_events, team_by_label)
+        .watches_stream(cluster_role_events, team_by_label)
+        .watches_stream(cluster_role_binding_events, team_by_label)
+        .graceful_shutdown_on(shutdown);
+    let controller = teams.run(team::reconcile, error_policy, ctx.clone()).for_each(|result| {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "team controller");
+        }
+        futures::future::ready(())
+    });
+    // The Team cache belongs to its controller, which waits on it itself (a second waiter could
+    // take its wake-up); the caches the reconciles compare with are waited on here, and the
+    // reconciles wait for them (a reconcile on an empty cache would write what exists).
+    let syncing = async move {
+        let _ = namespaces.wait_until_ready().await;
+        let _ = clusters.wait_until_ready().await;
+        let _ = roles.wait_until_ready().await;
+        let _ = role_bindings.wait_until_ready().await;
+        let _ = cluster_roles.wait_until_ready().await;
+        let _ = cluster_role_bindings.wait_until_ready().await;
+        let _ = synced_tx.send(true);
+        // Kept open, so that waiters never see the channel close.
+        std::future::pending::<()>().await;
+    };
+    let run = async move {
+        tokio::select! {
+            _ = controller => {}
+            _ = syncing => {}
+        }
+    }
+    .boxed();
+    let mut synced = synced_rx;
+    let ready = async move {
+        let _ = synced.wait_for(|s| *s).await;
+    }
+    .boxed();
+    Controllers { context: ctx, run, ready }
+}

@@ -1,0 +1,283 @@
+//! What a Team should have, decided from what was observed without I/O: its namespace, the
+//! Roles and bindings of its members, the ClusterRoles over the Team object, and its status.
+//! Only objects whose cached copy does not hold the desired content are applied, so a steady
+//! team costs no writes.
+
+use butler_core::api::labels::FIELD_MANAGER;
+use butler_core::api::{QuotaStatus, Team, TeamPhase, TenantCluster};
+use butler_runtime::conditions::{READY, Wanted};
+use butler_runtime::objects::holds;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::rbac::{self, ROLES};
+use super::usage::{Assessment, Totals, assess};
+
+/// Condition types of a Team, in the order the status lists them.
+pub const NAMESPACE_READY: &str = "NamespaceReady";
+pub const RBAC_READY: &str = "RBACReady";
+pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";
+pub const ORDER: &[&str] = &[NAMESPACE_READY, RBAC_READY, QUOTA_EXCEEDED, READY];
+
+/// The label that names the Team on everything made for it.
+pub const LABEL_TEAM: &str = "butler.butlerlabs.dev/team";
+
+/// The namespace of a team: `team-{name}`.
+pub fn namespace_of(team: &str) -> String {
+    format!("team-{team}")
+}
+
+/// The Team whose namespace this is, by its name.
+pub fn team_of_namespace(namespace: &str) -> Option<&str> {
+    namespace.strip_prefix("team-").filter(|t| !t.is_empty())
+}
+
+/// What the plan reads.
+pub struct Observed<'a> {
+    pub team: &'a Team,
+    /// The team namespace, if it exists.
+    pub namespace: Option<&'a Namespace>,
+    /// The TenantClusters of the team namespace.
+    pub clusters: Vec<&'a TenantCluster>,
+    /// The cached copy of each object the plan wants, as JSON, by `{kind}/{name}` (namespaced
+    /// objects live in the team namespace).
+    pub existing: &'a dyn Fn(&str, &str) -> Option<Value>,
+}
+
+/// What the reconcile should write.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Objects to apply (namespace first), those whose cache does not hold them.
+    pub apply: Vec<Value>,
+    pub conditions: Vec<Wanted>,
+    pub phase: Option<TeamPhase>,
+    pub namespace: Option<String>,
+    pub assessment: Option<Assessment>,
+    /// Why the team cannot be set up, when it cannot: `(reason, message)`.
+    pub refused: Option<(&'static str, String)>,
+}
+
+fn owner(team: &Team) -> Value {
+    json!(team.controller_owner_ref(&()).map(|mut r| {
+        r.block_owner_deletion = Some(true);
+        r
+    }))
+}
+
+fn labels(team: &Team) -> Value {
+    json!({ LABEL_TEAM: team.name_any(), "app.kubernetes.io/managed-by": FIELD_MANAGER })
+}
+
+fn meta(team: &Team, name: &str, namespace: Option<&str>) -> Value {
+    let mut meta = json!({"name": name, "labels": labels(team), "ownerReferences": [owner(team)]});
+    if let Some(ns) = namespace {
+        meta["namespace"] = json!(ns);
+    }
+    meta
+}
+
+/// Every object a team should have: its namespace, a Role and a RoleBinding per team role in
+/// it, and the ClusterRoles and bindings over the Team object.
+pub fn desired_objects(team: &Team) -> Vec<Value> {
+    let name = team.name_any();
+    let ns = namespace_of(&name);
+    let members = rbac::members(team);
+    let mut objects =
+        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta(team, &ns, None)})];
+    for role in ROLES {
+        let role_name = rbac::role_name(role);
+        objects.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": meta(team, &role_name, Some(&ns)), "rules": rbac::rules(role),
+        }));
+        objects.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": meta(team, &role_name, Some(&ns)),
+            "roleRef": rbac::role_ref("Role", &role_name),
+            "subjects": rbac::subjects(&members, |r| r == role),
+        }));
+    }
+    for admin in [false, true] {
+        let role_name = rbac::team_role_name(&name, admin);
+        objects.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": meta(team, &role_name, None), "rules": rbac::team_rules(&name, admin),
+        }));
+        let wanted = move |r: butler_core::api::TeamRole| !admin || r == butler_core::api::TeamRole::Admin;
+        objects.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": meta(team, &role_name, None),
+            "roleRef": rbac::role_ref("ClusterRole", &role_name),
+            "subjects": rbac::subjects(&members, wanted),
+        }));
+    }
+    objects
+}
+
+/// Whether the namespace belongs to this Team (an owner reference with its UID): a namespace
+/// of that name made by anyone else is never taken over.
+pub fn owns(team: &Team, namespace: &Namespace) -> bool {
+    let uid = team.meta().uid.as_deref();
+    uid.is_some() && namespace.owner_references().iter().any(|r| Some(r.uid.as_str()) == uid)
+}
+
+/// Plans a Team that is not being deleted.
+pub fn plan(observed: &Observed<'_>) -> Plan {
+    let team = observed.team;
+    let ns = namespace_of(&team.name_any());
+    let mut plan = Plan { namespace: Some(ns.clone()), ..Default::default() };
+    let totals = Totals::of(team, &observed.clusters);
+    let assessment = assess(team, &totals);
+    let exceeded = assessment.status == QuotaStatus::Exceeded;
+    plan.conditions.push(Wanted::new(
+        QUOTA_EXCEEDED,
+        exceeded,
+        if exceeded { "QuotaExceeded" } else { "WithinQuota" },
+        assessment.message.clone(),
+    ));
+    plan.assessment = Some(assessment);
+
+    match observed.namespace {
+        Some(existing) if !owns(team, existing) => {
+            let message = format!(
+                "the namespace {ns} exists and does not belong to this Team; delete or rename it, or give the Team another name"
+            );
+            plan.refused = Some(("NamespaceTaken", message.clone()));
+            plan.phase = Some(TeamPhase::Failed);
+            plan.conditions.push(Wanted::new(NAMESPACE_READY, false, "NamespaceTaken", message.clone()));
+            plan.conditions.push(Wanted::new(
+                RBAC_READY,
+                false,
+                "NamespaceTaken",
+                "waiting for the team namespace",
+            ));
+            plan.conditions.push(Wanted::new(READY, false, "NamespaceTaken", message));
+            return plan;
+        }
+        Some(existing) if existing.metadata.deletion_timestamp.is_some() => {
+            let message = format!("the namespace {ns} of an earlier Team of this name is still terminating");
+            plan.phase = Some(TeamPhase::Pending);
+            plan.conditions.push(Wanted::new(
+                NAMESPACE_READY,
+                false,
+                "NamespaceTerminating",
+                message.clone(),
+            ));
+            plan.conditions.push(Wanted::new(
+                RBAC_READY,
+                false,
+                "NamespaceTerminating",
+                "waiting for the team namespace",
+            ));
+            plan.conditions.push(Wanted::new(READY, false, "NamespaceTerminating", message));
+            return plan;
+        }
+        _ => {}
+    }
+    plan.apply = desired_objects(team)
+        .into_iter()
+        .filter(|desired| {
+            let kind = desired["kind"].as_str().unwrap_or_default();
+            let name = desired["metadata"]["name"].as_str().unwrap_or_default();
+            !(observed.existing)(kind, name).is_some_and(|actual| holds(&actual, desired))
+        })
+        .collect();
+    plan.phase = Some(TeamPhase::Ready);
+    plan.conditions.push(Wanted::new(
+        NAMESPACE_READY,
+        true,
+        "NamespaceReady",
+        format!("the namespace {ns} is ready"),
+    ));
+    plan.conditions.push(Wanted::new(
+        RBAC_READY,
+        true,
+        "RBACReady",
+        "the team roles and their members' bindings are in place",
+    ));
+    plan.conditions.push(Wanted::new(READY, true, "Ready", "the team is set up"));
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn team() -> Team {
+        let mut t: Team = serde_saphyr::from_str(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {name: platform, uid: u-1}\nspec:\n  access:\n    users: [{name: a@x.io, role: admin}]\n    groups: [{name: Viewers@x.io}]\n  resourceLimits: {maxClusters: 1}\n",
+        )
+        .unwrap();
+        t.metadata.uid = Some("u-1".into());
+        t
+    }
+
+    fn namespace(owner_uid: Option<&str>) -> Namespace {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some("team-platform".into());
+        ns.metadata.owner_references = owner_uid.map(|uid| {
+            vec![OwnerReference {
+                uid: uid.into(),
+                name: "platform".into(),
+                kind: "Team".into(),
+                ..Default::default()
+            }]
+        });
+        ns
+    }
+
+    #[test]
+    fn a_new_team_gets_its_namespace_roles_and_bindings() {
+        let t = team();
+        let none = |_: &str, _: &str| None;
+        let p = plan(&Observed { team: &t, namespace: None, clusters: vec![], existing: &none });
+        let kinds: Vec<&str> = p.apply.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds[0], "Namespace");
+        assert_eq!(kinds.iter().filter(|k| **k == "Role").count(), 3);
+        assert_eq!(kinds.iter().filter(|k| **k == "RoleBinding").count(), 3);
+        assert_eq!(kinds.iter().filter(|k| **k == "ClusterRoleBinding").count(), 2);
+        let viewers = p
+            .apply
+            .iter()
+            .find(|o| o["kind"] == "RoleBinding" && o["metadata"]["name"] == "butler-team-viewer")
+            .unwrap();
+        assert_eq!(viewers["subjects"][0]["name"], "viewers");
+        assert_eq!(viewers["metadata"]["ownerReferences"][0]["uid"], "u-1");
+        assert_eq!(p.phase, Some(TeamPhase::Ready));
+        assert!(p.conditions.iter().any(|c| c.type_ == READY && c.status));
+    }
+
+    #[test]
+    fn a_steady_team_applies_nothing() {
+        let t = team();
+        let objects = desired_objects(&t);
+        let existing = |kind: &str, name: &str| {
+            objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).map(|o| {
+                let mut o = o.clone();
+                o["metadata"]["resourceVersion"] = json!("7");
+                o
+            })
+        };
+        let ns = namespace(Some("u-1"));
+        let p = plan(&Observed { team: &t, namespace: Some(&ns), clusters: vec![], existing: &existing });
+        assert!(p.apply.is_empty(), "{:?}", p.apply);
+    }
+
+    #[test]
+    fn a_namespace_of_someone_else_is_never_taken_over() {
+        let t = team();
+        let none = |_: &str, _: &str| None;
+        let foreign = namespace(None);
+        let p = plan(&Observed { team: &t, namespace: Some(&foreign), clusters: vec![], existing: &none });
+        assert!(p.apply.is_empty());
+        assert_eq!(p.phase, Some(TeamPhase::Failed));
+        assert_eq!(p.refused.as_ref().unwrap().0, "NamespaceTaken");
+        let other_team = namespace(Some("u-other"));
+        assert!(!owns(&t, &other_team));
+        assert!(owns(&t, &namespace(Some("u-1"))));
+        assert_eq!(team_of_namespace("team-platform"), Some("platform"));
+        assert_eq!(team_of_namespace("default"), None);
+    }
+}

@@ -1,0 +1,218 @@
+//! Who may do what in a team: the three roles of spec/001 as Roles in the team namespace, the
+//! members bound to them (a member listed twice gets the highest role), group names normalised
+//! as the identity provider sends them, and the Team object itself (admins edit it, every
+//! member reads it) through a ClusterRole per team.
+
+use std::collections::BTreeMap;
+
+use butler_core::api::{Team, TeamRole};
+use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef, Subject};
+
+/// The API group of Butler's kinds.
+const BUTLER: &str = "butler.butlerlabs.dev";
+const RBAC: &str = "rbac.authorization.k8s.io";
+const READ: [&str; 3] = ["get", "list", "watch"];
+const WRITE: [&str; 7] = ["get", "list", "watch", "create", "update", "patch", "delete"];
+
+/// The role names, lowest first.
+pub const ROLES: [TeamRole; 3] = [TeamRole::Viewer, TeamRole::Operator, TeamRole::Admin];
+
+/// The name of the Role (and RoleBinding) of a team role: `butler-team-{role}`.
+pub fn role_name(role: TeamRole) -> String {
+    format!("butler-team-{}", role_word(role))
+}
+
+fn role_word(role: TeamRole) -> &'static str {
+    match role {
+        TeamRole::Viewer => "viewer",
+        TeamRole::Operator => "operator",
+        TeamRole::Admin => "admin",
+    }
+}
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(groups.iter().map(|g| g.to_string()).collect()),
+        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// What a role may do in the team namespace. Viewers read Butler's kinds and events, never
+/// Secrets; operators also create, change and delete TenantClusters (their addons are part of
+/// them) and read Secrets (a tenant cluster's kubeconfig); admins manage everything of the
+/// namespace, Secrets and ProviderConfigs included.
+pub fn rules(role: TeamRole) -> Vec<PolicyRule> {
+    let butler_kinds = [
+        "tenantclusters",
+        "tenantclusters/status",
+        "providerconfigs",
+        "providerconfigs/status",
+        "ipallocations",
+        "ipallocations/status",
+        "networkpools",
+        "networkpools/status",
+    ];
+    let mut rules =
+        vec![rule(&[BUTLER], &butler_kinds, &READ), rule(&["", "events.k8s.io"], &["events"], &READ)];
+    match role {
+        TeamRole::Viewer => {}
+        TeamRole::Operator => {
+            rules.push(rule(&[BUTLER], &["tenantclusters"], &WRITE));
+            rules.push(rule(&[""], &["secrets"], &READ));
+        }
+        TeamRole::Admin => {
+            rules.push(rule(&[BUTLER], &["tenantclusters", "providerconfigs"], &WRITE));
+            rules.push(rule(&[""], &["secrets", "configmaps"], &WRITE));
+        }
+    }
+    rules
+}
+
+/// The ClusterRole that lets members read their Team (`member`) or admins also change it
+/// (`admin`): `butler-team-{team}-{member|admin}`.
+pub fn team_role_name(team: &str, admin: bool) -> String {
+    format!("butler-team-{team}-{}", if admin { "admin" } else { "member" })
+}
+
+/// The rules of [`team_role_name`].
+pub fn team_rules(team: &str, admin: bool) -> Vec<PolicyRule> {
+    let verbs: &[&str] = if admin { &["get", "watch", "update", "patch"] } else { &["get", "watch"] };
+    vec![PolicyRule { resource_names: Some(vec![team.to_string()]), ..rule(&[BUTLER], &["teams"], verbs) }]
+}
+
+/// A group name as Butler compares it (spec/001, "How Group Matching Works"): the local part
+/// of an e-mail address (`engineers@example.com` is `engineers`), the common name of an LDAP
+/// distinguished name (`CN=Engineers,OU=Groups,DC=company` is `engineers`), lower case.
+pub fn normalize_group(name: &str) -> String {
+    let name = name.trim();
+    let first = name.split(',').next().unwrap_or(name).trim();
+    let cn = match first.split_once('=') {
+        Some((key, value)) if key.trim().eq_ignore_ascii_case("cn") => value.trim(),
+        _ => name,
+    };
+    let local = match cn.split_once('@') {
+        Some((local, domain)) if !local.is_empty() && domain.contains('.') => local,
+        _ => cn,
+    };
+    local.to_lowercase()
+}
+
+/// The members of a team with their highest role, by subject: users as `User`, groups
+/// (normalised) as `Group`.
+pub fn members(team: &Team) -> BTreeMap<(&'static str, String), TeamRole> {
+    let mut members: BTreeMap<(&'static str, String), TeamRole> = BTreeMap::new();
+    let mut grant = |kind: &'static str, name: String, role: Option<TeamRole>| {
+        let role = role.unwrap_or_default();
+        let entry = members.entry((kind, name)).or_insert(role);
+        *entry = (*entry).max(role);
+    };
+    for user in team.spec.access.users.iter().flatten() {
+        grant("User", user.name.trim().to_string(), user.role);
+    }
+    for group in team.spec.access.groups.iter().flatten() {
+        grant("Group", normalize_group(&group.name), group.role);
+    }
+    members.retain(|(_, name), _| !name.is_empty());
+    members
+}
+
+/// The subjects of one role, sorted (users, then groups, by name).
+pub fn subjects(
+    members: &BTreeMap<(&'static str, String), TeamRole>,
+    wanted: impl Fn(TeamRole) -> bool,
+) -> Vec<Subject> {
+    members
+        .iter()
+        .filter(|(_, role)| wanted(**role))
+        .map(|((kind, name), _)| Subject {
+            api_group: Some(RBAC.into()),
+            kind: kind.to_string(),
+            name: name.clone(),
+            namespace: None,
+        })
+        .collect()
+}
+
+/// A reference to a Role or ClusterRole.
+pub fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef { api_group: RBAC.into(), kind: kind.into(), name: name.into() }
+}
+
+/// How many members a team counts: user entries and group entries (a group counts once, its
+/// members are not resolved).
+pub fn member_count(team: &Team) -> i32 {
+    let entries = team.spec.access.users.as_ref().map_or(0, Vec::len)
+        + team.spec.access.groups.as_ref().map_or(0, Vec::len);
+    i32::try_from(entries).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_names_are_normalised_as_the_identity_provider_sends_them() {
+        for (sent, seen) in [
+            ("engineers@company.com", "engineers"),
+            ("Platform-Engineers@Example.ORG", "platform-engineers"),
+            ("CN=Engineers,OU=Groups,DC=company", "engineers"),
+            ("cn = Ops Team , ou=x", "ops team"),
+            ("Developers", "developers"),
+            ("  viewers  ", "viewers"),
+            ("odd@local", "odd@local"),
+            ("@company.com", "@company.com"),
+            ("OU=Groups,DC=company", "ou=groups,dc=company"),
+        ] {
+            assert_eq!(normalize_group(sent), seen, "{sent}");
+        }
+    }
+
+    fn team(yaml: &str) -> Team {
+        serde_saphyr::from_str(&format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: t}}\nspec:\n{yaml}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_member_listed_twice_gets_the_highest_role() {
+        let t = team(
+            "  access:\n    users:\n    - {name: a@x.io, role: viewer}\n    - {name: a@x.io, role: admin}\n    - {name: b@x.io}\n    groups:\n    - {name: devs@x.io, role: operator}\n    - {name: CN=Devs,OU=G, role: viewer}\n",
+        );
+        let m = members(&t);
+        assert_eq!(m[&("User", "a@x.io".to_string())], TeamRole::Admin);
+        assert_eq!(m[&("User", "b@x.io".to_string())], TeamRole::Viewer, "viewer is the default");
+        assert_eq!(m[&("Group", "devs".to_string())], TeamRole::Operator, "both entries name one group");
+        let admins = subjects(&m, |r| r == TeamRole::Admin);
+        assert_eq!(admins.len(), 1);
+        assert_eq!((admins[0].kind.as_str(), admins[0].name.as_str()), ("User", "a@x.io"));
+        assert_eq!(member_count(&t), 5, "entries, as documented");
+    }
+
+    #[test]
+    fn roles_grow_from_viewer_to_admin_and_only_viewers_lack_secrets() {
+        let grants = |role: TeamRole, resource: &str, verb: &str| {
+            rules(role).iter().any(|r| {
+                r.resources.as_ref().unwrap().iter().any(|x| x == resource)
+                    && r.verbs.iter().any(|v| v == verb)
+            })
+        };
+        assert!(grants(TeamRole::Viewer, "tenantclusters", "list"));
+        assert!(!grants(TeamRole::Viewer, "tenantclusters", "create"));
+        assert!(!grants(TeamRole::Viewer, "secrets", "get"));
+        assert!(grants(TeamRole::Operator, "tenantclusters", "delete"));
+        assert!(!grants(TeamRole::Operator, "providerconfigs", "create"));
+        assert!(grants(TeamRole::Operator, "secrets", "get"));
+        assert!(grants(TeamRole::Admin, "providerconfigs", "create"));
+        assert!(grants(TeamRole::Admin, "secrets", "create"));
+        let admin_rules = team_rules("t", true);
+        assert_eq!(admin_rules[0].resource_names.as_deref(), Some(&["t".to_string()][..]));
+        assert!(
+            !team_rules("t", false)[0].verbs.contains(&"update".to_string()),
+            "members cannot change the Team"
+        );
+        assert_eq!(role_name(TeamRole::Operator), "butler-team-operator");
+    }
+}

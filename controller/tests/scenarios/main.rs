@@ -1,0 +1,5 @@
+//! The controllers' scenarios, on the in-memory API server and unchanged on a real cluster
+//! (`make e2e`).
+
+mod support;
+mod team;

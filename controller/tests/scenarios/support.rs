@@ -1,0 +1,117 @@
+//! What the scenarios share: a cluster with Butler's CRDs, the controllers running in this
+//! process, objects made from YAML, and waiting.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use butler_controller::{Options, start};
+use butler_e2e::Cluster;
+use butler_runtime::metrics::Metrics;
+use kube::api::{Api, PostParams};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The User-Agent of the controllers' client, to count their requests.
+pub const AGENT: &str = "butler-controller";
+
+/// A scenario: a cluster with Butler's CRDs, and the controllers.
+pub struct Scenario {
+    pub cluster: Cluster,
+    pub client: Client,
+    controllers: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+}
+
+pub fn from_yaml<T: DeserializeOwned>(text: &str) -> T {
+    serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("fixture does not parse: {e}\n{text}"))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
+}
+
+impl Scenario {
+    /// A cluster with Butler's CRDs and the controllers running.
+    pub async fn start() -> Scenario {
+        init_logging();
+        let cluster = Cluster::connect().await;
+        for crd in butler_core::api::crds() {
+            cluster.install_crd(&butler_runtime::crds::tidy(crd)).await;
+        }
+        let client = cluster.client();
+        let mut scenario = Scenario { cluster, client, controllers: None };
+        scenario.start_controllers();
+        scenario
+    }
+
+    /// The controllers' client: on the in-memory server one whose requests can be counted.
+    fn controller_client(&self) -> Client {
+        match self.cluster.server() {
+            Some(server) => server.client_as(AGENT),
+            None => self.cluster.client(),
+        }
+    }
+
+    pub fn start_controllers(&mut self) {
+        let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
+        let controllers = start(
+            self.controller_client(),
+            Arc::new(Metrics::new("butler_controller", |_| {})),
+            Options::in_process("scenario"),
+            shutdown,
+        );
+        self.controllers = Some((stop, tokio::spawn(controllers.run)));
+    }
+
+    /// The requests the controllers made that write (not GET), on the in-memory server.
+    pub fn writes(&self) -> Option<Vec<(String, String)>> {
+        let server = self.cluster.server()?;
+        Some(server.requests_from(AGENT).into_iter().filter(|(method, _)| method != "GET").collect())
+    }
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        if let Some((stop, task)) = self.controllers.take() {
+            let _ = stop.send(true);
+            task.abort();
+        }
+    }
+}
+
+/// Creates an object from YAML.
+pub async fn create<K>(api: &Api<K>, yaml: &str) -> K
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let object: K = from_yaml(yaml);
+    api.create(&PostParams::default(), &object).await.unwrap_or_else(|e| panic!("create: {e}\n{yaml}"))
+}
+
+/// Waits until `check` holds for the object (`None`: it is gone); panics after 30 s with what
+/// was seen last.
+pub async fn wait_for<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    check: impl Fn(Option<&K>) -> bool,
+) -> Option<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = api.get_opt(name).await.expect("reading an object");
+        if check(found.as_ref()) {
+            return found;
+        }
+        if Instant::now() > deadline {
+            panic!("{name}: {what} did not happen within 30s; last seen: {found:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
