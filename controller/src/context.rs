@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use butler_core::api::{TeamStatus, TenantCluster};
+use butler_core::api::{NetworkPool, ProviderConfigStatus, TeamStatus, TenantCluster};
 use butler_runtime::apply::Applier;
 use butler_runtime::metrics::Metrics;
 use k8s_openapi::api::core::v1::Namespace;
@@ -49,6 +49,29 @@ impl TeamCaches {
     }
 }
 
+/// The last probe of a ProviderConfig's platform.
+#[derive(Debug, Clone)]
+pub struct ProbeRecord {
+    pub at: jiff::Timestamp,
+    /// Probes that failed in a row.
+    pub failures: u32,
+    pub result: crate::providerconfig::probe::Probed,
+}
+
+impl ProbeRecord {
+    /// How long until the next probe is due.
+    pub fn next_in(&self, now: jiff::Timestamp) -> std::time::Duration {
+        let after = crate::providerconfig::probe::next_probe_after(self.failures);
+        let elapsed = now.duration_since(self.at).unsigned_abs();
+        after.saturating_sub(elapsed)
+    }
+
+    /// Whether the next probe is due.
+    pub fn due(&self, now: jiff::Timestamp) -> bool {
+        self.next_in(now).is_zero()
+    }
+}
+
 /// Everything a reconcile shares with the others.
 pub struct Context {
     pub client: kube::Client,
@@ -58,10 +81,26 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// The Team statuses this process wrote last, by UID.
     pub team_statuses: Mutex<HashMap<String, TeamStatus>>,
+    /// The NetworkPools, for the ProviderConfigs' capacity.
+    pub pools: Store<NetworkPool>,
+    /// The last probe of each ProviderConfig's platform, by UID.
+    pub probes: Mutex<HashMap<String, ProbeRecord>>,
+    /// The ProviderConfig statuses this process wrote last, by UID.
+    pub config_statuses: Mutex<HashMap<String, ProviderConfigStatus>>,
+    /// The resourceVersion of the credentials Secret each ProviderConfig was validated with.
+    pub validated_secrets: Mutex<HashMap<String, String>>,
     /// Consecutive failures, by object, for the backoff.
     pub failures: Mutex<HashMap<String, u32>>,
     /// True once the caches above have their first listing.
     pub synced: tokio::sync::watch::Receiver<bool>,
+}
+
+/// The key of an object in [`Context::failures`]: `{Kind} {namespace/}{name}`.
+pub fn failure_key<K: kube::Resource<DynamicType = ()>>(object: &K) -> String {
+    match object.namespace() {
+        Some(ns) => format!("{} {ns}/{}", K::kind(&()), object.name_any()),
+        None => format!("{} {}", K::kind(&()), object.name_any()),
+    }
 }
 
 impl Context {

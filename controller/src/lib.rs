@@ -3,9 +3,12 @@
 //!
 //! - [`team`]: a Team's namespace, the roles of its members, its usage against its limits, and
 //!   its deletion in order (spec/001).
+//! - [`providerconfig`]: a ProviderConfig's credentials, the reachability of its platform, its
+//!   pools and their capacity, and its deletion held while clusters use it (spec/000).
 
 pub mod context;
 pub mod error;
+pub mod providerconfig;
 pub mod run;
 pub mod team;
 

@@ -7,15 +7,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use butler_core::api::labels::FIELD_MANAGER;
-use butler_core::api::{Team, TenantCluster};
+use butler_core::api::{NetworkPool, ProviderConfig, Team, TenantCluster};
 use butler_runtime::apply::Applier;
 use butler_runtime::metrics::Metrics;
 use butler_runtime::shutdown::Shutdown;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
@@ -23,8 +24,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::context::{Context, TeamCaches};
+use crate::context::{Context, TeamCaches, failure_key};
 use crate::error::Error;
+use crate::providerconfig;
 use crate::team::{self, plan::LABEL_TEAM, plan::team_of_namespace};
 
 /// How the controllers run.
@@ -66,23 +68,61 @@ where
     (store, stream)
 }
 
+/// The ProviderConfigs of the cache that `matches` picks.
+fn configs_where(
+    store: &Store<ProviderConfig>,
+    matches: impl Fn(&ProviderConfig) -> bool,
+) -> Vec<ObjectRef<ProviderConfig>> {
+    store.state().iter().filter(|c| matches(c)).map(|c| ObjectRef::from_obj(c.as_ref())).collect()
+}
+
+/// A second watch of TenantClusters, for the ProviderConfigs they reference (the first fills
+/// the cache and wakes Teams).
+fn cluster_events_for_configs(
+    client: &kube::Client,
+) -> impl Stream<Item = Result<TenantCluster, watcher::Error>> + Send + 'static {
+    watcher(Api::<TenantCluster>::all(client.clone()), watcher::Config::default().any_semantic())
+        .default_backoff()
+        .touched_objects()
+}
+
 /// The Team named by an object's team label.
 fn team_by_label<K: Resource>(object: K) -> Option<ObjectRef<Team>> {
     object.labels().get(LABEL_TEAM).map(|name| ObjectRef::new(name))
 }
 
 /// Retries a failed reconcile with a backoff that doubles from 2 seconds to 5 minutes.
-fn error_policy(team: Arc<Team>, error: &Error, ctx: Arc<Context>) -> Action {
-    let name = team.name_any();
+fn error_policy<K: Resource<DynamicType = ()>>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = failure_key(object.as_ref());
     let failures = {
         let mut failures = ctx.failures.lock().expect("not poisoned");
-        let count = failures.entry(name.clone()).or_default();
+        let count = failures.entry(key.clone()).or_default();
         *count = count.saturating_add(1);
         *count
     };
     let delay = Duration::from_secs(2u64.saturating_pow(failures.min(9)).min(300));
-    tracing::warn!(team = %name, retry_in = ?delay, "{error}");
+    tracing::warn!(object = %key, retry_in = ?delay, "{error}");
     Action::requeue(delay)
+}
+
+/// Drives a controller's reconciles until it stops.
+fn drive<K>(
+    controller: Controller<K>,
+    reconcile: impl FnMut(Arc<K>, Arc<Context>) -> BoxFuture<'static, Result<Action, Error>> + Send + 'static,
+    ctx: Arc<Context>,
+) -> BoxFuture<'static, ()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    controller
+        .run(reconcile, error_policy::<K>, ctx)
+        .for_each(|result| {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "controller");
+            }
+            futures::future::ready(())
+        })
+        .boxed()
 }
 
 /// Builds the controllers. Await `run` to drive them until `shutdown` resolves.
@@ -103,6 +143,14 @@ pub fn start(
     let (cluster_roles, cluster_role_events) = reflect::<ClusterRole>(&client, labelled());
     let (cluster_role_bindings, cluster_role_binding_events) =
         reflect::<ClusterRoleBinding>(&client, labelled());
+    let (pools, pool_events) = reflect::<NetworkPool>(&client, watcher::Config::default().any_semantic());
+    let secret_events = watcher(
+        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .touched_objects();
+    let config_events = cluster_events_for_configs(&client);
     let caches = TeamCaches {
         namespaces: namespaces.clone(),
         clusters: clusters.clone(),
@@ -119,6 +167,10 @@ pub fn start(
         recorder: Recorder::new(client.clone(), reporter),
         metrics,
         team_statuses: Mutex::new(HashMap::new()),
+        pools: pools.clone(),
+        probes: Mutex::new(HashMap::new()),
+        config_statuses: Mutex::new(HashMap::new()),
+        validated_secrets: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
         synced: synced_rx.clone(),
     });
@@ -134,13 +186,47 @@ pub fn start(
         .watches_stream(role_binding_events, team_by_label)
         .watches_stream(cluster_role_events, team_by_label)
         .watches_stream(cluster_role_binding_events, team_by_label)
-        .graceful_shutdown_on(shutdown);
-    let controller = teams.run(team::reconcile, error_policy, ctx.clone()).for_each(|result| {
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "team controller");
-        }
-        futures::future::ready(())
-    });
+        .graceful_shutdown_on(shutdown.clone());
+    let configs = Controller::new(
+        Api::<ProviderConfig>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency));
+    let config_store = configs.store();
+    let (by_secret, by_pool, by_cluster) = (config_store.clone(), config_store.clone(), config_store);
+    let configs = configs
+        .watches_stream(secret_events, move |secret: PartialObjectMeta<Secret>| {
+            let (ns, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
+            configs_where(&by_secret, |c| {
+                let r = &c.spec.credentials_ref;
+                r.name == name
+                    && r.namespace.clone().filter(|n| !n.is_empty()).or(c.namespace()) == Some(ns.clone())
+            })
+        })
+        .watches_stream(pool_events, move |pool: NetworkPool| {
+            let (ns, name) = (pool.namespace(), pool.name_any());
+            configs_where(&by_pool, |c| {
+                c.namespace() == ns
+                    && c.spec
+                        .network
+                        .iter()
+                        .flat_map(|n| n.pool_refs.iter().flatten())
+                        .any(|r| r.name == name)
+            })
+        })
+        .watches_stream(config_events, move |cluster: TenantCluster| {
+            let own = cluster.namespace().unwrap_or_default();
+            let Some(r) = cluster.spec.provider_config_ref.clone() else { return Vec::new() };
+            let ns = r.namespace.filter(|n| !n.is_empty()).unwrap_or(own);
+            configs_where(&by_cluster, |c| {
+                c.name_any() == r.name && c.namespace().as_deref() == Some(ns.as_str())
+            })
+        })
+        .graceful_shutdown_on(shutdown.clone());
+    let controller = futures::future::join(
+        drive(teams, |t, c| team::reconcile(t, c).boxed(), ctx.clone()),
+        drive(configs, |p, c| providerconfig::reconcile(p, c).boxed(), ctx.clone()),
+    );
     // The Team cache belongs to its controller, which waits on it itself (a second waiter could
     // take its wake-up); the caches the reconciles compare with are waited on here, and the
     // reconciles wait for them (a reconcile on an empty cache would write what exists).
@@ -151,6 +237,7 @@ pub fn start(
         let _ = role_bindings.wait_until_ready().await;
         let _ = cluster_roles.wait_until_ready().await;
         let _ = cluster_role_bindings.wait_until_ready().await;
+        let _ = pools.wait_until_ready().await;
         let _ = synced_tx.send(true);
         // Kept open, so that waiters never see the channel close.
         std::future::pending::<()>().await;

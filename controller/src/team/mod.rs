@@ -31,7 +31,7 @@ const RESYNC: Duration = Duration::from_secs(3600);
 /// Reconciles one Team.
 pub async fn reconcile(team: Arc<Team>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.synced().await;
-    let name = team.name_any();
+    let key = crate::context::failure_key(team.as_ref());
     let started = ctx.metrics.reconcile_started("Team");
     let result = async {
         if team.meta().deletion_timestamp.is_some() {
@@ -54,7 +54,7 @@ pub async fn reconcile(team: Arc<Team>, ctx: Arc<Context>) -> Result<Action, Err
     .await;
     ctx.metrics.reconcile_finished("Team", started, result.as_ref().err().map(Error::reason));
     if result.is_ok() {
-        ctx.failures.lock().expect("not poisoned").remove(&name);
+        ctx.failures.lock().expect("not poisoned").remove(&key);
     }
     result
 }

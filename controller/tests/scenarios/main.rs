@@ -1,5 +1,6 @@
 //! The controllers' scenarios, on the in-memory API server and unchanged on a real cluster
 //! (`make e2e`).
 
+mod providerconfig;
 mod support;
 mod team;

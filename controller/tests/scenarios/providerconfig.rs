@@ -1,0 +1,170 @@
+//! ProviderConfigs as spec/000 has them: credentials checked (a missing key named, then
+//! fixed, seen through the Secret's watch), an on-premises platform probed over HTTPS with the
+//! trust of its kubeconfig, the pools of IPAM mode and their capacity, and a deletion held
+//! while a TenantCluster uses it.
+
+use axum::Router;
+use axum::routing::get;
+use butler_core::api::{NetworkPool, ProviderConfig, TenantCluster};
+use butler_runtime::webhook::certificates::{issue, new_ca};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::support::{Scenario, create, wait_for};
+
+fn condition(config: Option<&ProviderConfig>, type_: &str) -> Option<(String, String)> {
+    let c = config?.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)?;
+    Some((c.status.clone(), c.reason.clone()))
+}
+
+fn is(config: Option<&ProviderConfig>, type_: &str, status: &str, reason: &str) -> bool {
+    condition(config, type_) == Some((status.into(), reason.into()))
+}
+
+async fn secret(s: &Scenario, ns: &str, name: &str, data: serde_json::Value) {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "stringData": data});
+    Api::<Secret>::namespaced(s.client.clone(), ns)
+        .patch(name, &PatchParams::apply("scenario").force(), &Patch::Apply(secret))
+        .await
+        .unwrap();
+}
+
+/// A Harvester cluster's API on 127.0.0.1 over HTTPS, with its own CA: `(url, CA PEM)`.
+async fn fake_harvester() -> (String, String, axum_server::Handle<std::net::SocketAddr>) {
+    let now = jiff::Timestamp::now();
+    let ca = new_ca("fake-harvester-ca", now, 1).unwrap();
+    let serving = issue(&ca, &["127.0.0.1".into(), "localhost".into()], now, 1).unwrap();
+    let config =
+        axum_server::tls_rustls::RustlsConfig::from_pem(serving.cert.into_bytes(), serving.key.into_bytes())
+            .await
+            .unwrap();
+    let app = Router::new()
+        .route("/version", get(|| async { axum::Json(json!({"gitVersion": "v1.29.9+rke2r1"})) }));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap();
+    let handle = axum_server::Handle::new();
+    let server = axum_server::from_tcp_rustls(listener, config).unwrap().handle(handle.clone());
+    tokio::spawn(async move { server.serve(app.into_make_service()).await });
+    (format!("https://127.0.0.1:{}", address.port()), ca.0.cert, handle)
+}
+
+fn base64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+#[tokio::test]
+async fn credentials_are_checked_and_a_fix_is_seen_through_the_secrets_watch() {
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("pc").await;
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);
+    secret(&s, &ns, "aws-credentials", json!({"accessKeyID": "AKIAEXAMPLE"})).await;
+    create(
+        &configs,
+        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: aws, namespace: {ns}}}\nspec:\n  provider: aws\n  credentialsRef: {{name: aws-credentials}}\n  aws: {{region: eu-west-1}}\n"),
+    )
+    .await;
+    let refused = wait_for(&configs, "aws", "credentials refused", |c| {
+        is(c, "Validated", "False", "CredentialsInvalid")
+    })
+    .await
+    .unwrap();
+    let message =
+        &refused.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "Validated").unwrap().message;
+    assert_eq!(
+        message,
+        &format!(
+            "the Secret {ns}/aws-credentials of spec.credentialsRef: the key secretAccessKey is missing or empty; aws needs accessKeyID, secretAccessKey"
+        )
+    );
+    assert!(!message.contains("AKIAEXAMPLE"));
+    assert!(is(Some(&refused), "Ready", "False", "CredentialsInvalid"));
+    assert_eq!(refused.status.as_ref().unwrap().validated, Some(false));
+
+    secret(
+        &s,
+        &ns,
+        "aws-credentials",
+        json!({"accessKeyID": "AKIAEXAMPLE", "secretAccessKey": "wJalrXUtnFEMI"}),
+    )
+    .await;
+    let ready = wait_for(&configs, "aws", "Ready", |c| is(c, "Ready", "True", "Ready")).await.unwrap();
+    assert!(ready.finalizers().contains(&"butler.butlerlabs.dev/providerconfig".to_string()));
+    let status = ready.status.unwrap();
+    assert_eq!((status.validated, status.ready), (Some(true), Some(true)));
+    assert!(status.last_validation_time.is_some());
+    assert!(status.last_probe_time.is_none(), "clouds are not probed");
+    configs.delete("aws", &DeleteParams::default()).await.unwrap();
+    wait_for(&configs, "aws", "deletion", |c| c.is_none()).await;
+}
+
+#[tokio::test]
+async fn an_on_premises_platform_is_probed_its_pools_counted_and_its_deletion_held_by_a_cluster() {
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("pc").await;
+    let (url, ca, server) = fake_harvester().await;
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: h\n  cluster:\n    server: {url}\n    certificate-authority-data: {}\ncontexts:\n- name: h\n  context: {{cluster: h, user: u}}\ncurrent-context: h\nusers:\n- name: u\n  user: {{token: t}}\n",
+        base64(&ca)
+    );
+    secret(&s, &ns, "harvester-credentials", json!({"kubeconfig": kubeconfig})).await;
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);
+    create(
+        &configs,
+        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: harvester, namespace: {ns}}}\nspec:\n  provider: harvester\n  credentialsRef: {{name: harvester-credentials}}\n  harvester: {{networkName: default/vlan40}}\n  network:\n    mode: ipam\n    poolRefs: [{{name: pool-a}}]\n"),
+    )
+    .await;
+    let waiting = wait_for(&configs, "harvester", "pools missing", |c| {
+        is(c, "PoolsAvailable", "False", "PoolNotFound")
+    })
+    .await
+    .unwrap();
+    assert!(is(Some(&waiting), "Reachable", "True", "Reachable"), "{:?}", waiting.status);
+    let status = waiting.status.unwrap();
+    assert_eq!(status.provider_version.as_deref(), Some("v1.29.9+rke2r1"));
+    assert!(status.last_probe_time.is_some());
+    assert!(is(Some(&waiting_config(&configs).await), "Ready", "False", "PoolNotFound"));
+
+    // The pool appears, with its status: the capacity follows.
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
+    create(&pools, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: NetworkPool\nmetadata: {{name: pool-a, namespace: {ns}}}\nspec: {{cidr: 10.40.0.0/24}}\n")).await;
+    pools
+        .patch_status(
+            "pool-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"availableIPs": 100}})),
+        )
+        .await
+        .unwrap();
+    let ready = wait_for(&configs, "harvester", "Ready", |c| {
+        is(c, "Ready", "True", "Ready")
+            && c.and_then(|c| c.status.as_ref()?.capacity.as_ref()?.available_ips) == Some(100)
+    })
+    .await
+    .unwrap();
+    let capacity = ready.status.unwrap().capacity.unwrap();
+    assert_eq!(capacity.estimated_tenants, Some(7), "100 / (5 + 8)");
+
+    // A TenantCluster in another namespace uses it: the deletion waits and says so.
+    let team = s.cluster.namespace("team-pc").await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    create(&clusters, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: web, namespace: {team}}}\nspec:\n  providerConfigRef: {{name: harvester, namespace: {ns}}}\n")).await;
+    configs.delete("harvester", &DeleteParams::default()).await.unwrap();
+    let blocked =
+        wait_for(&configs, "harvester", "deletion blocked", |c| is(c, "Ready", "False", "DeletionBlocked"))
+            .await
+            .unwrap();
+    let status = blocked.status.unwrap();
+    let message = &status.conditions.iter().find(|c| c.type_ == "Ready").unwrap().message;
+    assert!(message.contains(&format!("{team}/web")), "{message}");
+    clusters.delete("web", &DeleteParams::default()).await.unwrap();
+    wait_for(&configs, "harvester", "deletion", |c| c.is_none()).await;
+    server.shutdown();
+}
+
+async fn waiting_config(configs: &Api<ProviderConfig>) -> ProviderConfig {
+    configs.get("harvester").await.unwrap()
+}
