@@ -5,11 +5,14 @@
 //!   its deletion in order (spec/001).
 //! - [`providerconfig`]: a ProviderConfig's credentials, the reachability of its platform, its
 //!   pools and their capacity, and its deletion held while clusters use it (spec/000).
+//! - [`webhooks`]: the admission rules of ProviderConfigs and TenantClusters, and the Team's
+//!   defaults for new clusters, answered from the caches.
 
 pub mod context;
 pub mod error;
 pub mod providerconfig;
 pub mod run;
 pub mod team;
+pub mod webhooks;
 
 pub use run::{Controllers, Options, start};

@@ -159,21 +159,6 @@ pub fn start(
         cluster_roles: cluster_roles.clone(),
         cluster_role_bindings: cluster_role_bindings.clone(),
     };
-    let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        applier: Applier::new(client.clone(), FIELD_MANAGER),
-        teams: caches,
-        recorder: Recorder::new(client.clone(), reporter),
-        metrics,
-        team_statuses: Mutex::new(HashMap::new()),
-        pools: pools.clone(),
-        probes: Mutex::new(HashMap::new()),
-        config_statuses: Mutex::new(HashMap::new()),
-        validated_secrets: Mutex::new(HashMap::new()),
-        failures: Mutex::new(HashMap::new()),
-        synced: synced_rx.clone(),
-    });
     let by_namespace =
         |ns: &Option<String>| team_of_namespace(ns.as_deref().unwrap_or_default()).map(ObjectRef::new);
     let teams = Controller::new(Api::<Team>::all(client.clone()), watcher::Config::default().any_semantic())
@@ -192,8 +177,8 @@ pub fn start(
         watcher::Config::default().any_semantic(),
     )
     .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency));
-    let config_store = configs.store();
-    let (by_secret, by_pool, by_cluster) = (config_store.clone(), config_store.clone(), config_store);
+    let config_cache = configs.store();
+    let (by_secret, by_pool, by_cluster) = (config_cache.clone(), config_cache.clone(), config_cache.clone());
     let configs = configs
         .watches_stream(secret_events, move |secret: PartialObjectMeta<Secret>| {
             let (ns, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
@@ -223,6 +208,24 @@ pub fn start(
             })
         })
         .graceful_shutdown_on(shutdown.clone());
+    let team_store = teams.store();
+    let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        applier: Applier::new(client.clone(), FIELD_MANAGER),
+        teams: caches,
+        team_store,
+        config_store: config_cache,
+        recorder: Recorder::new(client.clone(), reporter),
+        metrics,
+        team_statuses: Mutex::new(HashMap::new()),
+        pools: pools.clone(),
+        probes: Mutex::new(HashMap::new()),
+        config_statuses: Mutex::new(HashMap::new()),
+        validated_secrets: Mutex::new(HashMap::new()),
+        failures: Mutex::new(HashMap::new()),
+        synced: synced_rx.clone(),
+    });
     let controller = futures::future::join(
         drive(teams, |t, c| team::reconcile(t, c).boxed(), ctx.clone()),
         drive(configs, |p, c| providerconfig::reconcile(p, c).boxed(), ctx.clone()),

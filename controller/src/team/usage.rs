@@ -32,9 +32,30 @@ fn gi(n: Option<i32>) -> Option<ParsedQuantity> {
     n.and_then(|n| ParsedQuantity::try_from(format!("{n}Gi")).ok())
 }
 
+/// Parsed quantities by their text: the clusters of a team mostly share a few sizes, and
+/// parsing dominates the cost of summing a thousand of them.
+#[derive(Default)]
+pub struct Parsed(std::collections::HashMap<String, Option<ParsedQuantity>>);
+
+impl Parsed {
+    fn get(&mut self, q: Option<&Quantity>) -> Option<ParsedQuantity> {
+        let q = q?;
+        if let Some(known) = self.0.get(&q.0) {
+            return known.clone();
+        }
+        let parsed = parse(Some(q));
+        self.0.insert(q.0.clone(), parsed.clone());
+        parsed
+    }
+}
+
 /// The replicas and machine sizes of a cluster, each falling back to the team's cluster
 /// defaults, then to its per-node defaults.
 pub fn footprint(cluster: &TenantCluster, team: Option<&Team>) -> Footprint {
+    footprint_with(cluster, team, &mut Parsed::default())
+}
+
+fn footprint_with(cluster: &TenantCluster, team: Option<&Team>, parsed: &mut Parsed) -> Footprint {
     let workers = cluster.spec.workers.as_ref();
     let machine = workers.and_then(|w| w.machine_template.as_ref());
     let defaults = team.and_then(|t| t.spec.cluster_defaults.as_ref());
@@ -45,13 +66,16 @@ pub fn footprint(cluster: &TenantCluster, team: Option<&Team>) -> Footprint {
             .or(defaults.and_then(|d| d.worker_count))
             .or(limits.and_then(|l| l.default_node_count))
             .unwrap_or(DEFAULT_NODE_COUNT),
-        cpu: parse(machine.and_then(|m| m.cpu.as_ref()))
-            .or_else(|| parse(defaults.and_then(|d| d.worker_cpu.as_ref())))
-            .or_else(|| parse(limits.and_then(|l| l.default_cpu_per_node.as_ref()))),
-        memory: parse(machine.and_then(|m| m.memory.as_ref()))
+        cpu: parsed
+            .get(machine.and_then(|m| m.cpu.as_ref()))
+            .or_else(|| parsed.get(defaults.and_then(|d| d.worker_cpu.as_ref())))
+            .or_else(|| parsed.get(limits.and_then(|l| l.default_cpu_per_node.as_ref()))),
+        memory: parsed
+            .get(machine.and_then(|m| m.memory.as_ref()))
             .or_else(|| gi(defaults.and_then(|d| d.worker_memory_gi)))
-            .or_else(|| parse(limits.and_then(|l| l.default_memory_per_node.as_ref()))),
-        storage: parse(machine.and_then(|m| m.disk_size.as_ref()))
+            .or_else(|| parsed.get(limits.and_then(|l| l.default_memory_per_node.as_ref()))),
+        storage: parsed
+            .get(machine.and_then(|m| m.disk_size.as_ref()))
             .or_else(|| gi(defaults.and_then(|d| d.worker_disk_gi))),
     }
 }
@@ -93,8 +117,10 @@ impl Totals {
     /// The totals of the team's clusters that are not being deleted.
     pub fn of(team: &Team, clusters: &[&TenantCluster]) -> Totals {
         let mut totals = Totals::default();
+        let mut parsed = Parsed::default();
         for cluster in clusters.iter().filter(|c| c.metadata.deletion_timestamp.is_none()) {
-            totals.add(cluster.metadata.name.as_deref().unwrap_or_default(), &footprint(cluster, Some(team)));
+            let name = cluster.metadata.name.as_deref().unwrap_or_default();
+            totals.add(name, &footprint_with(cluster, Some(team), &mut parsed));
         }
         totals
     }

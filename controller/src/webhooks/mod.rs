@@ -1,0 +1,122 @@
+//! Butler's admission webhooks (spec/000 and spec/001), answered from the controllers' caches:
+//! never a list per request. The decisions are the pure functions of [`providerconfig`] and
+//! [`tenantcluster`]; this module turns AdmissionReviews into their inputs and back.
+
+pub mod providerconfig;
+pub mod tenantcluster;
+
+use std::sync::Arc;
+
+use butler_core::api::{ProviderConfig, TenantCluster};
+use butler_runtime::webhook::Webhooks;
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::runtime::reflector::ObjectRef;
+use serde::de::DeserializeOwned;
+
+use crate::context::Context;
+use crate::team::plan::team_of_namespace;
+
+/// Where each webhook is served (the paths of the core provider's webhook configurations).
+pub const VALIDATE_PROVIDERCONFIG: &str = "/validate-butler-butlerlabs-dev-v1alpha1-providerconfig";
+pub const VALIDATE_TENANTCLUSTER: &str = "/validate-butler-butlerlabs-dev-v1alpha1-tenantcluster";
+pub const MUTATE_TENANTCLUSTER: &str = "/mutate-butler-butlerlabs-dev-v1alpha1-tenantcluster";
+
+fn typed<K: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<K, String> {
+    let object = object.ok_or("the request carries no object")?;
+    let json = serde_json::to_value(object).map_err(|e| e.to_string())?;
+    serde_json::from_value(json).map_err(|e| format!("the object does not read as its kind: {e}"))
+}
+
+fn answer(request: &AdmissionRequest<DynamicObject>, decision: Result<(), String>) -> AdmissionResponse {
+    let response = AdmissionResponse::from(request);
+    match decision {
+        Ok(()) => response,
+        Err(message) => response.deny(message),
+    }
+}
+
+/// The ProviderConfig webhook: the rules of create and update, and delete refused while
+/// TenantClusters use it.
+pub fn validate_providerconfig(
+    ctx: &Context,
+    request: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    let decision = match request.operation {
+        Operation::Delete => typed::<ProviderConfig>(request.old_object.as_ref()).and_then(|config| {
+            let clusters = ctx.teams.clusters.state();
+            let users = crate::providerconfig::plan::users(&config, clusters.iter().map(Arc::as_ref));
+            providerconfig::validate_delete(&users)
+        }),
+        _ => typed::<ProviderConfig>(request.object.as_ref()).and_then(|c| providerconfig::validate(&c)),
+    };
+    answer(request, decision)
+}
+
+/// What a TenantCluster is checked against, from the caches.
+struct Related {
+    team: Option<Arc<butler_core::api::Team>>,
+    config: Option<Arc<ProviderConfig>>,
+    others: Vec<Arc<TenantCluster>>,
+}
+
+/// The context of a TenantCluster: its Team, its ProviderConfig and the team's other clusters.
+fn cluster_context(ctx: &Context, cluster: &TenantCluster) -> Related {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let team = team_of_namespace(&namespace).and_then(|t| ctx.team_store.get(&ObjectRef::new(t)));
+    let config = cluster.spec.provider_config_ref.as_ref().and_then(|r| {
+        let ns = r.namespace.clone().filter(|n| !n.is_empty()).unwrap_or(namespace.clone());
+        ctx.config_store.get(&ObjectRef::new(&r.name).within(&ns))
+    });
+    let others = ctx
+        .teams
+        .clusters_in(&namespace)
+        .into_iter()
+        .filter(|c| c.name_any() != cluster.name_any())
+        .collect();
+    Related { team, config, others }
+}
+
+/// The TenantCluster validating webhook: the Team's limits and restrictions, and the
+/// ProviderConfig's per-team limits.
+pub fn validate_tenantcluster(ctx: &Context, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    let decision = typed::<TenantCluster>(request.object.as_ref()).and_then(|cluster| {
+        let related = cluster_context(ctx, &cluster);
+        let check = tenantcluster::Context {
+            team: related.team.as_deref(),
+            config: related.config.as_deref(),
+            others: related.others.iter().map(Arc::as_ref).collect(),
+        };
+        tenantcluster::validate(&cluster, &check)
+    });
+    answer(request, decision)
+}
+
+/// The TenantCluster mutating webhook: the Team's defaults fill what the cluster leaves empty.
+pub fn mutate_tenantcluster(ctx: &Context, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    let cluster = match typed::<TenantCluster>(request.object.as_ref()) {
+        Ok(c) => c,
+        Err(message) => return AdmissionResponse::from(request).deny(message),
+    };
+    let Some(team) = cluster_context(ctx, &cluster).team else { return AdmissionResponse::from(request) };
+    let operations = tenantcluster::defaults(&cluster, &team);
+    if operations.is_empty() {
+        return AdmissionResponse::from(request);
+    }
+    match serde_json::from_value::<json_patch::Patch>(serde_json::Value::Array(operations)) {
+        Ok(patch) => AdmissionResponse::from(request).with_patch(patch).unwrap_or_else(|e| {
+            AdmissionResponse::from(request).deny(format!("cannot write the defaults: {e}"))
+        }),
+        Err(e) => AdmissionResponse::from(request).deny(format!("cannot write the defaults: {e}")),
+    }
+}
+
+/// The routes of the webhook server.
+pub fn routes(ctx: Arc<Context>) -> Webhooks {
+    let (a, b, c) = (ctx.clone(), ctx.clone(), ctx);
+    Webhooks::new()
+        .route(VALIDATE_PROVIDERCONFIG, Arc::new(move |r| validate_providerconfig(&a, r)))
+        .route(VALIDATE_TENANTCLUSTER, Arc::new(move |r| validate_tenantcluster(&b, r)))
+        .route(MUTATE_TENANTCLUSTER, Arc::new(move |r| mutate_tenantcluster(&c, r)))
+}
