@@ -40,9 +40,10 @@ release: ## Write the release shapes into out/release (VERSION=vX.Y.Z, the versi
 	@test -n "$(VERSION)" || { echo "give the version: make release VERSION=vX.Y.Z"; exit 2; }
 	$(CARGO) run -q -p butler-operator --bin butler-operator -- release --version $(VERSION) --out out/release
 
-image: ## Build the operator image (VERSION=vX.Y.Z): what the install manifest runs
+image: ## Build the images (VERSION=vX.Y.Z): the operator's, which the install manifest runs, and butler-controller's, which the core provider runs
 	@test -n "$(VERSION)" || { echo "give the version: make image VERSION=vX.Y.Z"; exit 2; }
-	docker build -t ghcr.io/butlerdotdev/butler-operator:$(VERSION) .
+	docker build --target butler-operator -t ghcr.io/butlerdotdev/butler-operator:$(VERSION) .
+	docker build --target butler-controller -t ghcr.io/butlerdotdev/butler-controller:$(VERSION) .
 
 readme: ## Regenerate the provider variables listed in README.md
 	BUTLER_UPDATE_README=1 $(CARGO) test -q -p butler-operator --test provider_repository readme_lists_every_providers_variables

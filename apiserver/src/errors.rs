@@ -101,6 +101,22 @@ impl ApiError {
         ApiError::new(403, "Forbidden", message)
     }
 
+    /// `500 InternalError`.
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(500, "InternalError", message)
+    }
+
+    /// A webhook's refusal, with the code and reason it gave (the usual ones; others go out
+    /// without a reason).
+    pub fn webhook(code: u16, reason: &str, message: impl Into<String>) -> ApiError {
+        let reason =
+            ["Forbidden", "BadRequest", "Invalid", "Conflict", "NotFound", "AlreadyExists", "InternalError"]
+                .into_iter()
+                .find(|r| *r == reason)
+                .unwrap_or("");
+        ApiError::new(code, reason, message)
+    }
+
     /// `405 MethodNotAllowed`.
     pub fn method_not_allowed(message: impl Into<String>) -> ApiError {
         ApiError::new(405, "MethodNotAllowed", message)

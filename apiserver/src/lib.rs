@@ -46,10 +46,16 @@
 //!   events that the operator records show in `kubectl get events` and `kubectl describe`.
 //! - A log of requests by client ([`MemoryApiServer::client_as`] names one with its
 //!   User-Agent, [`MemoryApiServer::requests_from`] lists its requests), to count them.
+//! - Admission webhooks: the registered Mutating- and ValidatingWebhookConfigurations are
+//!   called for the writes their rules and object selectors match, with AdmissionReview v1 over
+//!   HTTPS trusting their `caBundle`, within `timeoutSeconds`, by URL or by Service (routed with
+//!   [`MemoryApiServer::route_service`]); mutating first, their JSON patches applied, then
+//!   validating; denials and, with `failurePolicy: Fail`, calls that fail, refuse the write with
+//!   Kubernetes' wording. A mutated patch is written as a replacement of the admitted object.
 //!
 //! # Deliberately not supported
-//! Authentication and authorization (every request is allowed), admission webhooks (they are
-//! not called), protobuf, aggregated discovery and OpenAPI documents, CRD
+//! Authentication and authorization (every request is allowed), namespace selectors and match
+//! conditions of webhooks, protobuf, aggregated discovery and OpenAPI documents, CRD
 //! conversion webhooks (versions differ only in apiVersion), selectable fields of CRDs, pods
 //! and every controller but the garbage collector and the namespace and CRD finalizers (no
 //! Deployment ever becomes Available by itself). Strategic merge patch is approximated: a merge
@@ -58,6 +64,7 @@
 //! other directives are ignored. Server-side apply knows the list types that CRD schemas
 //! declare and those listed above for built-in kinds; every other list is atomic.
 
+mod admission;
 mod apply;
 mod conversion;
 mod discovery;
@@ -115,6 +122,8 @@ struct Shared {
     requests: AtomicU64,
     /// Each request as (client, method, path), the client named by its User-Agent.
     log: Mutex<Vec<(String, String, String)>>,
+    /// Where the Services that webhooks name are reached: `(namespace, name)` to `host:port`.
+    services: Mutex<std::collections::HashMap<(String, String), String>>,
 }
 
 /// An API server in this process, serving plain HTTP on a free port of 127.0.0.1. Dropping it
@@ -150,6 +159,7 @@ impl MemoryApiServer {
             address: address.to_string(),
             requests: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
+            services: Mutex::new(std::collections::HashMap::new()),
         });
         let app = Router::new()
             .fallback(http::handle)
@@ -203,6 +213,14 @@ impl MemoryApiServer {
         let value = agent.parse().expect("an agent name is a header value");
         config.headers.push((axum::http::header::USER_AGENT, value));
         kube::Client::try_from(config).expect("a client for a plain HTTP server")
+    }
+
+    /// Routes the Service `namespace/name` to `address` (`127.0.0.1:9443`): a webhook that names
+    /// the Service is called there, with the Service's DNS name for TLS, as a cluster's network
+    /// would carry it.
+    pub fn route_service(&self, namespace: &str, name: &str, address: std::net::SocketAddr) {
+        let mut services = self.shared.services.lock().unwrap_or_else(|e| e.into_inner());
+        services.insert((namespace.to_string(), name.to_string()), address.to_string());
     }
 
     /// The requests of one client (by the product of its User-Agent) so far, as

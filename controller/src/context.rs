@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use butler_core::api::{NetworkPool, ProviderConfig, ProviderConfigStatus, Team, TeamStatus, TenantCluster};
+use butler_core::api::{NetworkPool, ProviderConfigStatus, TeamStatus, TenantCluster};
 use butler_runtime::apply::Applier;
 use butler_runtime::metrics::Metrics;
 use k8s_openapi::api::core::v1::Namespace;
@@ -77,10 +77,6 @@ pub struct Context {
     pub client: kube::Client,
     pub applier: Applier,
     pub teams: TeamCaches,
-    /// Every Team, as the Team controller sees them.
-    pub team_store: Store<Team>,
-    /// Every ProviderConfig, as the ProviderConfig controller sees them.
-    pub config_store: Store<ProviderConfig>,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     /// The Team statuses this process wrote last, by UID.

@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use butler_controller::webhooks::registration::Endpoint;
+use butler_controller::webhooks::serving::ServingOptions;
 use butler_controller::{Options, start};
 use butler_core::api::labels::FIELD_MANAGER;
 use butler_runtime::metrics::Metrics;
@@ -30,16 +32,65 @@ struct RunArgs {
     /// Reconciles of one kind that may run at once; 0 for no limit.
     #[arg(long, alias = "max-concurrent-reconciles", env = "BUTLER_CONCURRENCY", default_value_t = 4)]
     concurrency: u16,
+    /// The port of the admission webhooks (HTTPS, every interface).
+    #[arg(long, env = "BUTLER_WEBHOOK_PORT", default_value_t = 9443)]
+    webhook_port: u16,
+    /// Serve the certificate of this folder (`tls.crt`, `tls.key`, and `ca.crt` for the CA
+    /// bundle; cert-manager's layout), reloaded when it changes. Without it the controller
+    /// keeps its own CA and serving certificate in the Secret `--webhook-secret`.
+    #[arg(long, env = "BUTLER_WEBHOOK_CERT_DIR", value_name = "DIR")]
+    webhook_cert_dir: Option<std::path::PathBuf>,
+    /// Register the webhooks with this URL (`https://127.0.0.1:9443`) instead of the Service:
+    /// for a controller that runs outside the cluster.
+    #[arg(long, env = "BUTLER_WEBHOOK_URL", value_name = "URL")]
+    webhook_url: Option<String>,
+    /// The Service in front of the controller's pods, in the controller's namespace.
+    #[arg(long, env = "BUTLER_WEBHOOK_SERVICE", default_value = "butler-webhook-service")]
+    webhook_service: String,
+    /// The Secret of the controller's own webhook certificates, in its namespace.
+    #[arg(long, env = "BUTLER_WEBHOOK_SECRET", default_value = "butler-webhook-certs")]
+    webhook_secret: String,
+    /// The controller's namespace (default: the pod's, POD_NAMESPACE, else butler-system).
+    #[arg(long, env = "BUTLER_NAMESPACE")]
+    namespace: Option<String>,
+}
+
+/// The webhook serving options of the flags.
+fn serving(args: &RunArgs) -> Result<ServingOptions, String> {
+    let namespace = args
+        .namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "butler-system".into());
+    let endpoint = match &args.webhook_url {
+        Some(url) if url.starts_with("https://") => Endpoint::Url(url.clone()),
+        Some(url) => {
+            return Err(format!(
+                "--webhook-url {url:?} must start with https://: the API server calls webhooks over HTTPS only"
+            ));
+        }
+        None => Endpoint::Service { namespace: namespace.clone(), name: args.webhook_service.clone() },
+    };
+    Ok(ServingOptions {
+        address: std::net::SocketAddr::from(([0, 0, 0, 0], args.webhook_port)),
+        cert_dir: args.webhook_cert_dir.clone(),
+        endpoint,
+        namespace,
+        secret: args.webhook_secret.clone(),
+        owner: Some(FIELD_MANAGER.to_string()),
+    })
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let settings = match args.process.settings(FIELD_MANAGER) {
-        Ok(s) => s,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(2);
-        }
-    };
+    let (settings, serving) =
+        match args.process.settings(FIELD_MANAGER).and_then(|s| Ok((s, serving(&args)?))) {
+            Ok(s) => s,
+            Err(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(2);
+            }
+        };
     butler_runtime::process::init_logging(settings.json_logs, settings.verbosity);
     let metrics = Arc::new(Metrics::new("butler_controller", |_| {}));
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -49,7 +100,34 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let process = butler_runtime::process::run(settings, metrics.clone(), move |leading| {
+    // The webhooks answer on every replica; a server that cannot start stops the process.
+    let webhooks = move |client: kube::Client, shutdown: butler_runtime::shutdown::Shutdown| {
+        let started =
+            async move { butler_controller::webhooks::serving::start(client, serving, shutdown).await };
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+        let run = async move {
+            match started.await {
+                Ok(serving) => {
+                    tokio::spawn(async move {
+                        serving.ready.await;
+                        let _ = ready_tx.send(());
+                    });
+                    serving.run.await;
+                }
+                Err(e) => {
+                    tracing::error!("the admission webhooks cannot be served: {e}");
+                    std::process::exit(1);
+                }
+            }
+        };
+        Started {
+            run: Box::pin(run),
+            ready: Box::pin(async move {
+                let _ = ready_rx.await;
+            }),
+        }
+    };
+    let process = butler_runtime::process::run(settings, metrics.clone(), webhooks, move |leading| {
         let options = Options { instance: leading.instance, concurrency: args.concurrency };
         let controllers = start(leading.client, metrics, options, leading.shutdown);
         Started { run: controllers.run, ready: controllers.ready }

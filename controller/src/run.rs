@@ -55,7 +55,7 @@ pub struct Controllers {
 
 /// A cache of a kind (with a label selector, or all) and the stream of its changes, which
 /// must be polled for the cache to fill.
-fn reflect<K>(
+pub(crate) fn reflect<K>(
     client: &kube::Client,
     config: watcher::Config,
 ) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static)
@@ -208,14 +208,11 @@ pub fn start(
             })
         })
         .graceful_shutdown_on(shutdown.clone());
-    let team_store = teams.store();
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     let ctx = Arc::new(Context {
         client: client.clone(),
         applier: Applier::new(client.clone(), FIELD_MANAGER),
         teams: caches,
-        team_store,
-        config_store: config_cache,
         recorder: Recorder::new(client.clone(), reporter),
         metrics,
         team_statuses: Mutex::new(HashMap::new()),

@@ -88,17 +88,22 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let process = butler_runtime::process::run(settings, metrics.base(), move |leading| {
-        let options = Options {
-            remote,
-            instance: leading.instance,
-            concurrency: args.concurrency,
-            config: args.config,
-        };
-        let operator = controller::start(leading.client, metrics, options, leading.shutdown);
-        let ctx = operator.context.clone();
-        Started { run: operator.run, ready: async move { controller::caches_ready(&ctx).await }.boxed() }
-    });
+    let process = butler_runtime::process::run(
+        settings,
+        metrics.base(),
+        |_, _| Started::nothing(),
+        move |leading| {
+            let options = Options {
+                remote,
+                instance: leading.instance,
+                concurrency: args.concurrency,
+                config: args.config,
+            };
+            let operator = controller::start(leading.client, metrics, options, leading.shutdown);
+            let ctx = operator.context.clone();
+            Started { run: operator.run, ready: async move { controller::caches_ready(&ctx).await }.boxed() }
+        },
+    );
     match runtime.block_on(process) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -100,7 +100,13 @@ fn check_components(what: &str, objects: &[Value], label: &str) {
         .find(|c| c["name"] == "manager")
         .unwrap_or_else(|| panic!("{what}: a container named manager"));
     let args: Vec<&str> = manager["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    assert!(args.iter().any(|a| a.starts_with("--namespace=")), "{what}: the manager takes --namespace");
+    if label.starts_with("infrastructure-") {
+        assert!(args.iter().any(|a| a.starts_with("--namespace=")), "{what}: the manager takes --namespace");
+    } else {
+        // butler-controller serves the cluster-scoped Teams and every team namespace: no watch
+        // namespace, and its `run` subcommand first.
+        assert_eq!(args.first(), Some(&"run"), "{what}: butler-controller run");
+    }
     assert!(args.contains(&"--leader-elect"), "{what}: leader election");
     assert!(
         manager["image"].as_str().unwrap().ends_with(&format!(":{EMBEDDED_VERSION}")),

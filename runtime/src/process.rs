@@ -175,6 +175,7 @@ pub fn instance(name: &str) -> String {
 #[derive(Clone)]
 struct Probe {
     ready: Arc<AtomicBool>,
+    services_ready: Arc<AtomicBool>,
     metrics: Arc<Metrics>,
 }
 
@@ -183,9 +184,10 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(probe): State<Probe>) -> impl IntoResponse {
-    match probe.ready.load(Ordering::Relaxed) {
-        true => (StatusCode::OK, "ok"),
-        false => (StatusCode::SERVICE_UNAVAILABLE, "the caches are not synced yet"),
+    match (probe.services_ready.load(Ordering::Relaxed), probe.ready.load(Ordering::Relaxed)) {
+        (true, true) => (StatusCode::OK, "ok"),
+        (false, _) => (StatusCode::SERVICE_UNAVAILABLE, "the services (webhooks) are not ready yet"),
+        (true, false) => (StatusCode::SERVICE_UNAVAILABLE, "the caches are not synced yet"),
     }
 }
 
@@ -220,14 +222,31 @@ pub async fn serve(
     }))
 }
 
-/// Runs a controller until the process is asked to stop: serves the probes and metrics,
-/// waits for the leader lease (when elected), then calls `start` and drives what it returns.
-pub async fn run<F>(settings: Settings, metrics: Arc<Metrics>, start: F) -> Result<(), RunError>
+impl Started {
+    /// Nothing to run, ready at once.
+    pub fn nothing() -> Started {
+        Started { run: Box::pin(std::future::ready(())), ready: Box::pin(std::future::ready(())) }
+    }
+}
+
+/// Runs a controller until the process is asked to stop: serves the probes and metrics, starts
+/// `services` on every replica (what must answer whether or not this replica leads, such as
+/// admission webhooks), waits for the leader lease (when elected), then calls `start` and
+/// drives what it returns. `/readyz` answers ok once the services are ready and, on the
+/// leader, the controller's caches too.
+pub async fn run<S, F>(
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    services: S,
+    start: F,
+) -> Result<(), RunError>
 where
+    S: FnOnce(kube::Client, Shutdown) -> Started,
     F: FnOnce(Leading) -> Started,
 {
     let client = kube::Client::try_default().await.map_err(RunError::NoCluster)?;
     let ready = Arc::new(AtomicBool::new(false));
+    let services_ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn({
         let stop_tx = stop_tx.clone();
@@ -244,7 +263,8 @@ where
         }
     };
 
-    let probe = Probe { ready: ready.clone(), metrics: metrics.clone() };
+    let probe =
+        Probe { ready: ready.clone(), services_ready: services_ready.clone(), metrics: metrics.clone() };
     let health =
         Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).with_state(probe.clone());
     let mut servers = vec![serve("health probes", settings.health_address, health, stop_rx.clone()).await?];
@@ -253,6 +273,21 @@ where
         servers.push(serve("metrics", address, router, stop_rx.clone()).await?);
     }
     let instance = instance(&settings.name);
+    let services_stopped = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let services = services(client.clone(), shutdown_on(services_stopped));
+    let services_task = tokio::spawn(services.run);
+    tokio::spawn({
+        let services_ready = services_ready.clone();
+        async move {
+            services.ready.await;
+            services_ready.store(true, Ordering::Relaxed);
+        }
+    });
 
     // Leadership: wait for the lease (or for the stop), and stop when it is lost.
     let mut leadership = None;
@@ -292,6 +327,7 @@ where
             None => {
                 drop(leader);
                 let _ = task.await;
+                let _ = services_task.await;
                 return Ok(());
             }
         }
@@ -328,6 +364,7 @@ where
         drop(leader);
         let _ = task.await;
     }
+    let _ = services_task.await;
     for server in servers {
         let _ = server.await;
     }

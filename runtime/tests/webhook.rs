@@ -67,7 +67,7 @@ async fn reviews_are_answered_over_verified_https_and_the_certificate_renews_in_
     let (stop, shutdown) = shutdown_switch();
     let (address, task) = serve("127.0.0.1:0".parse().unwrap(), &tls, webhooks, shutdown).await.unwrap();
     let url = format!("https://localhost:{}/validate-configmaps", address.port());
-    let client = client_trusting(&ca.0.cert);
+    let client = client_trusting(&ca.cert);
 
     let answer: Value =
         client.post(&url).json(&review("u-1", json!({}))).send().await.unwrap().json().await.unwrap();
@@ -94,14 +94,12 @@ async fn reviews_are_answered_over_verified_https_and_the_certificate_renews_in_
     // server presents the renewed one of the same CA and the client still trusts it.
     let renewed = issue(&ca, &["localhost".into()], now, 60).unwrap();
     tls.reload(&renewed.cert, &renewed.key).unwrap();
-    let fresh = client_trusting(&ca.0.cert);
+    let fresh = client_trusting(&ca.cert);
     let answer: Value =
         fresh.post(&url).json(&review("u-3", json!({}))).send().await.unwrap().json().await.unwrap();
     assert_eq!(answer["response"]["uid"], "u-3");
     let stranger = new_ca("someone-else", now, 1).unwrap();
-    assert!(
-        client_trusting(&stranger.0.cert).post(&url).json(&review("u-4", json!({}))).send().await.is_err()
-    );
+    assert!(client_trusting(&stranger.cert).post(&url).json(&review("u-4", json!({}))).send().await.is_err());
 
     assert!(Tls::from_pem("not a certificate", &renewed.key).err().unwrap().to_string().contains("PEM"));
     stop.send(true).unwrap();

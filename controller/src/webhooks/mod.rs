@@ -3,20 +3,68 @@
 //! [`tenantcluster`]; this module turns AdmissionReviews into their inputs and back.
 
 pub mod providerconfig;
+pub mod registration;
+pub mod serving;
 pub mod tenantcluster;
 
 use std::sync::Arc;
 
-use butler_core::api::{ProviderConfig, TenantCluster};
+use butler_core::api::{ProviderConfig, Team, TenantCluster};
 use butler_runtime::webhook::Webhooks;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
-use crate::context::Context;
+use crate::run::reflect;
 use crate::team::plan::team_of_namespace;
+
+/// The caches the webhooks answer from; every replica keeps them, leader or not, since the
+/// webhook Service sends requests to any.
+#[derive(Clone)]
+pub struct Caches {
+    pub teams: Store<Team>,
+    pub configs: Store<ProviderConfig>,
+    pub clusters: Store<TenantCluster>,
+}
+
+impl Caches {
+    /// The caches, the future that fills and follows them, and one that resolves once filled.
+    pub fn start(client: &kube::Client) -> (Caches, BoxFuture<'static, ()>, BoxFuture<'static, ()>) {
+        let all = || watcher::Config::default().any_semantic();
+        let (teams, team_events) = reflect::<Team>(client, all());
+        let (configs, config_events) = reflect::<ProviderConfig>(client, all());
+        let (clusters, cluster_events) = reflect::<TenantCluster>(client, all());
+        let caches = Caches { teams, configs, clusters };
+        let run = async move {
+            let drain =
+                |s: futures::stream::BoxStream<'static, ()>| s.for_each(|_| futures::future::ready(()));
+            futures::join!(
+                drain(team_events.map(|_| ()).boxed()),
+                drain(config_events.map(|_| ()).boxed()),
+                drain(cluster_events.map(|_| ()).boxed())
+            );
+        }
+        .boxed();
+        let waiting = caches.clone();
+        let ready = async move {
+            let _ = waiting.teams.wait_until_ready().await;
+            let _ = waiting.configs.wait_until_ready().await;
+            let _ = waiting.clusters.wait_until_ready().await;
+        }
+        .boxed();
+        (caches, run, ready)
+    }
+
+    /// The TenantClusters of a namespace.
+    pub fn clusters_in(&self, namespace: &str) -> Vec<Arc<TenantCluster>> {
+        self.clusters.state().into_iter().filter(|c| c.namespace().as_deref() == Some(namespace)).collect()
+    }
+}
 
 /// Where each webhook is served (the paths of the core provider's webhook configurations).
 pub const VALIDATE_PROVIDERCONFIG: &str = "/validate-butler-butlerlabs-dev-v1alpha1-providerconfig";
@@ -39,13 +87,10 @@ fn answer(request: &AdmissionRequest<DynamicObject>, decision: Result<(), String
 
 /// The ProviderConfig webhook: the rules of create and update, and delete refused while
 /// TenantClusters use it.
-pub fn validate_providerconfig(
-    ctx: &Context,
-    request: &AdmissionRequest<DynamicObject>,
-) -> AdmissionResponse {
+pub fn validate_providerconfig(ctx: &Caches, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
     let decision = match request.operation {
         Operation::Delete => typed::<ProviderConfig>(request.old_object.as_ref()).and_then(|config| {
-            let clusters = ctx.teams.clusters.state();
+            let clusters = ctx.clusters.state();
             let users = crate::providerconfig::plan::users(&config, clusters.iter().map(Arc::as_ref));
             providerconfig::validate_delete(&users)
         }),
@@ -62,25 +107,21 @@ struct Related {
 }
 
 /// The context of a TenantCluster: its Team, its ProviderConfig and the team's other clusters.
-fn cluster_context(ctx: &Context, cluster: &TenantCluster) -> Related {
+fn cluster_context(ctx: &Caches, cluster: &TenantCluster) -> Related {
     let namespace = cluster.namespace().unwrap_or_default();
-    let team = team_of_namespace(&namespace).and_then(|t| ctx.team_store.get(&ObjectRef::new(t)));
+    let team = team_of_namespace(&namespace).and_then(|t| ctx.teams.get(&ObjectRef::new(t)));
     let config = cluster.spec.provider_config_ref.as_ref().and_then(|r| {
         let ns = r.namespace.clone().filter(|n| !n.is_empty()).unwrap_or(namespace.clone());
-        ctx.config_store.get(&ObjectRef::new(&r.name).within(&ns))
+        ctx.configs.get(&ObjectRef::new(&r.name).within(&ns))
     });
-    let others = ctx
-        .teams
-        .clusters_in(&namespace)
-        .into_iter()
-        .filter(|c| c.name_any() != cluster.name_any())
-        .collect();
+    let others =
+        ctx.clusters_in(&namespace).into_iter().filter(|c| c.name_any() != cluster.name_any()).collect();
     Related { team, config, others }
 }
 
 /// The TenantCluster validating webhook: the Team's limits and restrictions, and the
 /// ProviderConfig's per-team limits.
-pub fn validate_tenantcluster(ctx: &Context, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+pub fn validate_tenantcluster(ctx: &Caches, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
     let decision = typed::<TenantCluster>(request.object.as_ref()).and_then(|cluster| {
         let related = cluster_context(ctx, &cluster);
         let check = tenantcluster::Context {
@@ -94,7 +135,7 @@ pub fn validate_tenantcluster(ctx: &Context, request: &AdmissionRequest<DynamicO
 }
 
 /// The TenantCluster mutating webhook: the Team's defaults fill what the cluster leaves empty.
-pub fn mutate_tenantcluster(ctx: &Context, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+pub fn mutate_tenantcluster(ctx: &Caches, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
     let cluster = match typed::<TenantCluster>(request.object.as_ref()) {
         Ok(c) => c,
         Err(message) => return AdmissionResponse::from(request).deny(message),
@@ -113,8 +154,8 @@ pub fn mutate_tenantcluster(ctx: &Context, request: &AdmissionRequest<DynamicObj
 }
 
 /// The routes of the webhook server.
-pub fn routes(ctx: Arc<Context>) -> Webhooks {
-    let (a, b, c) = (ctx.clone(), ctx.clone(), ctx);
+pub fn routes(caches: Caches) -> Webhooks {
+    let (a, b, c) = (caches.clone(), caches.clone(), caches);
     Webhooks::new()
         .route(VALIDATE_PROVIDERCONFIG, Arc::new(move |r| validate_providerconfig(&a, r)))
         .route(VALIDATE_TENANTCLUSTER, Arc::new(move |r| validate_tenantcluster(&b, r)))

@@ -4,3 +4,4 @@
 mod providerconfig;
 mod support;
 mod team;
+mod webhooks;

@@ -48,7 +48,7 @@ async fn fake_harvester() -> (String, String, axum_server::Handle<std::net::Sock
     let handle = axum_server::Handle::new();
     let server = axum_server::from_tcp_rustls(listener, config).unwrap().handle(handle.clone());
     tokio::spawn(async move { server.serve(app.into_make_service()).await });
-    (format!("https://127.0.0.1:{}", address.port()), ca.0.cert, handle)
+    (format!("https://127.0.0.1:{}", address.port()), ca.cert, handle)
 }
 
 fn base64(text: &str) -> String {

@@ -1,5 +1,7 @@
 //! The HTTP face of the server: paths to kinds, verbs to store operations, errors to `Status`.
 
+mod admitted;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -15,15 +17,15 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::Shared;
-use super::discovery;
-use super::errors::ApiError;
-use super::patch::PatchType;
-use super::registry::ResourceType;
-use super::selectors::{FieldSelector, LabelSelector};
-use super::store::{DeleteOptions, ListOptions, Store, WriteOptions};
-use super::table;
-use super::watch::{self, WatchRequest};
+use crate::Shared;
+use crate::discovery;
+use crate::errors::ApiError;
+use crate::patch::PatchType;
+use crate::registry::ResourceType;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::store::{DeleteOptions, ListOptions, Store, WriteOptions};
+use crate::table;
+use crate::watch::{self, WatchRequest};
 
 /// A resource path taken apart.
 #[derive(Debug, Default, PartialEq)]
@@ -114,6 +116,9 @@ pub async fn handle(
     tracing::debug!(%method, path = uri.path(), query = uri.query().unwrap_or_default(), "request");
     let result = match route(uri.path()) {
         None => Err(ApiError::no_such_resource()),
+        Some(Route::Resource(target)) if method != Method::GET => {
+            admitted::write(&shared, target, &method, &query, &headers, &body).await
+        }
         Some(route) => dispatch(&shared, route, &method, &query, &headers, &body),
     };
     let metadata_only = headers

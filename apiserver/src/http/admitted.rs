@@ -1,0 +1,159 @@
+//! Writes that admission webhooks see: the object that would be stored (a dry run), the
+//! webhooks that match, and then the write of what they admitted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::http::{HeaderMap, Method};
+use serde_json::Value;
+
+use super::{Reply, Target, dispatch, lock, user_agent_manager};
+use crate::Shared;
+use crate::admission::{Attributes, call, denied, failed, matching, mutate, review};
+use crate::errors::ApiError;
+use crate::store::ListOptions;
+
+/// The webhook configurations of the store, each marked mutating or not.
+fn configurations(shared: &Shared) -> Vec<(bool, Value)> {
+    let store = lock(&shared.store);
+    let mut all = Vec::new();
+    for (mutating, plural) in
+        [(true, "mutatingwebhookconfigurations"), (false, "validatingwebhookconfigurations")]
+    {
+        let Some(rt) = store.registry.find("admissionregistration.k8s.io", "v1", plural).cloned() else {
+            continue;
+        };
+        if let Ok(list) = store.list(&rt, None, &ListOptions::default()) {
+            all.extend(list["items"].as_array().into_iter().flatten().map(|c| (mutating, c.clone())));
+        }
+    }
+    all
+}
+
+fn reply_object(reply: Reply) -> Value {
+    match reply {
+        Reply::Json(_, value) => value,
+        Reply::Stream(_) => Value::Null,
+    }
+}
+
+/// A write through the admission webhooks; without a webhook that matches, the write as it is.
+pub(super) async fn write(
+    shared: &Arc<Shared>,
+    target: Target,
+    method: &Method,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let configurations = configurations(shared);
+    let plain =
+        |target: Target| dispatch(shared, super::Route::Resource(target), method, query, headers, body);
+    if configurations.is_empty() || target.name.is_none() && *method != Method::POST {
+        return plain(target);
+    }
+    let rt = lock(&shared.store)
+        .registry
+        .find(&target.group, &target.version, &target.plural)
+        .cloned()
+        .ok_or_else(ApiError::no_such_resource)?;
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let old = match &target.name {
+        Some(name) => lock(&shared.store).get(&rt, &namespace, name).unwrap_or(Value::Null),
+        None => Value::Null,
+    };
+    let operation = match (method.clone(), old.is_null()) {
+        (Method::DELETE, _) => "DELETE",
+        (Method::POST, _) | (Method::PATCH, true) => "CREATE",
+        _ => "UPDATE",
+    };
+    // The object the write would store, learnt by a dry run of it.
+    let candidate = if operation == "DELETE" {
+        Value::Null
+    } else {
+        let mut dry = query.clone();
+        dry.insert("dryRun".into(), "All".into());
+        reply_object(dispatch(shared, super::Route::Resource(clone(&target)), method, &dry, headers, body)?)
+    };
+    let attributes = Attributes {
+        operation,
+        group: rt.group.clone(),
+        version: target.version.clone(),
+        resource: rt.plural.clone(),
+        subresource: target.subresource.clone(),
+        kind: rt.kind.clone(),
+        namespaced: rt.namespaced,
+        namespace: target.namespace.clone(),
+        name: target
+            .name
+            .clone()
+            .unwrap_or_else(|| candidate["metadata"]["name"].as_str().unwrap_or_default().to_string()),
+        user: user_agent_manager(headers),
+        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+    };
+    let hooks = matching(&configurations, &attributes, &candidate, &old);
+    if hooks.is_empty() {
+        return plain(target);
+    }
+    let services = shared.services.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut object = candidate.clone();
+    for hook in &hooks {
+        if hook.mutating && operation == "DELETE" {
+            continue;
+        }
+        let uid = format!("admission-{}", shared.requests.fetch_add(1, Ordering::Relaxed));
+        let request = review(&uid, &attributes, &object, &old);
+        match call(hook, &request, &services).await {
+            Ok(response) if response["allowed"] == true => {
+                if hook.mutating {
+                    mutate(&mut object, &hook.name, &response)?;
+                }
+            }
+            Ok(response) => return Err(denied(&hook.name, &response)),
+            Err(why) if hook.fail => return Err(failed(&hook.name, &why)),
+            Err(why) => tracing::debug!(webhook = %hook.name, error = %why, "ignored: failurePolicy Ignore"),
+        }
+    }
+    if object == candidate || attributes.dry_run && operation != "DELETE" {
+        return match attributes.dry_run {
+            true => Ok(Reply::Json(if operation == "CREATE" { 201 } else { 200 }, object)),
+            false => plain(target),
+        };
+    }
+    // Write what the mutating webhooks made: created as new, or replaced at the version that
+    // was admitted (a change in between is a conflict, as on a real server).
+    let mut body = object;
+    let metadata = &mut body["metadata"];
+    if operation == "CREATE" {
+        for field in ["uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"] {
+            if let Some(m) = metadata.as_object_mut() {
+                m.remove(field);
+            }
+        }
+    } else {
+        metadata["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+    }
+    let bytes = serde_json::to_vec(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let (method, target) = match operation {
+        "CREATE" => (Method::POST, Target { name: None, subresource: None, ..target }),
+        _ => (Method::PUT, target),
+    };
+    let mut query = query.clone();
+    if !query.contains_key("fieldManager") {
+        query.insert("fieldManager".into(), user_agent_manager(headers));
+    }
+    query.remove("force");
+    dispatch(shared, super::Route::Resource(target), &method, &query, headers, &bytes)
+}
+
+fn clone(target: &Target) -> Target {
+    Target {
+        group: target.group.clone(),
+        version: target.version.clone(),
+        plural: target.plural.clone(),
+        namespace: target.namespace.clone(),
+        name: target.name.clone(),
+        subresource: target.subresource.clone(),
+    }
+}

@@ -1,0 +1,191 @@
+//! The webhook server as a cluster would use it: its own CA and certificate kept in a Secret,
+//! the webhook configurations registered with that CA and failing closed once the server
+//! answers, and AdmissionReviews answered over verified HTTPS from the caches.
+
+use butler_controller::webhooks::registration::{Endpoint, MUTATING, VALIDATING};
+use butler_controller::webhooks::serving::{ServingOptions, start};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
+
+use butler_core::api::{ProviderConfig, Team, TenantCluster};
+use kube::api::PostParams;
+
+use crate::support::{Scenario, from_yaml, wait_for};
+
+fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Retries until `attempt` gives something (the webhook's caches see new objects a moment
+/// after the API server has them).
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(attempt: impl Fn() -> F) -> T {
+    for _ in 0..200 {
+        if let Some(value) = attempt().await {
+            return value;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("did not happen within 5 s")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn review(kind: &str, resource: &str, operation: &str, object: Value) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u-1",
+        "kind": {"group": "butler.butlerlabs.dev", "version": "v1alpha1", "kind": kind},
+        "resource": {"group": "butler.butlerlabs.dev", "version": "v1alpha1", "resource": resource},
+        "name": object["metadata"]["name"], "namespace": object["metadata"]["namespace"],
+        "operation": operation, "userInfo": {"username": "someone"}, "object": object, "dryRun": false,
+    }})
+}
+
+#[tokio::test]
+async fn the_controller_serves_its_webhooks_with_its_own_certificates() {
+    let s = Scenario::start().await;
+    if !s.cluster.is_in_memory() {
+        // The configurations are cluster-wide and would point a real API server at this test
+        // process: the in-memory server only.
+        println!("skipped on a real cluster: the webhook configurations would send its requests here");
+        return;
+    }
+    let ns = s.cluster.namespace("hooks").await;
+    let port = free_port();
+    let url = format!("https://127.0.0.1:{port}");
+    let options = ServingOptions {
+        address: ([127, 0, 0, 1], port).into(),
+        cert_dir: None,
+        endpoint: Endpoint::Url(url.clone()),
+        namespace: ns.clone(),
+        secret: "butler-webhook-certs".into(),
+        owner: None,
+    };
+    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
+    let serving = start(s.client.clone(), options.clone(), shutdown).await.unwrap();
+    tokio::spawn(serving.ready);
+    let running = tokio::spawn(serving.run);
+
+    // The certificates are kept, the configurations carry their CA and fail closed.
+    let secret = Api::<Secret>::namespaced(s.client.clone(), &ns).get("butler-webhook-certs").await.unwrap();
+    let ca = String::from_utf8(secret.data.as_ref().unwrap()["ca.crt"].0.clone()).unwrap();
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
+    let registered = wait_for(&validating, VALIDATING, "failing closed", |v| {
+        v.and_then(|v| v.webhooks.as_ref())
+            .is_some_and(|w| w.iter().all(|h| h.failure_policy.as_deref() == Some("Fail")))
+    })
+    .await
+    .unwrap();
+    let hook = &registered.webhooks.unwrap()[0];
+    assert_eq!(hook.client_config.ca_bundle.as_ref().unwrap().0, ca.as_bytes());
+    assert_eq!(
+        hook.client_config.url.as_deref(),
+        Some(format!("{url}/validate-butler-butlerlabs-dev-v1alpha1-providerconfig").as_str())
+    );
+    let mutating = Api::<MutatingWebhookConfiguration>::all(s.client.clone()).get(MUTATING).await.unwrap();
+    assert_eq!(mutating.webhooks.unwrap().len(), 1);
+
+    // A review over HTTPS that trusts only that CA.
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let bad = json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+        "metadata": {"name": "aws", "namespace": ns}, "spec": {"provider": "aws", "credentialsRef": {"name": "c"}}});
+    let answer: Value = client
+        .post(format!("{url}/validate-butler-butlerlabs-dev-v1alpha1-providerconfig"))
+        .json(&review("ProviderConfig", "providerconfigs", "CREATE", bad))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "spec.aws is required when spec.provider is aws: add the aws settings"
+    );
+
+    // Through the API server, which calls the webhooks: a ProviderConfig without its section
+    // is refused, a TenantCluster over its team's quota too, and one that leaves its size
+    // empty gets the team's defaults.
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);
+    let refused = configs
+        .create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: aws, namespace: {ns}}}\nspec: {{provider: aws, credentialsRef: {{name: c}}}}\n")))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_message(&refused),
+        "admission webhook \"validation.providerconfig.butler.butlerlabs.dev\" denied the request: spec.aws is required when spec.provider is aws: add the aws settings"
+    );
+    let team = s.cluster.unique("hooks");
+    let team_ns = format!("team-{team}");
+    Api::<Team>::all(s.client.clone())
+        .create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {team}}}\nspec:\n  access: {{}}\n  resourceLimits: {{maxCPUCores: '8', defaultNodeCount: 2}}\n  clusterDefaults: {{kubernetesVersion: 1.30.4, workerCPU: '2'}}\n")))
+        .await
+        .unwrap();
+    wait_for(&Api::<Team>::all(s.client.clone()), &team, "its namespace", |t| {
+        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(butler_core::api::TeamPhase::Ready))
+    })
+    .await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team_ns);
+    let defaulted = eventually(|| async {
+        let created: TenantCluster = clusters.create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: small, namespace: {team_ns}}}\nspec: {{}}\n"))).await.unwrap();
+        if created.spec.workers.is_some() {
+            return Some(created);
+        }
+        // The webhook's cache had not seen the Team yet: try again.
+        clusters.delete("small", &DeleteParams::default()).await.unwrap();
+        None
+    })
+    .await;
+    let workers = defaulted.spec.workers.unwrap();
+    assert_eq!(
+        (workers.replicas, defaulted.spec.kubernetes_version.as_deref()),
+        (Some(2), Some("1.30.4")),
+        "the team's defaults"
+    );
+    assert_eq!(workers.machine_template.unwrap().cpu.unwrap().0, "2");
+    let over = clusters
+        .create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: big, namespace: {team_ns}}}\nspec: {{workers: {{replicas: 3, machineTemplate: {{cpu: '2'}}}}}}\n")))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_message(&over),
+        format!(
+            "admission webhook \"validation.tenantcluster.butler.butlerlabs.dev\" denied the request: TenantCluster {team_ns}/big would exceed the Team's maxCPUCores: 4 in use, 6 requested, limit 8; lower the request, remove a cluster, or raise the limit"
+        )
+    );
+    Api::<Team>::all(s.client.clone()).delete(&team, &DeleteParams::default()).await.unwrap();
+
+    // A second start (another replica, a restart) keeps the certificates.
+    let _ = stop.send(true);
+    let _ = running.await;
+    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
+    let again = start(
+        s.client.clone(),
+        ServingOptions { address: ([127, 0, 0, 1], free_port()).into(), ..options },
+        shutdown,
+    )
+    .await
+    .unwrap();
+    let secret_after =
+        Api::<Secret>::namespaced(s.client.clone(), &ns).get("butler-webhook-certs").await.unwrap();
+    assert_eq!(secret_after.metadata.resource_version, secret.metadata.resource_version, "nothing renewed");
+    let _ = stop.send(true);
+    drop(again);
+    validating.delete(VALIDATING, &DeleteParams::default()).await.unwrap();
+    Api::<MutatingWebhookConfiguration>::all(s.client.clone())
+        .delete(MUTATING, &DeleteParams::default())
+        .await
+        .unwrap();
+}
