@@ -1,0 +1,101 @@
+//! `butler-controller` as a process with 100 Teams and 1,000 TenantClusters (ten a team) on
+//! the in-memory API server, its webhooks registered and called: its resident memory (VmRSS)
+//! and peak (VmHWM) once everything is reconciled (the goal: under 40 MiB).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use butler_apiserver::{MemoryApiServer, ServerOptions};
+use butler_core::api::{Team, TeamPhase, TenantCluster};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+
+const TEAMS: usize = 100;
+const CLUSTERS_PER_TEAM: usize = 10;
+
+fn yaml<T: serde::de::DeserializeOwned>(text: &str) -> T {
+    serde_saphyr::from_str(text).expect("fixture parses")
+}
+
+async fn wait_until(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what} did not happen within {within:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let server = MemoryApiServer::start_with(ServerOptions::named("butler-bench")).await;
+        let client = server.client();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in butler_core::api::crds() {
+            let crd = butler_runtime::crds::tidy(crd);
+            let name = crd.name_any();
+            crds.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&crd)).await.unwrap();
+            await_condition(crds.clone(), &name, conditions::is_crd_established()).await.unwrap();
+        }
+        let teams: Api<Team> = Api::all(client.clone());
+        for i in 0..TEAMS {
+            let team: Team = yaml(&format!(
+                "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: team{i}}}\nspec:\n  access:\n    users: [{{name: admin{i}@example.com, role: admin}}, {{name: dev{i}@example.com, role: operator}}]\n    groups: [{{name: viewers{i}}}]\n  resourceLimits: {{maxClusters: 20, maxCPUCores: '400', maxMemory: 2Ti}}\n"
+            ));
+            teams.create(&PostParams::default(), &team).await.unwrap();
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_butler-controller"))
+            .args(["run", "--health-probe-bind-address", "127.0.0.1:0", "--metrics-bind-address", "0", "--leader-elect=false"])
+            .args(["--namespace", "default", "--webhook-port", &port.to_string()])
+            .args(["--webhook-url", &format!("https://127.0.0.1:{port}")])
+            .env("KUBECONFIG", server.kubeconfig())
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("the butler-controller binary runs");
+        let started = Instant::now();
+        wait_until("every Team Ready", Duration::from_secs(120), async || {
+            let list = teams.list(&ListParams::default()).await.unwrap();
+            list.items.iter().filter(|t| t.status.as_ref().and_then(|s| s.phase) == Some(TeamPhase::Ready)).count() == TEAMS
+        })
+        .await;
+        let teams_ready = started.elapsed();
+        for i in 0..TEAMS {
+            let clusters: Api<TenantCluster> = Api::namespaced(client.clone(), &format!("team-team{i}"));
+            for j in 0..CLUSTERS_PER_TEAM {
+                let cluster: TenantCluster = yaml(&format!(
+                    "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: c{j}, namespace: team-team{i}}}\nspec:\n  kubernetesVersion: 1.30.4\n  workers: {{replicas: 3, machineTemplate: {{cpu: '4', memory: 16Gi, diskSize: 100Gi}}}}\n"
+                ));
+                clusters.create(&PostParams::default(), &cluster).await.unwrap();
+            }
+        }
+        wait_until("every Team counting its clusters", Duration::from_secs(120), async || {
+            let list = teams.list(&ListParams::default()).await.unwrap();
+            list.items.iter().filter(|t| t.status.as_ref().and_then(|s| s.cluster_count) == Some(CLUSTERS_PER_TEAM as i32)).count() == TEAMS
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).ok();
+        let _ = child.kill();
+        let _ = child.wait();
+        let field = |name: &str| -> Option<u64> {
+            let line = status.as_ref()?.lines().find(|l| l.starts_with(name))?.to_string();
+            line.split_whitespace().nth(1)?.parse().ok()
+        };
+        println!("{TEAMS} Teams Ready {:.1} s after the controller started", teams_ready.as_secs_f64());
+        match (field("VmRSS:"), field("VmHWM:")) {
+            (Some(rss), Some(peak)) => println!(
+                "butler-controller resident memory with {TEAMS} Teams and {} TenantClusters: {:.1} MiB (peak {:.1} MiB; goal: under 40 MiB: {})",
+                TEAMS * CLUSTERS_PER_TEAM,
+                rss as f64 / 1024.0,
+                peak as f64 / 1024.0,
+                if rss < 40 * 1024 { "met" } else { "NOT met" }
+            ),
+            _ => println!("butler-controller resident memory: not measured (no /proc on this system)"),
+        }
+    });
+}
