@@ -1,7 +1,9 @@
 //! `butler-sandbox`: Butler at work with no cluster at all. An in-memory Kubernetes API server,
 //! the operator running against it, and Butler's seven providers (the core provider `butler`
 //! and the infrastructure providers of the embedded repository) installed from the repository
-//! compiled in; then the core provider's controller (`butler-controller`) sets up a first Team.
+//! compiled in; then the core provider's controller (`butler-controller`), its webhooks called
+//! by the API server through the core components' Service, sets up a first Team and a
+//! ProviderConfig.
 //! Prints what `kubectl get` would show, then stops; with `--serve` it keeps running and prints
 //! a kubeconfig for kubectl. No kubelet runs here: the stand-ins report the
 //! providers' Deployments Available, as a cluster's Deployment controller would.
@@ -13,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use butler_apiserver::stand_ins::{cert_manager_crds, mark_deployments_available};
 use butler_apiserver::{MemoryApiServer, ServerOptions};
-use butler_core::api::{Team, TeamPhase};
+use butler_controller::webhooks::registration::Endpoint;
+use butler_controller::webhooks::serving::ServingOptions;
+use butler_core::api::{ProviderConfig, Team, TeamPhase};
 use butler_operator::api::{CoreProvider, InfrastructureProvider, KindNames, ProviderStatus};
 use butler_operator::controller::vocabulary::LABEL_NAME;
 use butler_operator::controller::{self, Options, ProviderObject};
@@ -125,6 +129,34 @@ async fn first_team(client: &kube::Client, within: Duration) -> Result<Team, Fai
     }
 }
 
+/// Creates the ProviderConfig `aws-us-east` and its credentials, and waits until it is Ready.
+async fn first_provider_config(client: &kube::Client, within: Duration) -> Result<ProviderConfig, Failure> {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "aws-credentials", "namespace": NAMESPACE},
+        "stringData": {"accessKeyID": "AKIASANDBOX", "secretAccessKey": "sandbox-secret"}});
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), NAMESPACE)
+        .patch("aws-credentials", &PatchParams::apply("sandbox"), &Patch::Apply(secret))
+        .await?;
+    let configs: Api<ProviderConfig> = Api::namespaced(client.clone(), NAMESPACE);
+    let config: ProviderConfig = serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+        "metadata": {"name": "aws-us-east", "namespace": NAMESPACE},
+        "spec": {"provider": "aws", "credentialsRef": {"name": "aws-credentials"}, "aws": {"region": "us-east-1"},
+                 "limits": {"maxClustersPerTeam": 10, "maxNodesPerTeam": 100}},
+    }))?;
+    configs.create(&PostParams::default(), &config).await?;
+    let deadline = Instant::now() + within;
+    loop {
+        let config = configs.get("aws-us-east").await?;
+        if config.status.as_ref().and_then(|s| s.ready) == Some(true) {
+            return Ok(config);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the ProviderConfig aws-us-east was not Ready within {within:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[derive(clap::Parser)]
 #[command(
     name = "butler-sandbox",
@@ -146,6 +178,7 @@ async fn main() -> Result<(), Failure> {
 
     let (stop, shutdown) = controller::shutdown_switch();
     let operator_shutdown = shutdown.clone();
+    let webhook_shutdown = shutdown.clone();
     let mut options = Options::in_process("sandbox");
     // The embedded repository needs no network; nothing else may reach for it.
     options.remote.http.offline = true;
@@ -190,7 +223,27 @@ async fn main() -> Result<(), Failure> {
         shutdown,
     );
     let controllers_running = tokio::spawn(controllers.run);
+    // Its webhooks, reached through the Service the core components define.
+    let serving = butler_controller::webhooks::serving::start(
+        server.client_as("butler-controller"),
+        ServingOptions {
+            address: ([127, 0, 0, 1], 0).into(),
+            cert_dir: None,
+            endpoint: Endpoint::Service {
+                namespace: NAMESPACE.into(),
+                name: "butler-webhook-service".into(),
+            },
+            namespace: NAMESPACE.into(),
+            secret: "butler-webhook-certs".into(),
+            owner: Some("butler-controller".into()),
+        },
+        webhook_shutdown,
+    )
+    .await?;
+    server.route_service(NAMESPACE, "butler-webhook-service", serving.address);
+    let webhooks_running = tokio::spawn(serving.run);
     let team = first_team(&client, Duration::from_secs(30)).await?;
+    let config = first_provider_config(&client, Duration::from_secs(30)).await?;
     let status = team.status.unwrap_or_default();
     println!("\n{:<10} {:<8} {:<16} {:<8} QUOTA", "TEAM", "PHASE", "NAMESPACE", "MEMBERS");
     println!(
@@ -200,6 +253,15 @@ async fn main() -> Result<(), Failure> {
         status.namespace.unwrap_or_default(),
         status.member_count.unwrap_or_default(),
         status.quota_status.map(|q| format!("{q:?}").to_uppercase()).unwrap_or_default(),
+    );
+    let status = config.status.unwrap_or_default();
+    println!("\n{:<14} {:<9} {:<10} READY", "PROVIDERCONFIG", "PROVIDER", "VALIDATED");
+    println!(
+        "{:<14} {:<9} {:<10} {}",
+        config.metadata.name.unwrap_or_default(),
+        config.spec.provider.as_str(),
+        status.validated.unwrap_or_default(),
+        status.ready.unwrap_or_default()
     );
 
     if serve {
@@ -212,5 +274,6 @@ async fn main() -> Result<(), Failure> {
     let _ = stop.send(true);
     let _ = running.await;
     let _ = controllers_running.await;
+    let _ = webhooks_running.await;
     Ok(())
 }
