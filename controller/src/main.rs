@@ -79,6 +79,7 @@ fn serving(args: &RunArgs) -> Result<ServingOptions, String> {
         namespace,
         secret: args.webhook_secret.clone(),
         owner: Some(FIELD_MANAGER.to_string()),
+        recheck: ServingOptions::default_recheck(args.webhook_cert_dir.as_deref()),
     })
 }
 

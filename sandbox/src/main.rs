@@ -236,6 +236,7 @@ async fn main() -> Result<(), Failure> {
             namespace: NAMESPACE.into(),
             secret: "butler-webhook-certs".into(),
             owner: Some("butler-controller".into()),
+            recheck: ServingOptions::default_recheck(None),
         },
         webhook_shutdown,
     )

@@ -46,6 +46,17 @@ pub struct ServingOptions {
     pub secret: String,
     /// The ClusterRole that owns the webhook configurations (they go with it), if it exists.
     pub owner: Option<String>,
+    /// How often the certificates are looked at again (mounted files change when cert-manager
+    /// renews them; the controller's own are renewed long before they expire).
+    pub recheck: Duration,
+}
+
+impl ServingOptions {
+    /// How often to look at the certificates again by default: a minute for mounted ones, an
+    /// hour for the controller's own.
+    pub fn default_recheck(cert_dir: Option<&std::path::Path>) -> Duration {
+        if cert_dir.is_some() { Duration::from_secs(60) } else { Duration::from_secs(3600) }
+    }
 }
 
 /// The running webhook server.
@@ -235,8 +246,7 @@ pub async fn start(
     let (caches, caches_run, ready) = Caches::start(&client);
     let (address, server) =
         serve(options.address, &tls, routes(caches), shutdown.clone()).await.map_err(|e| e.to_string())?;
-    let check_every =
-        if options.cert_dir.is_some() { Duration::from_secs(60) } else { Duration::from_secs(3600) };
+    let check_every = options.recheck;
     let keeper = async move {
         let mut current = material;
         let mut closed = false;

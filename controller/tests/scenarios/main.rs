@@ -1,6 +1,7 @@
 //! The controllers' scenarios, on the in-memory API server and unchanged on a real cluster
 //! (`make e2e`).
 
+mod examples;
 mod providerconfig;
 mod support;
 mod team;

@@ -115,3 +115,44 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The controller's webhook server, in this process, registered by URL on the in-memory server:
+/// its URL, the CA bundle it registered, and the switch that stops it. Waits until the
+/// configurations fail closed, so that every write from here on is admitted by it.
+pub async fn serve_webhooks(s: &Scenario, namespace: &str) -> (String, String, watch::Sender<bool>) {
+    use butler_controller::webhooks::registration::{Endpoint, VALIDATING};
+    use butler_controller::webhooks::serving::{ServingOptions, start};
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("https://127.0.0.1:{port}");
+    let options = ServingOptions {
+        address: ([127, 0, 0, 1], port).into(),
+        cert_dir: None,
+        endpoint: Endpoint::Url(url.clone()),
+        namespace: namespace.into(),
+        secret: "butler-webhook-certs".into(),
+        owner: None,
+        recheck: ServingOptions::default_recheck(None),
+    };
+    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
+    let serving = start(s.client.clone(), options, shutdown).await.unwrap();
+    tokio::spawn(serving.ready);
+    tokio::spawn(serving.run);
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
+    let registered = wait_for(&validating, VALIDATING, "failing closed", |v| {
+        v.and_then(|v| v.webhooks.as_ref())
+            .is_some_and(|w| w.iter().all(|h| h.failure_policy.as_deref() == Some("Fail")))
+    })
+    .await
+    .unwrap();
+    let ca = registered.webhooks.unwrap()[0].client_config.ca_bundle.clone().unwrap().0;
+    (url, String::from_utf8(ca).unwrap(), stop)
+}
+
+/// The message of an API error.
+pub fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}

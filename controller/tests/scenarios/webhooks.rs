@@ -14,14 +14,7 @@ use serde_json::{Value, json};
 use butler_core::api::{ProviderConfig, Team, TenantCluster};
 use kube::api::PostParams;
 
-use crate::support::{Scenario, from_yaml, wait_for};
-
-fn api_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
-}
+use crate::support::{Scenario, api_message, from_yaml, wait_for};
 
 /// Retries until `attempt` gives something (the webhook's caches see new objects a moment
 /// after the API server has them).
@@ -68,6 +61,7 @@ async fn the_controller_serves_its_webhooks_with_its_own_certificates() {
         namespace: ns.clone(),
         secret: "butler-webhook-certs".into(),
         owner: None,
+        recheck: ServingOptions::default_recheck(None),
     };
     let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
     let serving = start(s.client.clone(), options.clone(), shutdown).await.unwrap();
@@ -183,6 +177,73 @@ async fn the_controller_serves_its_webhooks_with_its_own_certificates() {
     assert_eq!(secret_after.metadata.resource_version, secret.metadata.resource_version, "nothing renewed");
     let _ = stop.send(true);
     drop(again);
+    validating.delete(VALIDATING, &DeleteParams::default()).await.unwrap();
+    Api::<MutatingWebhookConfiguration>::all(s.client.clone())
+        .delete(MUTATING, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn mounted_certificates_are_served_and_a_renewal_is_picked_up() {
+    use butler_runtime::webhook::certificates::{issue, new_ca};
+    let s = Scenario::start().await;
+    if !s.cluster.is_in_memory() {
+        println!("skipped on a real cluster: the webhook configurations would send its requests here");
+        return;
+    }
+    // cert-manager's layout: tls.crt, tls.key and ca.crt in a folder.
+    let dir = tempfile::tempdir().unwrap();
+    let write = |ca: &butler_runtime::webhook::certificates::Pem| {
+        let serving = issue(ca, &["127.0.0.1".into()], jiff::Timestamp::now(), 30).unwrap();
+        std::fs::write(dir.path().join("tls.crt"), &serving.cert).unwrap();
+        std::fs::write(dir.path().join("tls.key"), &serving.key).unwrap();
+        std::fs::write(dir.path().join("ca.crt"), &ca.cert).unwrap();
+    };
+    let first = new_ca("first-ca", jiff::Timestamp::now(), 30).unwrap();
+    write(&first);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("https://127.0.0.1:{port}");
+    let options = ServingOptions {
+        address: ([127, 0, 0, 1], port).into(),
+        cert_dir: Some(dir.path().to_path_buf()),
+        endpoint: Endpoint::Url(url.clone()),
+        namespace: "default".into(),
+        secret: "unused".into(),
+        owner: None,
+        recheck: std::time::Duration::from_millis(100),
+    };
+    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
+    let serving = start(s.client.clone(), options, shutdown).await.unwrap();
+    let running = tokio::spawn(serving.run);
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
+    let bundle = |v: Option<&ValidatingWebhookConfiguration>| -> Option<Vec<u8>> {
+        Some(v?.webhooks.as_ref()?[0].client_config.ca_bundle.as_ref()?.0.clone())
+    };
+    wait_for(&validating, VALIDATING, "the first CA registered", |v| {
+        bundle(v) == Some(first.cert.clone().into_bytes())
+    })
+    .await;
+    assert!(
+        Api::<Secret>::namespaced(s.client.clone(), "default").get_opt("unused").await.unwrap().is_none(),
+        "no Secret of its own"
+    );
+
+    // cert-manager renews with another CA: the new certificate is served, its CA registered.
+    let second = new_ca("second-ca", jiff::Timestamp::now(), 30).unwrap();
+    write(&second);
+    wait_for(&validating, VALIDATING, "the second CA registered", |v| {
+        bundle(v) == Some(second.cert.clone().into_bytes())
+    })
+    .await;
+    let trusting_second = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(second.cert.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let answered = trusting_second.get(format!("{url}/")).send().await;
+    assert!(answered.is_ok(), "the renewed certificate is served: {answered:?}");
+    let _ = stop.send(true);
+    let _ = running.await;
     validating.delete(VALIDATING, &DeleteParams::default()).await.unwrap();
     Api::<MutatingWebhookConfiguration>::all(s.client.clone())
         .delete(MUTATING, &DeleteParams::default())
