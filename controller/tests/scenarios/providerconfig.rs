@@ -168,3 +168,43 @@ async fn an_on_premises_platform_is_probed_its_pools_counted_and_its_deletion_he
 async fn waiting_config(configs: &Api<ProviderConfig>) -> ProviderConfig {
     configs.get("harvester").await.unwrap()
 }
+
+#[tokio::test]
+async fn a_platform_that_does_not_answer_is_not_ready_and_is_not_probed_again_within_a_minute() {
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("pc").await;
+    // A port that nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    secret(&s, &ns, "proxmox-credentials", json!({"token": "root@pam!butler=00000000-0000"})).await;
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);
+    create(
+        &configs,
+        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pve, namespace: {ns}}}\nspec:\n  provider: proxmox\n  credentialsRef: {{name: proxmox-credentials}}\n  proxmox: {{endpoint: 'https://127.0.0.1:{port}', insecure: true, nodes: [pve1], storage: local-lvm}}\n"),
+    )
+    .await;
+    let down = wait_for(&configs, "pve", "unreachable", |c| is(c, "Reachable", "False", "Unreachable"))
+        .await
+        .unwrap();
+    assert!(is(Some(&down), "Ready", "False", "Unreachable"));
+    assert!(is(Some(&down), "Validated", "True", "CredentialsValid"), "a token is enough for proxmox");
+    let status = down.status.clone().unwrap();
+    assert_eq!(status.ready, Some(false));
+    let probed_at = status.last_probe_time.clone().expect("lastProbeTime");
+    let message = &status.conditions.iter().find(|c| c.type_ == "Reachable").unwrap().message;
+    assert!(message.contains(&format!("127.0.0.1:{port}")), "{message}");
+
+    // A change wakes the ProviderConfig; the probe of a moment ago stands.
+    configs
+        .patch(
+            "pve",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"touched": "1"}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let after = configs.get("pve").await.unwrap();
+    assert_eq!(after.status.unwrap().last_probe_time, Some(probed_at), "not probed again within a minute");
+    configs.delete("pve", &DeleteParams::default()).await.unwrap();
+    wait_for(&configs, "pve", "deletion", |c| c.is_none()).await;
+}
