@@ -92,15 +92,7 @@ fn run(args: RunArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-    butler_runtime::process::init_logging(settings.json_logs, settings.verbosity);
     let metrics = Arc::new(Metrics::new("butler_controller", |_| {}));
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     // The webhooks answer on every replica; a server that cannot start stops the process.
     let webhooks = move |client: kube::Client, shutdown: butler_runtime::shutdown::Shutdown| {
         let started =
@@ -128,18 +120,11 @@ fn run(args: RunArgs) -> ExitCode {
             }),
         }
     };
-    let process = butler_runtime::process::run(settings, metrics.clone(), webhooks, move |leading| {
+    butler_runtime::process::execute(settings, metrics.clone(), webhooks, move |leading| {
         let options = Options { instance: leading.instance, concurrency: args.concurrency };
         let controllers = start(leading.client, metrics, options, leading.shutdown);
         Started { run: controllers.run, ready: controllers.ready }
-    });
-    match runtime.block_on(process) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }
 
 fn main() -> ExitCode {

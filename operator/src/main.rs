@@ -73,7 +73,6 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    butler_runtime::process::init_logging(settings.json_logs, settings.verbosity);
     let mut remote = RemoteOptions::from_env();
     remote.http.offline = args.offline;
     if let Some(dir) = &args.cache_dir {
@@ -81,14 +80,7 @@ fn run(args: RunArgs) -> ExitCode {
             Some(Cache::new(dir.clone(), remote.http.cache.as_ref().map(Cache::max_age).unwrap_or_default()));
     }
     let metrics = Arc::new(Metrics::new());
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let process = butler_runtime::process::run(
+    butler_runtime::process::execute(
         settings,
         metrics.base(),
         |_, _| Started::nothing(),
@@ -103,14 +95,7 @@ fn run(args: RunArgs) -> ExitCode {
             let ctx = operator.context.clone();
             Started { run: operator.run, ready: async move { controller::caches_ready(&ctx).await }.boxed() }
         },
-    );
-    match runtime.block_on(process) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            ExitCode::FAILURE
-        }
-    }
+    )
 }
 
 fn main() -> ExitCode {

@@ -372,6 +372,35 @@ where
     outcome
 }
 
+/// A binary's `run` from start to exit code: logging as the settings say, an async runtime,
+/// [`run`], and the error (if any) logged.
+pub fn execute<S, F>(
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    services: S,
+    start: F,
+) -> std::process::ExitCode
+where
+    S: FnOnce(kube::Client, Shutdown) -> Started,
+    F: FnOnce(Leading) -> Started,
+{
+    init_logging(settings.json_logs, settings.verbosity);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(settings, metrics, services, start)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
