@@ -23,9 +23,14 @@ pub const KUBECONFIG_VARIABLE: &str = "BUTLER_E2E_KUBECONFIG";
 pub const FIELD_MANAGER: &str = "butler-e2e";
 
 /// A cluster for one scenario: its client, and the namespaces and CRDs the scenario made, which
-/// are deleted when the `Cluster` is dropped (a dropped in-memory server takes everything along).
+/// are deleted when the `Cluster` is dropped, passed or failed (a dropped in-memory server takes
+/// everything along). Scenarios run in parallel on one real cluster: CRDs that they share are
+/// installed by whoever comes first and never deleted; only a scenario's own go with it.
 pub struct Cluster {
     client: Client,
+    /// How to reach a real cluster again: the clean-up runs on a runtime of its own, and a
+    /// client's connection is driven by the runtime that made it.
+    config: Option<Config>,
     server: Option<MemoryApiServer>,
     run: String,
     namespaces: Mutex<Vec<String>>,
@@ -45,28 +50,32 @@ impl Cluster {
     /// A fresh in-memory server, or the cluster of `BUTLER_E2E_KUBECONFIG`.
     pub async fn connect() -> Cluster {
         install_crypto_provider();
-        let (client, server) = match std::env::var_os(KUBECONFIG_VARIABLE) {
-            Some(path) => {
-                let kubeconfig = Kubeconfig::read_from(&path).unwrap_or_else(|e| {
-                    panic!("{KUBECONFIG_VARIABLE}={}: cannot read it: {e}", path.to_string_lossy())
-                });
-                let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                    .await
-                    .unwrap_or_else(|e| {
-                        panic!(
-                            "{KUBECONFIG_VARIABLE}={}: not a usable kubeconfig: {e}",
-                            path.to_string_lossy()
-                        )
-                    });
-                (Client::try_from(config).expect("a client from the kubeconfig"), None)
-            }
+        match std::env::var_os(KUBECONFIG_VARIABLE) {
+            Some(path) => Cluster::connect_to(std::path::Path::new(&path)).await,
             None => {
                 let server = MemoryApiServer::start_with(ServerOptions::named("butler-e2e")).await;
-                (server.client(), Some(server))
+                Cluster::new(server.client(), None, Some(server))
             }
-        };
+        }
+    }
+
+    /// The cluster of a kubeconfig file, as a real one.
+    pub async fn connect_to(path: &std::path::Path) -> Cluster {
+        install_crypto_provider();
+        let kubeconfig = Kubeconfig::read_from(path)
+            .unwrap_or_else(|e| panic!("{KUBECONFIG_VARIABLE}={}: cannot read it: {e}", path.display()));
+        let config =
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.unwrap_or_else(
+                |e| panic!("{KUBECONFIG_VARIABLE}={}: not a usable kubeconfig: {e}", path.display()),
+            );
+        let client = Client::try_from(config.clone()).expect("a client from the kubeconfig");
+        Cluster::new(client, Some(config), None)
+    }
+
+    fn new(client: Client, config: Option<Config>, server: Option<MemoryApiServer>) -> Cluster {
         Cluster {
             client,
+            config,
             server,
             run: run_id(),
             namespaces: Mutex::new(Vec::new()),
@@ -109,17 +118,35 @@ impl Cluster {
         name
     }
 
-    /// Installs a CRD (server-side apply) and waits until it is Established; deleted afterwards.
+    /// Installs a CRD that scenarios share (server-side apply) and waits until it is
+    /// Established. It stays: another scenario on the same cluster may be using it.
     pub async fn install_crd(&self, crd: &CustomResourceDefinition) {
         let name = crd.metadata.name.clone().expect("a CRD has a name");
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(crd))
             .await
             .unwrap_or_else(|e| panic!("install CRD {name}: {e}"));
+        self.established(&name).await;
+    }
+
+    /// Installs a CRD of this scenario's own (a group named after its run) and waits until it
+    /// is Established; deleted with the scenario.
+    pub async fn install_own_crd(&self, crd: &CustomResourceDefinition) {
+        let name = crd.metadata.name.clone().expect("a CRD has a name");
+        assert!(
+            name.contains(&self.run),
+            "{name}: a scenario's own CRD has its run ({}) in its group",
+            self.run
+        );
         self.crds.lock().expect("not poisoned").push(name.clone());
+        self.install_crd(crd).await;
+    }
+
+    async fn established(&self, name: &str) {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         tokio::time::timeout(
             Duration::from_secs(30),
-            await_condition(api, &name, conditions::is_crd_established()),
+            await_condition(api, name, conditions::is_crd_established()),
         )
         .await
         .unwrap_or_else(|_| panic!("CRD {name} was not Established within 30s"))
@@ -129,24 +156,28 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        if self.server.is_some() {
-            return;
-        }
+        // An in-memory server takes everything along.
+        let Some(config) = self.config.clone() else { return };
         let namespaces = std::mem::take(&mut *self.namespaces.lock().expect("not poisoned"));
         let crds = std::mem::take(&mut *self.crds.lock().expect("not poisoned"));
         if namespaces.is_empty() && crds.is_empty() {
             return;
         }
-        // Drop cannot await, and may run inside a runtime: clean up from a thread of its own.
-        let client = self.client.clone();
+        // Drop cannot await, and may run inside the scenario's runtime, which this thread
+        // blocks: the clean-up runs on a runtime of its own with a client of its own (the
+        // scenario's client is driven by the blocked runtime and would never answer).
         let cleanup = std::thread::spawn(move || {
             let runtime =
                 tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
             runtime.block_on(async move {
+                let Ok(client) = Client::try_from(config) else { return };
                 let ns_api: Api<Namespace> = Api::all(client.clone());
-                for name in namespaces {
-                    let _ = ns_api.delete(&name, &DeleteParams::background()).await;
+                for name in &namespaces {
+                    let _ = ns_api.delete(name, &DeleteParams::background()).await;
                 }
+                // Objects whose controller stopped with the scenario keep their finalizers, and
+                // their namespace would stay Terminating for ever.
+                release_finalizers(&client, &namespaces).await;
                 let crd_api: Api<CustomResourceDefinition> = Api::all(client);
                 for name in crds {
                     let _ = crd_api.delete(&name, &DeleteParams::background()).await;
@@ -154,5 +185,31 @@ impl Drop for Cluster {
             });
         });
         let _ = cleanup.join();
+    }
+}
+
+/// Removes the finalizers of every object in the namespaces (which are the scenario's own).
+async fn release_finalizers(client: &Client, namespaces: &[String]) {
+    use kube::discovery::{Discovery, Scope, verbs};
+    let Ok(discovery) = Discovery::new(client.clone()).run().await else { return };
+    for group in discovery.groups() {
+        for (resource, capabilities) in group.recommended_resources() {
+            if capabilities.scope != Scope::Namespaced || !capabilities.supports_operation(verbs::PATCH) {
+                continue;
+            }
+            for ns in namespaces {
+                let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+                let Ok(list) = api.list_metadata(&Default::default()).await else { continue };
+                for object in list
+                    .items
+                    .iter()
+                    .filter(|o| o.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()))
+                {
+                    let name = object.metadata.name.clone().unwrap_or_default();
+                    let patch = serde_json::json!({"metadata": {"finalizers": null}});
+                    let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await;
+                }
+            }
+        }
     }
 }

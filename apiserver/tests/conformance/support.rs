@@ -68,7 +68,7 @@ pub async fn widgets(cluster: &Cluster) -> ApiResource {
     let group = cluster.unique("g").replace('-', "") + ".e2e.butlerlabs.dev";
     crd.spec.group = group.clone();
     crd.metadata.name = Some(format!("widgets.{group}"));
-    cluster.install_crd(&crd).await;
+    cluster.install_own_crd(&crd).await;
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets")
 }
 

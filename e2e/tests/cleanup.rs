@@ -1,0 +1,100 @@
+//! A scenario's clean-up on a real cluster: it finishes although the scenario's runtime is the
+//! one blocked by the drop, and what the scenario left (a namespace whose objects keep the
+//! finalizers of a controller that has stopped, a CRD of its own) goes; CRDs that scenarios
+//! share stay. An in-memory server on a runtime of its own plays the real cluster.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use butler_apiserver::MemoryApiServer;
+use butler_e2e::Cluster;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+fn crd(group: &str) -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("things.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"kind": "Thing", "plural": "things", "singular": "thing", "listKind": "ThingList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn the_clean_up_of_a_real_cluster_finishes_and_leaves_nothing_of_the_scenario() {
+    // The "real" cluster, on a runtime and thread of its own.
+    let (address_tx, address_rx) = mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let server = MemoryApiServer::start().await;
+            address_tx.send(server.kubeconfig().to_path_buf()).unwrap();
+            let _ = stop_rx.await;
+        });
+    });
+    let kubeconfig = address_rx.recv().unwrap();
+
+    // The scenario, on a current-thread runtime like #[tokio::test]'s, dropping its Cluster.
+    let (done_tx, done_rx) = mpsc::channel();
+    let path = kubeconfig.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let names = runtime.block_on(async move {
+            let cluster = Cluster::connect_to(&path).await;
+            assert!(!cluster.is_in_memory(), "it is treated as a real cluster");
+            let ns = cluster.namespace("cleanup").await;
+            let held: ConfigMap =
+                serde_json::from_value(json!({"metadata": {"name": "held", "namespace": ns,
+                "finalizers": ["example.com/controller-that-stopped"]}}))
+                .unwrap();
+            Api::<ConfigMap>::namespaced(cluster.client(), &ns)
+                .create(&PostParams::default(), &held)
+                .await
+                .unwrap();
+            let own = crd(&format!("{}.example.com", cluster.unique("own").replace('-', "")));
+            cluster.install_own_crd(&own).await;
+            let shared = crd("shared.example.com");
+            cluster.install_crd(&shared).await;
+            let names = (ns, own.metadata.name.clone().unwrap());
+            drop(cluster);
+            names
+        });
+        done_tx.send(names).unwrap();
+    });
+    let (ns, own) =
+        done_rx.recv_timeout(Duration::from_secs(60)).expect("the clean-up finished (it used to hang)");
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let cluster = Cluster::connect_to(&kubeconfig).await;
+        let namespaces: Api<Namespace> = Api::all(cluster.client());
+        for _ in 0..100 {
+            if namespaces.get_opt(&ns).await.unwrap().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            namespaces.get_opt(&ns).await.unwrap().is_none(),
+            "the namespace is gone, its finalizers released"
+        );
+        let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+        for _ in 0..100 {
+            if crds.get_opt(&own).await.unwrap().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(crds.get_opt(&own).await.unwrap().is_none(), "the scenario's own CRD is gone");
+        assert!(crds.get_opt("things.shared.example.com").await.unwrap().is_some(), "a shared CRD stays");
+    });
+    let _ = stop_tx.send(());
+    server.join().unwrap();
+}
