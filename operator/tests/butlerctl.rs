@@ -237,6 +237,6 @@ fn errors_go_to_stderr_with_a_failing_exit_code() {
     assert_eq!(code, 1);
     assert_eq!(
         stderr,
-        "Error: the variable DEMO_REGION is not set; set them as environment variables or in the clusterctl config file\n"
+        "Error: the variable DEMO_REGION is not set; set it in the environment or in the clusterctl config file\n"
     );
 }

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use butler_repository::{ComponentsOptions, ImageOverrides, Version, process_components, sha256_hex};
+use butler_repository::{
+    ComponentsOptions, ImageOverrides, ProcessError, Version, process_components, sha256_hex,
+};
 use butler_runtime::conditions::Wanted;
 use butler_runtime::inventory::dropped_out;
 use butler_runtime::objects::{ObjectRef, apply_order};
@@ -14,6 +16,10 @@ use super::inventory::Inventory;
 use super::reason::{PAUSED, Reason, Stop};
 use super::vocabulary::{Fetched, LiveDeployment, PAUSED_REPLICAS, ProviderView};
 use crate::api::{ProviderKind, ProviderSpec};
+
+/// Where the operator takes a provider's variables from, for messages.
+pub const VARIABLES_PLACE: &str =
+    "in the provider's config Secret (spec.configSecret) or in the operator's config file (--config)";
 
 /// The checks that need no fetching: duplicates, fetchConfig, version, a known name, and the
 /// core provider for the others.
@@ -233,7 +239,12 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         variables: input.variables,
     };
     let rendered = process_components(&fetched.components, &options)
-        .map_err(|e| e.to_string())
+        .map_err(|e| match e {
+            // The operator takes variables from the provider's config Secret, then its own
+            // config file; never from the environment.
+            ProcessError::MissingVariables(missing) => missing.message(VARIABLES_PLACE),
+            other => other.to_string(),
+        })
         .and_then(|c| c.objects().map(|o| (o, c.warnings)).map_err(|e| e.to_string()));
     let (mut objects, warnings) = match rendered {
         Ok(r) => r,

@@ -36,14 +36,21 @@ pub struct VariableUse {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingVariables(pub Vec<String>);
 
+/// Where clusterctl (and `butlerctl`) take variables from.
+pub const CLUSTERCTL_VARIABLES: &str = "in the environment or in the clusterctl config file";
+
+impl MissingVariables {
+    /// The message, saying where to set them (`in the environment or ...`).
+    pub fn message(&self, place: &str) -> String {
+        let (noun, verb, pronoun) =
+            if self.0.len() == 1 { ("variable", "is", "it") } else { ("variables", "are", "them") };
+        format!("the {noun} {} {verb} not set; set {pronoun} {place}", self.0.join(", "))
+    }
+}
+
 impl fmt::Display for MissingVariables {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (noun, verb) = if self.0.len() == 1 { ("variable", "is") } else { ("variables", "are") };
-        write!(
-            f,
-            "the {noun} {} {verb} not set; set them as environment variables or in the clusterctl config file",
-            self.0.join(", ")
-        )
+        f.write_str(&self.message(CLUSTERCTL_VARIABLES))
     }
 }
 

@@ -67,15 +67,15 @@ fn every_form_of_drone_envsubst() {
         ("echo ${#arr[@]}", "echo ${#arr[@]}"),
         (
             "${UNSET}",
-            "error: the variable UNSET is not set; set them as environment variables or in the clusterctl config file",
+            "error: the variable UNSET is not set; set it in the environment or in the clusterctl config file",
         ),
         (
             "${Z} ${A} ${Z}",
-            "error: the variables A, Z are not set; set them as environment variables or in the clusterctl config file",
+            "error: the variables A, Z are not set; set them in the environment or in the clusterctl config file",
         ),
         (
             "${UNSET:=${ALSO_UNSET}}",
-            "error: the variable ALSO_UNSET is not set; set them as environment variables or in the clusterctl config file",
+            "error: the variable ALSO_UNSET is not set; set it in the environment or in the clusterctl config file",
         ),
         ("${NAME:=${ALSO_UNSET}}", "my-cluster"),
     ];

@@ -236,7 +236,7 @@ fn a_missing_namespace_object_is_added_and_refusals_name_the_case() {
     assert!(matches!(error, ProcessError::MissingVariables(_)));
     assert_eq!(
         error.to_string(),
-        "the variables A, B are not set; set them as environment variables or in the clusterctl config file"
+        "the variables A, B are not set; set them in the environment or in the clusterctl config file"
     );
 
     let error =

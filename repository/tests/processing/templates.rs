@@ -45,7 +45,7 @@ fn templates_are_expanded_and_put_in_the_target_namespace() {
     let error = process_template("t", TEMPLATE, "team-a", &|_| None).unwrap_err().to_string();
     assert_eq!(
         error,
-        "the variables CLUSTER_NAME, CONTROL_PLANE_MACHINE_COUNT, KUBERNETES_VERSION, WORKER_MACHINE_COUNT are not set; set them as environment variables or in the clusterctl config file"
+        "the variables CLUSTER_NAME, CONTROL_PLANE_MACHINE_COUNT, KUBERNETES_VERSION, WORKER_MACHINE_COUNT are not set; set them in the environment or in the clusterctl config file"
     );
     assert_eq!(
         (template_file(None), template_file(Some("elastic"))),

@@ -294,3 +294,31 @@ fn crds_are_applied_first_and_webhook_configurations_last() {
         ["CustomResourceDefinition", "ServiceAccount", "Deployment", "ValidatingWebhookConfiguration"]
     );
 }
+
+#[test]
+fn a_missing_variable_says_where_the_operator_takes_variables_from() {
+    let core = view(ProviderKind::Core, "butler");
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    aws.installed_version = None;
+    let spec = ProviderSpec::default();
+    let images = ImageOverrides::default();
+    let nothing = |_: &str| None;
+    let all = [core, aws.clone()];
+    let release = fetched("v1.0.0", "v1beta1");
+    let p = plan_install(&InstallInput {
+        me: &aws,
+        spec: &spec,
+        all: &all,
+        fetched: &release,
+        variables: &nothing,
+        inventory: None,
+        live: &[],
+        images: &images,
+    });
+    let installed = condition(&p, INSTALLED);
+    assert_eq!(installed.reason, "RenderFailed");
+    assert_eq!(
+        installed.message,
+        "the variable REGION is not set; set it in the provider's config Secret (spec.configSecret) or in the operator's config file (--config)"
+    );
+}
