@@ -45,6 +45,25 @@ pub fn preflight(
             ),
         ));
     }
+    // One core provider per cluster, whatever its name: the others take their contract from it.
+    let first_core = |o: &&ProviderView| {
+        o.key.kind == ProviderKind::Core
+            && o.key != *key
+            && !o.deleting
+            && (o.created.as_str(), o.key.namespace.as_str(), o.key.name.as_str())
+                < (me.created.as_str(), key.namespace.as_str(), key.name.as_str())
+    };
+    if kind == ProviderKind::Core
+        && let Some(other) = all.iter().find(first_core)
+    {
+        return Err(Stop::new(
+            Reason::DuplicateProvider,
+            format!(
+                "{} exists already; a cluster has one core provider, which the others take their contract from. Delete this one",
+                other.describe()
+            ),
+        ));
+    }
     if let Some(fetch) = &spec.fetch_config
         && fetch.url.is_some() == fetch.selector.is_some()
     {
@@ -59,6 +78,19 @@ pub fn preflight(
             format!(
                 "no built-in repository knows the {kind} {:?}; add spec.fetchConfig with the url of its repository, or a selector of ConfigMaps that hold it",
                 key.name
+            ),
+        ));
+    }
+    // spec/004: the config Secret lives beside the provider. Another namespace would let a
+    // provider object read any Secret the operator can read.
+    if let Some(secret) = &spec.config_secret
+        && let Some(namespace) = secret.namespace.as_deref().filter(|n| !n.is_empty() && *n != key.namespace)
+    {
+        return Err(Stop::new(
+            Reason::ConfigSecretUnreadable,
+            format!(
+                "spec.configSecret.namespace {namespace:?} is not the provider's namespace {:?}; the config Secret must be in the provider's namespace: create it there and drop the namespace",
+                key.namespace
             ),
         ));
     }
@@ -90,9 +122,12 @@ pub fn preflight(
     Ok(())
 }
 
-/// The core provider that is not being deleted.
+/// The core provider that is not being deleted: the first made, when someone made two (the
+/// second is refused).
 pub fn core_of(all: &[ProviderView]) -> Option<&ProviderView> {
-    all.iter().find(|o| o.key.kind == ProviderKind::Core && !o.deleting)
+    all.iter().filter(|o| o.key.kind == ProviderKind::Core && !o.deleting).min_by(|a, b| {
+        (&a.created, &a.key.namespace, &a.key.name).cmp(&(&b.created, &b.key.namespace, &b.key.name))
+    })
 }
 
 /// Everything the install plan reads.

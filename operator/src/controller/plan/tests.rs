@@ -90,6 +90,36 @@ fn preflight_names_each_failure() {
         Reason::InvalidVersion
     );
 
+    let mut second_core = view(ProviderKind::Core, "cluster-api");
+    second_core.key.namespace = "capi-system".into();
+    second_core.created = "2026-02-01T00:00:00Z".into();
+    let refused = preflight(&second_core, &spec, &[core.clone(), second_core.clone()], true).unwrap_err();
+    assert_eq!(refused.reason, Reason::DuplicateProvider);
+    assert!(
+        refused.message.contains("CoreProvider ns/butler exists already; a cluster has one core provider"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(
+        preflight(&core, &spec, &[core.clone(), second_core.clone()], true),
+        Ok(()),
+        "the first stays"
+    );
+
+    let elsewhere: ProviderSpec =
+        serde_saphyr::from_str("configSecret: {name: creds, namespace: kube-system}\n").unwrap();
+    let refused = preflight(&aws, &elsewhere, std::slice::from_ref(&core), true).unwrap_err();
+    assert_eq!(refused.reason, Reason::ConfigSecretUnreadable);
+    assert!(
+        refused
+            .message
+            .contains("spec.configSecret.namespace \"kube-system\" is not the provider's namespace \"ns\""),
+        "{}",
+        refused.message
+    );
+    let here: ProviderSpec = serde_saphyr::from_str("configSecret: {name: creds, namespace: ns}\n").unwrap();
+    assert_eq!(preflight(&aws, &here, &[core.clone(), aws.clone()], true), Ok(()));
+
     let mut installing = core.clone();
     installing.installed_version = None;
     let waiting = preflight(&aws, &spec, &[installing], true).unwrap_err();
