@@ -132,8 +132,26 @@ fn check_crd(old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Kind-specific follow-ups once an object is stored: a CRD serves its kinds.
-pub fn after_save(store: &mut Store, rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
+/// Kind-specific follow-ups once an object is stored: a CRD serves its kinds; a new namespace
+/// gets the `kube-root-ca.crt` ConfigMap that kube-controller-manager puts in every namespace.
+pub fn after_save(
+    store: &mut Store,
+    rt: &ResourceType,
+    object: &Value,
+    created: bool,
+) -> Result<(), ApiError> {
+    if created && rt.group.is_empty() && rt.kind == "Namespace" {
+        let namespace = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        if let Some(configmaps) = store.registry.find("", "v1", "configmaps").cloned() {
+            let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "kube-root-ca.crt", "namespace": namespace,
+                             "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
+                "data": {"ca.crt": store.root_ca()}});
+            let options =
+                super::WriteOptions { manager: "kube-controller-manager".into(), ..Default::default() };
+            store.create(&configmaps, &namespace, body, &options)?;
+        }
+    }
     if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
         let types = Registry::types_of_crd(object)?;
         let group = object["spec"]["group"].as_str().unwrap_or_default();

@@ -66,6 +66,8 @@ pub struct Store {
     log: VecDeque<Arc<Event>>,
     history: usize,
     tx: broadcast::Sender<Arc<Event>>,
+    /// The cluster CA that every namespace's `kube-root-ca.crt` ConfigMap publishes.
+    root_ca: String,
 }
 
 /// The current time as the API server writes it.
@@ -107,6 +109,13 @@ impl Store {
             log: VecDeque::new(),
             history: history.max(1),
             tx,
+            root_ca: butler_runtime::webhook::certificates::new_ca(
+                "butler-memory-apiserver-ca",
+                k8s_openapi::jiff::Timestamp::now(),
+                3650,
+            )
+            .map(|ca| ca.cert)
+            .unwrap_or_default(),
         };
         let namespaces =
             store.registry.find("", "v1", "namespaces").cloned().expect("namespaces are built in");
@@ -122,6 +131,11 @@ impl Store {
                 .expect("the standard namespaces can be created");
         }
         store
+    }
+
+    /// The CA certificate the namespaces' `kube-root-ca.crt` publish.
+    pub fn root_ca(&self) -> &str {
+        &self.root_ca
     }
 
     /// The current resourceVersion.
@@ -278,7 +292,7 @@ impl Store {
         self.objects.entry(rt.storage_key()).or_default().insert(key, new.clone());
         let change = if old.is_some() { Change::Modified } else { Change::Added };
         self.record(rt.storage_key(), change, new.clone(), old.cloned());
-        hooks::after_save(self, rt, &new)?;
+        hooks::after_save(self, rt, &new, old.is_none())?;
         // Only deletions and owner references give the garbage collector work.
         if !new["metadata"]["deletionTimestamp"].is_null() || new["metadata"]["ownerReferences"].is_array() {
             self.collect_garbage();

@@ -146,8 +146,11 @@ async fn metadata_only_reads_and_watches() {
     let meta: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(cluster.client(), &ns);
     let one = meta.get("a").await.unwrap();
     assert_eq!(one.metadata.labels.unwrap()["app"], "x");
+    // Every namespace holds kube-root-ca.crt too, as on a real cluster.
     let list = meta.list(&Default::default()).await.unwrap();
-    assert_eq!(list.items.len(), 1);
+    let mut names: Vec<String> = list.items.iter().filter_map(|o| o.metadata.name.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "kube-root-ca.crt"]);
     // The data stays on the server: the answer is metadata alone.
     let raw = cluster
         .client()
@@ -166,7 +169,7 @@ async fn metadata_only_reads_and_watches() {
         );
     }
 
-    let mut events = watcher(meta, Default::default()).applied_objects().boxed();
+    let mut events = watcher(meta, watcher::Config::default().labels("app=x")).applied_objects().boxed();
     let first = events.next().await.unwrap().unwrap();
     assert_eq!(first.metadata.name.as_deref(), Some("a"));
 }
@@ -199,4 +202,22 @@ async fn tables_for_kubectl() {
     assert_eq!(row["cells"][1], 2);
     assert_eq!(row["object"]["kind"], "PartialObjectMetadata");
     assert_eq!(row["object"]["metadata"]["namespace"], ns.as_str());
+}
+
+#[tokio::test]
+async fn every_namespace_publishes_the_cluster_ca() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("root-ca").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    // A real cluster's kube-controller-manager adds it a moment after the namespace.
+    let mut found = None;
+    for _ in 0..100 {
+        found = api.get_opt("kube-root-ca.crt").await.unwrap();
+        if found.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let ca = found.expect("kube-root-ca.crt in a new namespace").data.unwrap()["ca.crt"].clone();
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
 }
