@@ -2,7 +2,7 @@
 //! their deletion.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::Value;
@@ -46,12 +46,18 @@ pub fn builtin(api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
 /// The kinds of one API group version: resource and whether it is namespaced, by kind.
 type GroupVersionKinds = HashMap<String, (ApiResource, bool)>;
 
+/// How long a discovery that lacks a kind stands before the group version is asked again: kinds
+/// come and go on a running cluster (one provider's CRDs are another's prerequisites), and a
+/// missing kind must not be missing until a restart, nor cost a request per object.
+const REDISCOVER_AFTER: Duration = Duration::from_secs(2);
+
 /// Applies and deletes objects of any kind, as one field manager.
 pub struct Applier {
     client: kube::Client,
     field_manager: String,
-    /// Discovery, one request per group version; the lock makes concurrent misses one request.
-    kinds: tokio::sync::Mutex<HashMap<String, GroupVersionKinds>>,
+    /// Discovery, one request per group version, with when it was made; the lock makes
+    /// concurrent misses one request.
+    kinds: tokio::sync::Mutex<HashMap<String, (Instant, GroupVersionKinds)>>,
 }
 
 impl Applier {
@@ -63,9 +69,9 @@ impl Applier {
         }
     }
 
-    /// The resource of a kind. A group version is asked for once, and again only when it
-    /// lacks a kind that a CRD of this apply has just defined (`wait`), which may take a
-    /// moment to be served.
+    /// The resource of a kind. A group version is asked for once, and again when it lacks the
+    /// kind: at most every [`REDISCOVER_AFTER`], or, when a CRD of this apply has just defined
+    /// the kind (`wait`), until it is served.
     async fn resource(
         &self,
         api_version: &str,
@@ -79,12 +85,14 @@ impl Applier {
         for attempt in 0..attempts {
             {
                 let mut kinds = self.kinds.lock().await;
-                let known = kinds.get(api_version).is_some_and(|k| k.contains_key(kind));
-                if !known && (attempt > 0 || !kinds.contains_key(api_version)) {
+                let cached = kinds.get(api_version);
+                let known = cached.is_some_and(|(_, k)| k.contains_key(kind));
+                let stale = cached.is_none_or(|(at, _)| at.elapsed() >= REDISCOVER_AFTER);
+                if !known && (attempt > 0 || stale) {
                     let found = self.discover(api_version).await;
-                    kinds.insert(api_version.to_string(), found);
+                    kinds.insert(api_version.to_string(), (Instant::now(), found));
                 }
-                if let Some(found) = kinds.get(api_version).and_then(|k| k.get(kind)) {
+                if let Some(found) = kinds.get(api_version).and_then(|(_, k)| k.get(kind)) {
                     return Ok(found.clone());
                 }
             }
@@ -118,6 +126,27 @@ impl Applier {
                 (r.kind, (resource, r.namespaced))
             })
             .collect()
+    }
+
+    /// The kinds of `objects` the cluster does not serve (each once, as the error says it),
+    /// leaving out those a CRD among them defines: checked before the first write of a set, so
+    /// that a set is never half applied for want of a kind.
+    pub async fn unserved(&self, objects: &[Value]) -> Vec<String> {
+        let defined: Vec<String> = objects.iter().filter_map(crate::objects::defined_kind).collect();
+        let mut missing = Vec::new();
+        let mut checked = std::collections::HashSet::new();
+        for object in objects {
+            let r = ObjectRef::of(object);
+            if defined.contains(&format!("{}/{}", r.group(), r.kind))
+                || !checked.insert((r.api_version.clone(), r.kind.clone()))
+            {
+                continue;
+            }
+            if let Err(e) = self.resource(&r.api_version, &r.kind, false).await {
+                missing.push(e);
+            }
+        }
+        missing
     }
 
     fn api(&self, resource: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {

@@ -215,6 +215,11 @@ where
     if to_apply.is_empty() && plan.delete.is_empty() {
         return Ok(());
     }
+    // Every kind the set needs is served before the first write, or nothing is written.
+    let unserved = ctx.applier.unserved(&plan.objects).await;
+    if !unserved.is_empty() {
+        return Err(unserved.join("; "));
+    }
     if plan.changed {
         let previous = previous.map(|p| p.objects.as_slice()).unwrap_or_default();
         let during = Inventory {

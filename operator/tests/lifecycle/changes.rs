@@ -194,3 +194,50 @@ spec:
     assert!(notes.iter().all(|n| !n.contains("hunter2")), "{notes:?}");
     s.stop_operator().await;
 }
+
+#[tokio::test]
+async fn a_kind_that_is_served_after_the_operator_started_is_found_and_nothing_is_half_applied() {
+    let mut s = Scenario::new("late").await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    // A provider whose components hold an object of a kind that nothing serves yet.
+    let group = format!("{}.late.example.com", s.cluster.unique("k").replace('-', ""));
+    let text = format!(
+        "{}---\napiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: default-widget\n  namespace: late-system\n",
+        components("late", "v1.0.0", &[])
+    );
+    publish(&s, "infrastructure-late", "infrastructure-components.yaml", "v1.0.0", &text).await;
+    s.create::<InfrastructureProvider>("late", &crate::fixtures::selector("infrastructure-late")).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("late", "refused", |p| {
+            reason(p, "ProviderInstalled", "ApplyFailed")
+        })
+        .await;
+    let message = &refused
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ProviderInstalled")
+        .unwrap()
+        .message;
+    assert!(message.contains(&format!("{group}/v1 Widget is not served by the cluster")), "{message}");
+    assert!(s.deployments("InfrastructureProvider", "late").await.is_empty(), "nothing was written");
+
+    // The kind comes: the provider installs without a restart.
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("widgets.{group}")},
+            "spec": {"group": group, "scope": "Namespaced",
+                "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+        }))
+        .unwrap();
+    s.cluster.install_own_crd(&crd).await;
+    s.wait_for::<InfrastructureProvider>("late", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    assert_eq!(s.deployments("InfrastructureProvider", "late").await.len(), 1);
+    s.stop_operator().await;
+}
