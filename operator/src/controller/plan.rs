@@ -219,10 +219,15 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     // A contract change needs every provider paused.
     let changes_contract = me.contract.as_deref().is_some_and(|c| c != fetched.contract);
     if changes_contract {
+        // Paused as observed (its Deployments held at 0), not as asked: a provider whose pause
+        // has not been carried out (its config Secret is missing, its fetch fails) still runs.
+        // This provider counts as paused when it asks to be: this very plan scales it to 0.
+        // One that never installed runs nothing and is left out.
         let running: Vec<String> = input
             .all
             .iter()
-            .filter(|o| !o.paused && !o.held && !o.deleting)
+            .filter(|o| !o.deleting && o.installed())
+            .filter(|o| !(o.held || (o.key == me.key && me.paused)))
             .map(ProviderView::describe)
             .collect();
         if !running.is_empty() {
@@ -246,7 +251,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         let mut contracts: Vec<(String, String)> = input
             .all
             .iter()
-            .filter(|o| !o.deleting && o.key != me.key)
+            .filter(|o| !o.deleting && o.key != me.key && o.installed())
             .map(|o| (o.describe(), o.contract.clone().unwrap_or_else(|| "none".into())))
             .collect();
         contracts.push((me.describe(), fetched.contract.clone()));

@@ -207,6 +207,28 @@ fn contract_changes_need_every_provider_paused() {
     paused_core.paused = true;
     let mut paused_aws = aws.clone();
     paused_aws.paused = true;
+    // Asked to pause, but its Deployments still run (its pause was not carried out yet).
+    let asked = plan(
+        &paused_core,
+        &[paused_core.clone(), paused_aws.clone()],
+        &fetched("v2.0.0", "v1beta2"),
+        None,
+        &[],
+    );
+    assert!(
+        condition(&asked, UPGRADED).message.contains("Not paused: InfrastructureProvider ns/aws"),
+        "the gate looks at what runs: {}",
+        condition(&asked, UPGRADED).message
+    );
+    paused_aws.held = true;
+    paused_core.held = true;
+    // One that never installed runs nothing: it holds nothing up.
+    let mut never = view(ProviderKind::Infrastructure, "broken");
+    never.installed_version = None;
+    never.contract = None;
+    let with_never = [paused_core.clone(), paused_aws.clone(), never.clone()];
+    let p = plan(&paused_core, &with_never, &fetched("v2.0.0", "v1beta2"), None, &[]);
+    assert_eq!(p.installed_version.as_deref(), Some("v2.0.0"), "{:?}", p.conditions);
     let all = [paused_core.clone(), paused_aws.clone()];
     let live = [LiveDeployment {
         namespace: "ns".into(),
