@@ -26,22 +26,40 @@ pub fn manager_flags(manager: &ManagerSpec) -> Result<Vec<(String, String)>, Str
         }
     };
     push("sync-period", manager.sync_period.map(|d| d.to_string()));
+    // Settings that Cluster API managers have no flag for: a flag they do not define stops
+    // them at start, so these are refused rather than passed on (or silently dropped).
+    let unsupported = [
+        (
+            "leaderElection.resourceLock",
+            manager.leader_election.as_ref().is_some_and(|l| l.resource_lock.is_some()),
+        ),
+        (
+            "leaderElection.resourceName",
+            manager.leader_election.as_ref().is_some_and(|l| l.resource_name.is_some()),
+        ),
+        (
+            "leaderElection.resourceNamespace",
+            manager.leader_election.as_ref().is_some_and(|l| l.resource_namespace.is_some()),
+        ),
+        ("gracefulShutDown", manager.graceful_shutdown_timeout.is_some()),
+        ("webhook.host", manager.webhook.as_ref().is_some_and(|w| w.host.is_some())),
+    ];
+    if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
+        return Err(format!(
+            "spec.manager.{field}: Cluster API managers take no flag for it (an unknown flag stops them at start); remove it"
+        ));
+    }
     if let Some(le) = &manager.leader_election {
         push("leader-elect", le.leader_elect.map(|b| b.to_string()));
         push("leader-elect-lease-duration", le.lease_duration.map(|d| d.to_string()));
         push("leader-elect-renew-deadline", le.renew_deadline.map(|d| d.to_string()));
         push("leader-elect-retry-period", le.retry_period.map(|d| d.to_string()));
-        push("leader-elect-resource-lock", le.resource_lock.clone());
-        push("leader-election-id", le.resource_name.clone());
-        push("leader-election-namespace", le.resource_namespace.clone());
     }
     push("namespace", manager.cache_namespace.clone());
-    push("graceful-shutdown-timeout", manager.graceful_shutdown_timeout.map(|d| d.to_string()));
     push("metrics-bind-addr", manager.metrics.as_ref().and_then(|m| m.bind_address.clone()));
     push("health-addr", manager.health.as_ref().and_then(|h| h.health_probe_bind_address.clone()));
     if let Some(w) = &manager.webhook {
         push("webhook-port", w.port.map(|p| p.to_string()));
-        push("webhook-host", w.host.clone());
         push("webhook-cert-dir", w.cert_dir.clone());
     }
     push("profiler-address", manager.profiler_address.clone());
@@ -63,12 +81,24 @@ fn flag_name(arg: &str) -> Option<&str> {
     Some(rest.split('=').next().unwrap_or(rest))
 }
 
-/// `args` with each flag set to its value: replaced where present, appended where not.
+/// Flags that take no separate value (`--leader-elect true` is not how Go reads a boolean).
+const BOOLEAN_FLAGS: &[&str] = &["leader-elect"];
+
+/// `args` with each flag set to its value: replaced where present (with the value that
+/// followed it as an argument of its own, `--v 1`), appended where not.
 fn set_flags(args: &mut Vec<Value>, flags: &[(String, String)]) {
     for (name, value) in flags {
         let text = format!("--{name}={value}");
-        match args.iter_mut().find(|a| a.as_str().and_then(flag_name) == Some(name.as_str())) {
-            Some(slot) => *slot = Value::String(text),
+        match args.iter().position(|a| a.as_str().and_then(flag_name) == Some(name.as_str())) {
+            Some(i) => {
+                let separate = !args[i].as_str().unwrap_or_default().contains('=')
+                    && !BOOLEAN_FLAGS.contains(&name.as_str())
+                    && args.get(i + 1).and_then(Value::as_str).is_some_and(|next| !next.starts_with('-'));
+                if separate {
+                    args.remove(i + 1);
+                }
+                args[i] = Value::String(text);
+            }
             None => args.push(Value::String(text)),
         }
     }
@@ -231,6 +261,34 @@ mod tests {
         let error =
             customize(&mut [deployment()], &spec("manager: {debug: true, verbosity: 2}\n"), "c").unwrap_err();
         assert!(error.starts_with("spec.manager.debug sets verbosity"), "{error}");
+    }
+
+    #[test]
+    fn a_flag_given_with_a_separate_value_is_replaced_whole_and_unknown_flags_are_refused() {
+        let mut objects = vec![json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [
+            {"name": "manager", "args": ["--leader-elect", "--v", "1", "--sync-period", "10m", "--extra"]}]}}}})];
+        customize(&mut objects, &spec("manager: {verbosity: 3, syncPeriod: 600s}\n"), "c").unwrap();
+        assert_eq!(
+            objects[0]["spec"]["template"]["spec"]["containers"][0]["args"],
+            json!(["--leader-elect", "--v=3", "--sync-period=600s", "--extra"])
+        );
+        for (yaml, field) in [
+            ("manager: {leaderElection: {resourceLock: leases}}\n", "leaderElection.resourceLock"),
+            (
+                "manager: {leaderElection: {resourceName: x, resourceNamespace: y}}\n",
+                "leaderElection.resourceName",
+            ),
+            ("manager: {gracefulShutDown: 30s}\n", "gracefulShutDown"),
+            ("manager: {webhook: {host: 0.0.0.0}}\n", "webhook.host"),
+        ] {
+            let error = customize(&mut [deployment()], &spec(yaml), "c").unwrap_err();
+            assert_eq!(
+                error,
+                format!(
+                    "spec.manager.{field}: Cluster API managers take no flag for it (an unknown flag stops them at start); remove it"
+                )
+            );
+        }
     }
 
     #[test]
