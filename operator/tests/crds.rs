@@ -65,7 +65,10 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
     };
     let mut top: Vec<String> = spec.as_object().unwrap().keys().cloned().collect();
     top.sort();
-    assert_eq!(top, ["configSecret", "deployment", "fetchConfig", "manager", "paused", "version"]);
+    assert_eq!(
+        top,
+        ["configSecret", "crdDeletionPolicy", "deployment", "fetchConfig", "manager", "paused", "version"]
+    );
     assert_eq!(
         keys(&spec["manager"]),
         [

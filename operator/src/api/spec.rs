@@ -41,6 +41,20 @@ pub struct ProviderSpec {
     /// every provider before an upgrade that changes the contract.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
+    /// What happens to the provider's CRDs when the provider object is deleted: Keep (the
+    /// default, as clusterctl delete does without --include-crd) leaves them and every object of
+    /// them; Delete removes them, and with them every object of them, so the deletion waits
+    /// until no such object is left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crd_deletion_policy: Option<CrdDeletionPolicy>,
+}
+
+// What happens to a provider's CRDs when it is deleted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum CrdDeletionPolicy {
+    #[default]
+    Keep,
+    Delete,
 }
 
 /// A reference to the Secret with a provider's variables.

@@ -1,5 +1,6 @@
 //! The reconcile of a provider being deleted: refused while something uses it, then every
-//! object it installed is removed, CRDs last, and the finalizer goes.
+//! object it installed is removed (its CRDs only when `crdDeletionPolicy: Delete`, and last),
+//! and the finalizer goes.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use super::reason::Reason;
 use super::status::{self, Outcome};
 use super::users::{butler_platform, tenant_cluster_users};
 use super::vocabulary::ProviderKey;
-use crate::api::{PROVIDER_FINALIZER, ProviderKind};
+use crate::api::{CrdDeletionPolicy, PROVIDER_FINALIZER, ProviderKind};
 
 /// How many objects of one CRD a blocked deletion names.
 const NAMED: u32 = 5;
@@ -41,12 +42,21 @@ where
     let me = view_of(object.as_ref(), ctx.statuses.lock().expect("not poisoned").get(&key));
     let all: Vec<_> = ctx.views().into_iter().filter(|v| v.key != me.key).collect();
     let inventory = inventory_of(&ctx, &key).await?.unwrap_or_default();
+    // The CRDs go only when the provider object says so; kept, their objects stay and hold
+    // nothing up.
+    let delete_crds = object.provider_spec().crd_deletion_policy == Some(CrdDeletionPolicy::Delete);
+    let doomed: Vec<ObjectRef> = inventory
+        .objects
+        .iter()
+        .filter(|o| delete_crds || o.kind != "CustomResourceDefinition")
+        .cloned()
+        .collect();
     // A provider that never applied anything (a duplicate, one that failed its preflight)
     // holds nothing up.
     let blocker = match inventory.objects.is_empty() {
         true => None,
         false => {
-            let (users, kinds) = users_of(&ctx, &key, &inventory.objects).await?;
+            let (users, kinds) = users_of(&ctx, &key, &doomed).await?;
             let blocker = plan::deletion_blocker(&me, &all, &users);
             if blocker.is_some() {
                 for kind in &kinds {
@@ -70,7 +80,7 @@ where
         return Err(Error::DeletionBlocked(format!("{key}: {message}")));
     }
 
-    let mut objects = inventory.objects.clone();
+    let mut objects = doomed;
     objects.sort_by_key(delete_order);
     for gone in objects.iter().filter(|o| o.kind != "Namespace") {
         ctx.drift.forget(gone);

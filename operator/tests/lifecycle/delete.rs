@@ -1,12 +1,14 @@
-//! Deleting providers: held up while workload clusters (or objects of the provider's CRDs, or
-//! for the core provider other providers) remain, then every object goes, CRDs included.
+//! Deleting providers: held up while workload clusters (or for the core provider other
+//! providers) remain, then every object goes; the CRDs stay unless the provider says
+//! `crdDeletionPolicy: Delete`, and then the deletion also waits for the objects of its CRDs.
 
 use butler_core::api::{ProviderConfig, TenantCluster};
 use butler_operator::api::{CoreProvider, InfrastructureProvider};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 
+use crate::fixtures::{Part, components, publish, selector};
 use crate::support::{Scenario, condition, from_yaml, is, reason};
 
 #[tokio::test]
@@ -62,19 +64,46 @@ async fn deletion_waits_for_tenant_clusters_and_the_core_provider_goes_last() {
     let roles: Api<ClusterRole> = Api::all(s.client.clone());
     assert!(roles.get_opt("butler-provider-harvester").await.unwrap().is_none());
 
-    // The core provider now waits for the objects of its CRDs, then goes with them.
-    let core = s
-        .wait_for::<CoreProvider>("butler", "held up by the ProviderConfig", |p| {
-            condition(p, "Deleting").is_some_and(|c| c.message.contains("ProviderConfig"))
-        })
-        .await;
-    assert!(condition(&core, "Deleting").unwrap().message.contains(&format!("ProviderConfig {ns}/harv")));
-    configs.delete("harv", &DeleteParams::default()).await.unwrap();
+    // The core provider goes; its CRDs stay, and the objects of them (crdDeletionPolicy Keep,
+    // the default, as clusterctl delete without --include-crd).
     s.wait_gone::<CoreProvider>("butler").await;
     let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
-    assert!(
-        crds.get_opt("tenantclusters.butler.butlerlabs.dev").await.unwrap().is_none(),
-        "the provider's CRDs go too"
-    );
+    assert!(crds.get_opt("tenantclusters.butler.butlerlabs.dev").await.unwrap().is_some(), "the CRDs stay");
+    assert!(configs.get_opt("harv").await.unwrap().is_some(), "and so do their objects");
+    configs.delete("harv", &DeleteParams::default()).await.unwrap();
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_provider_that_deletes_its_crds_waits_for_their_objects() {
+    let mut s = Scenario::new("crd-delete").await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    let components = components("gizmo", "v1.0.0", &[Part::Crd]);
+    publish(&s, "infrastructure-gizmo", "infrastructure-components.yaml", "v1.0.0", &components).await;
+    let spec = serde_json::from_str::<serde_json::Value>(&selector("infrastructure-gizmo")).unwrap();
+    let spec = serde_json::json!({"fetchConfig": spec["fetchConfig"], "crdDeletionPolicy": "Delete"});
+    s.create::<InfrastructureProvider>("gizmo", &spec.to_string()).await;
+    s.wait_for::<InfrastructureProvider>("gizmo", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+
+    let gadgets =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("gizmo.test.io", "v1", "Gadget"), "gadgets");
+    let api: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), &s.namespace, &gadgets);
+    let gadget: DynamicObject =
+        serde_json::from_value(serde_json::json!({"apiVersion": "gizmo.test.io/v1", "kind": "Gadget",
+        "metadata": {"name": "g1", "namespace": s.namespace}}))
+        .unwrap();
+    api.create(&PostParams::default(), &gadget).await.unwrap();
+
+    s.api::<InfrastructureProvider>().delete("gizmo", &DeleteParams::default()).await.unwrap();
+    let held = s
+        .wait_for::<InfrastructureProvider>("gizmo", "held up", |p| reason(p, "Deleting", "DeletionBlocked"))
+        .await;
+    let message = &condition(&held, "Deleting").unwrap().message;
+    assert!(message.contains(&format!("Gadget {}/g1", s.namespace)), "{message}");
+    api.delete("g1", &DeleteParams::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("gizmo").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
+    assert!(crds.get_opt("gadgets.gizmo.test.io").await.unwrap().is_none(), "its CRD went, as asked");
     s.stop_operator().await;
 }
