@@ -91,6 +91,13 @@ fn strategic_merge(rt: &ResourceType, target: &mut Value, patch: &Value, path: &
     }
     let target_map = target.as_object_mut().expect("made an object above");
     for (key, value) in patch_map {
+        // `$deleteFromPrimitiveList/{field}`: values to take out of a merged list of scalars.
+        if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+            if let (Some(Value::Array(list)), Value::Array(gone)) = (target_map.get_mut(field), value) {
+                list.retain(|v| !gone.contains(v));
+            }
+            continue;
+        }
         if key.starts_with('$') {
             continue;
         }
@@ -99,6 +106,23 @@ fn strategic_merge(rt: &ResourceType, target: &mut Value, patch: &Value, path: &
             continue;
         }
         path.push(key.clone());
+        // metadata.finalizers merges (patchStrategy merge): a patch adds to it, never replaces it.
+        if path.len() == 2
+            && path[0] == "metadata"
+            && path[1] == "finalizers"
+            && let Value::Array(items) = value
+        {
+            let slot = target_map.entry(key.clone()).or_insert_with(|| Value::Array(Vec::new()));
+            if let Value::Array(list) = slot {
+                for item in items {
+                    if !list.contains(item) {
+                        list.push(item.clone());
+                    }
+                }
+            }
+            path.pop();
+            continue;
+        }
         match (value, rt.list_type(path)) {
             (Value::Array(items), ListType::Map(keys)) => {
                 let slot = target_map.entry(key.clone()).or_insert_with(|| Value::Array(Vec::new()));

@@ -36,24 +36,39 @@ fn nullable(schema: &Value) -> bool {
     schema.get("nullable") == Some(&Value::Bool(true))
 }
 
+/// Prunes a value that no schema describes, as the API server does under
+/// `additionalProperties: true`: objects lose every field (at any depth), scalars stay.
+fn prune_unschematized(value: &mut Value) {
+    match value {
+        Value::Object(map) => map.clear(),
+        Value::Array(items) => items.iter_mut().for_each(prune_unschematized),
+        _ => {}
+    }
+}
+
 fn prune_node(schema: &Value, value: &mut Value) {
     match value {
         Value::Object(map) => {
             let properties = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            // `additionalProperties: true` keeps the keys but gives their values no schema.
+            let any_key = schema.get("additionalProperties") == Some(&Value::Bool(true));
             let embedded = schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
             map.retain(|key, child| {
                 let child_schema = properties.and_then(|p| p.get(key)).or(additional);
-                if child.is_null() && !child_schema.is_some_and(nullable) {
+                if child.is_null() && !child_schema.is_some_and(nullable) && !any_key {
                     return false;
                 }
                 child_schema.is_some()
+                    || any_key
                     || preserves(schema)
                     || (embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata"))
             });
             for (key, child) in map.iter_mut() {
-                if let Some(child_schema) = properties.and_then(|p| p.get(key)).or(additional) {
-                    prune_node(child_schema, child);
+                match properties.and_then(|p| p.get(key)).or(additional) {
+                    Some(child_schema) => prune_node(child_schema, child),
+                    None if any_key => prune_unschematized(child),
+                    None => {}
                 }
             }
             default_object(schema, map);
@@ -236,6 +251,47 @@ fn check(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause>) {
             }
             if let Some(max) = schema.get("maxItems").and_then(Value::as_u64).filter(|m| len > *m) {
                 invalid("FieldValueTooMany", format!("Too many: {len}: must have at most {max} items"));
+            }
+            // A list-map holds one item per key, a set one of each value: duplicates are
+            // refused, as the API server refuses them (never merged).
+            match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                Some("map") => {
+                    let keys: Vec<&str> = schema
+                        .get("x-kubernetes-list-map-keys")
+                        .and_then(Value::as_array)
+                        .map(|k| k.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    for (i, item) in items.iter().enumerate() {
+                        let key: Vec<&Value> = keys.iter().map(|k| &item[*k]).collect();
+                        if items[..i]
+                            .iter()
+                            .any(|earlier| keys.iter().map(|k| &earlier[*k]).collect::<Vec<_>>() == key)
+                        {
+                            let shown: Vec<String> =
+                                keys.iter().zip(&key).map(|(k, v)| format!("\"{k}\":{v}")).collect();
+                            causes.push(Cause {
+                                reason: "FieldValueDuplicate",
+                                message: format!(
+                                    "Duplicate value: map[string]interface {{}}{{{}}}",
+                                    shown.join(", ")
+                                ),
+                                field: format!("{path}[{i}]"),
+                            });
+                        }
+                    }
+                }
+                Some("set") => {
+                    for (i, item) in items.iter().enumerate() {
+                        if items[..i].contains(item) {
+                            causes.push(Cause {
+                                reason: "FieldValueDuplicate",
+                                message: format!("Duplicate value: {item}"),
+                                field: format!("{path}[{i}]"),
+                            });
+                        }
+                    }
+                }
+                _ => {}
             }
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {

@@ -109,3 +109,23 @@ async fn keyed_lists_merge_by_key_under_apply() {
         .collect();
     assert_eq!(names, ["b"]);
 }
+
+#[tokio::test]
+async fn an_apply_that_changes_nothing_keeps_the_resource_version() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("noop").await;
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same", "namespace": ns}, "data": {"k": "v"}});
+    let params = kube::api::PatchParams::apply("noop-test").force();
+    let first = api.patch("same", &params, &kube::api::Patch::Apply(&body)).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let again = api.patch("same", &params, &kube::api::Patch::Apply(&body)).await.unwrap();
+    assert_eq!(
+        again.metadata.resource_version, first.metadata.resource_version,
+        "nothing changed, nothing written"
+    );
+    assert_eq!(
+        again.metadata.managed_fields, first.metadata.managed_fields,
+        "not even the time of the manager's entry"
+    );
+}

@@ -221,3 +221,25 @@ async fn every_namespace_publishes_the_cluster_ca() {
     let ca = found.expect("kube-root-ca.crt in a new namespace").data.unwrap()["ca.crt"].clone();
     assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
 }
+
+#[tokio::test]
+async fn a_strategic_merge_patch_adds_to_the_finalizers_and_can_take_one_out() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("smp").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    let mut cm = config_map("held", &[], &[]);
+    cm.metadata.finalizers = Some(vec!["example.com/a".into()]);
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let add = Patch::Strategic(json!({"metadata": {"finalizers": ["example.com/b"]}}));
+    let patched = api.patch("held", &PatchParams::default(), &add).await.unwrap();
+    assert_eq!(
+        patched.metadata.finalizers.unwrap(),
+        ["example.com/a", "example.com/b"],
+        "merged, not replaced"
+    );
+    let remove = Patch::Strategic(
+        json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/a", "example.com/b"]}}),
+    );
+    let patched = api.patch("held", &PatchParams::default(), &remove).await.unwrap();
+    assert!(patched.metadata.finalizers.unwrap_or_default().is_empty());
+}

@@ -10,8 +10,11 @@ async fn defaults_are_applied_and_unknown_fields_pruned() {
     let ns = cluster.namespace("schema").await;
     let resource = widgets(&cluster).await;
     let api = widget_api(&cluster, &resource, &ns);
-    let mut body =
-        widget(&resource, "w", json!({"label": "w", "bogus": true, "extra": {"free": {"form": 1}}}));
+    let mut body = widget(
+        &resource,
+        "w",
+        json!({"label": "w", "bogus": true, "extra": {"free": {"form": 1}}, "loose": {"kept": 1, "nested": {"gone": 2}}}),
+    );
     body.data["topLevelBogus"] = json!(1);
     let created = api.create(&PostParams::default(), &body).await.unwrap();
     assert_eq!(created.data["spec"]["size"], 3);
@@ -22,6 +25,11 @@ async fn defaults_are_applied_and_unknown_fields_pruned() {
         created.data["spec"]["extra"],
         json!({"free": {"form": 1}}),
         "preserve-unknown-fields keeps it"
+    );
+    assert_eq!(
+        created.data["spec"]["loose"],
+        json!({"kept": 1, "nested": {}}),
+        "additionalProperties: true keeps the keys, but values have no schema: nested objects are emptied"
     );
 }
 
@@ -64,4 +72,20 @@ async fn invalid_objects_are_refused_with_one_cause_per_field() {
     }
     let blue = widget(&resource, "blue", json!({"label": "w", "size": 500, "color": "blue"}));
     api.create(&PostParams::default(), &blue).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_list_map_with_a_key_twice_is_refused_not_merged() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("dupes").await;
+    let resource = widgets(&cluster).await;
+    let api = widget_api(&cluster, &resource, &ns);
+    let body = widget(
+        &resource,
+        "w",
+        json!({"label": "w", "parts": [{"name": "a", "count": 1}, {"name": "a", "count": 2}]}),
+    );
+    let status = api_error(api.create(&PostParams::default(), &body).await);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert!(status.message.contains("spec.parts[1]: Duplicate value"), "{}", status.message);
 }

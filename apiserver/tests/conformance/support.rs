@@ -30,14 +30,23 @@ pub struct WidgetSpec {
     /// Label: lowercase letters.
     #[schemars(pattern(r"^[a-z]+$"))]
     pub label: String,
-    /// Free-form extra data.
+    /// Free-form extra data: an object that keeps whatever it holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+    #[schemars(schema_with = "free_form")]
     pub extra: Option<serde_json::Map<String, Value>>,
+    /// Loose data: any keys, but values without a schema (`additionalProperties: true`), whose
+    /// nested objects the API server empties.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loose: Option<serde_json::Map<String, Value>>,
     /// Parts, keyed by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub parts: Option<Vec<Part>>,
+}
+
+/// `{type: object, x-kubernetes-preserve-unknown-fields: true}`: what keeps nested data.
+fn free_form(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "nullable": true, "x-kubernetes-preserve-unknown-fields": true})
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
