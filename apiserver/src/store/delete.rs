@@ -294,11 +294,17 @@ impl Store {
                 );
             }
             let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
+            // Foreground: every dependent is deleted, but the owner waits only for those whose
+            // owner reference says blockOwnerDeletion.
             if dying && has_finalizer(object, "metadata", FOREGROUND) {
-                clear(
-                    all.iter().filter(|(_, o)| owned_by(o, uid)).copied().collect(),
-                    Action::DropFinalizer("metadata", FOREGROUND),
-                );
+                let dependents: Vec<(&ResourceType, &Value)> =
+                    all.iter().filter(|(_, o)| owned_by(o, uid)).copied().collect();
+                for (r, o) in dependents.iter().filter(|(_, o)| !terminating(o)) {
+                    add(r, o, Action::Delete);
+                }
+                if !dependents.iter().any(|(_, o)| blocks_owner(o, uid)) {
+                    add(rt, object, Action::DropFinalizer("metadata", FOREGROUND));
+                }
             }
             if dying && has_finalizer(object, "metadata", ORPHAN) {
                 for (r, o) in all.iter().filter(|(_, o)| owned_by(o, uid)) {
@@ -338,4 +344,11 @@ fn finalizers_in(object: &Value, section: &str) -> Vec<Value> {
 
 fn owned_by(object: &Value, uid: &str) -> bool {
     object["metadata"]["ownerReferences"].as_array().is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+}
+
+/// Whether an object's reference to the owner `uid` says blockOwnerDeletion.
+fn blocks_owner(object: &Value, uid: &str) -> bool {
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid && r["blockOwnerDeletion"] == true))
 }

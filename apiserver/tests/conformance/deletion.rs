@@ -61,11 +61,16 @@ async fn dependents_follow_their_owner_by_propagation_policy() {
     let orphan = api.get("dep-or").await.unwrap();
     assert!(orphan.metadata.owner_references.unwrap_or_default().is_empty());
 
-    // Foreground: the owner waits for its dependents; a dependent with a finalizer holds it.
+    // Foreground: the owner's dependents are deleted, and it waits for those whose reference
+    // says blockOwnerDeletion; a blocking dependent with a finalizer holds it.
     let owner = api.create(&PostParams::default(), &config_map("owner-fg", &[], &[])).await.unwrap();
     let mut dependent = owned_by(&owner, "dep-fg");
+    dependent.metadata.owner_references.as_mut().unwrap()[0].block_owner_deletion = Some(true);
     dependent.metadata.finalizers = Some(vec!["e2e.butlerlabs.dev/hold".into()]);
     api.create(&PostParams::default(), &dependent).await.unwrap();
+    let mut loose = owned_by(&owner, "dep-fg-loose");
+    loose.metadata.finalizers = Some(vec!["e2e.butlerlabs.dev/hold".into()]);
+    api.create(&PostParams::default(), &loose).await.unwrap();
     api.delete("owner-fg", &DeleteParams::foreground()).await.unwrap();
     eventually("the dependent to be marked for deletion", || async {
         api.get("dep-fg").await.unwrap().metadata.deletion_timestamp.map(|_| ())
@@ -76,7 +81,37 @@ async fn dependents_follow_their_owner_by_propagation_policy() {
     api.patch("dep-fg", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
         .await
         .unwrap();
-    eventually("the foreground owner to go after its dependent", || gone(&api, "owner-fg")).await;
+    eventually("the foreground owner to go after its blocking dependent", || gone(&api, "owner-fg")).await;
+    // The dependent that did not block is being deleted too, and held the owner up for nothing.
+    let loose = api.get("dep-fg-loose").await.unwrap();
+    assert!(loose.metadata.deletion_timestamp.is_some());
+    api.patch(
+        "dep-fg-loose",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_foreground_owner_does_not_wait_for_dependents_that_do_not_block_it() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("fg-loose").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    let owner = api.create(&PostParams::default(), &config_map("owner", &[], &[])).await.unwrap();
+    let mut dependent = owned_by(&owner, "dependent");
+    dependent.metadata.finalizers = Some(vec!["e2e.butlerlabs.dev/hold".into()]);
+    api.create(&PostParams::default(), &dependent).await.unwrap();
+    api.delete("owner", &DeleteParams::foreground()).await.unwrap();
+    eventually("the owner to go without waiting", || gone(&api, "owner")).await;
+    eventually("the dependent to be marked for deletion", || async {
+        api.get("dependent").await.unwrap().metadata.deletion_timestamp.map(|_| ())
+    })
+    .await;
+    api.patch("dependent", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
