@@ -43,6 +43,12 @@ pub fn builtin(api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
     }
 }
 
+/// Whether the API server refused a change of a field that cannot change.
+fn immutable(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status)
+        if status.code == 422 && (status.message.contains("field is immutable") || status.message.contains("cannot change roleRef")))
+}
+
 /// The kinds of one API group version: resource and whether it is namespaced, by kind.
 type GroupVersionKinds = HashMap<String, (ApiResource, bool)>;
 
@@ -156,19 +162,42 @@ impl Applier {
         }
     }
 
-    /// Server-side applies an object as this applier's field manager, taking its fields over. `wait` says
-    /// that a CRD of this apply defines the kind, so it may take a moment to be served.
-    /// Returns the object as the API server answered, and its resource.
+    /// Server-side applies an object as this applier's field manager, taking its fields over.
+    /// `wait` says that a CRD of this apply defines the kind, so it may take a moment to be
+    /// served. An object whose change the API server refuses as immutable (a Deployment's
+    /// selector, a binding's roleRef) is deleted and made anew, as `kubectl replace --force`
+    /// does. Returns the object as the API server answered, and its resource.
     pub async fn apply(&self, object: &Value, wait: bool) -> Result<(DynamicObject, ApiResource), String> {
         let r = ObjectRef::of(object);
         let (resource, namespaced) = self.resource(&r.api_version, &r.kind, wait).await?;
         let api = self.api(&resource, namespaced, r.namespace.as_deref());
         let where_ = r.namespace.as_deref().map(|ns| format!(" in {ns}")).unwrap_or_default();
-        let applied = api
-            .patch(&r.name, &PatchParams::apply(&self.field_manager).force(), &Patch::Apply(object))
-            .await
-            .map_err(|e| format!("applying {} {}{where_}: {}", r.kind, r.name, describe(&e)))?;
-        Ok((applied, resource))
+        let failed = |e: &kube::Error| format!("applying {} {}{where_}: {}", r.kind, r.name, describe(e));
+        let params = PatchParams::apply(&self.field_manager).force();
+        match api.patch(&r.name, &params, &Patch::Apply(object)).await {
+            Ok(applied) => Ok((applied, resource)),
+            Err(e) if immutable(&e) => {
+                tracing::info!(object = %r.describe(), "a field that cannot change did: making the object anew");
+                self.delete(&r).await?;
+                self.wait_gone(&api, &r).await?;
+                let applied =
+                    api.patch(&r.name, &params, &Patch::Apply(object)).await.map_err(|e| failed(&e))?;
+                Ok((applied, resource))
+            }
+            Err(e) => Err(failed(&e)),
+        }
+    }
+
+    /// Waits (a little) until a deleted object is gone: objects with finalizers take a moment.
+    async fn wait_gone(&self, api: &Api<DynamicObject>, r: &ObjectRef) -> Result<(), String> {
+        for _ in 0..100 {
+            match not_found_ok(api.get(&r.name).await) {
+                Ok(None) => return Ok(()),
+                Ok(Some(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(e) => return Err(format!("waiting for {} to go: {}", r.describe(), describe(&e))),
+            }
+        }
+        Err(format!("{} is still being deleted after 10 s; it is made anew at the next try", r.describe()))
     }
 
     /// Deletes an object; one that is gone already is fine.

@@ -62,7 +62,40 @@ pub fn before_save(rt: &ResourceType, old: Option<&Value>, new: &mut Value) -> R
         ("apiextensions.k8s.io", "CustomResourceDefinition") => check_crd(old, new)?,
         _ => {}
     }
+    if let Some(old) = old {
+        check_immutable(rt, old, new)?;
+    }
     Ok(())
+}
+
+/// The fields Kubernetes refuses to change once set (the ones providers' components meet).
+fn check_immutable(rt: &ResourceType, old: &Value, new: &Value) -> Result<(), ApiError> {
+    let (field, message) = match (rt.group.as_str(), rt.kind.as_str()) {
+        ("apps", "Deployment" | "DaemonSet" | "StatefulSet" | "ReplicaSet") => {
+            ("spec.selector", "field is immutable")
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            ("roleRef", "cannot change roleRef")
+        }
+        ("batch", "Job") => ("spec.selector", "field is immutable"),
+        _ => return Ok(()),
+    };
+    let value = |o: &Value| field.split('.').fold(o.clone(), |v, step| v[step].clone());
+    let (before, after) = (value(old), value(new));
+    if before.is_null() || before == after {
+        return Ok(());
+    }
+    let name = new["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(
+        &rt.group,
+        &rt.kind,
+        name,
+        vec![Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {after}: {message}"),
+            field: field.into(),
+        }],
+    ))
 }
 
 fn check_crd(old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {

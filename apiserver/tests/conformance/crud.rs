@@ -243,3 +243,36 @@ async fn a_strategic_merge_patch_adds_to_the_finalizers_and_can_take_one_out() {
     let patched = api.patch("held", &PatchParams::default(), &remove).await.unwrap();
     assert!(patched.metadata.finalizers.unwrap_or_default().is_empty());
 }
+
+#[tokio::test]
+async fn immutable_fields_are_refused_as_kubernetes_refuses_them() {
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("immutable").await;
+    let deployments: Api<Deployment> = Api::namespaced(cluster.client(), &ns);
+    let deployment: Deployment = serde_json::from_value(json!({"metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"app": "a"}},
+        "template": {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "example/c:v1"}]}}}}))
+    .unwrap();
+    deployments.create(&PostParams::default(), &deployment).await.unwrap();
+    let change = Patch::Merge(
+        json!({"spec": {"selector": {"matchLabels": {"app": "b"}}, "template": {"metadata": {"labels": {"app": "b"}}}}}),
+    );
+    let status = api_error(deployments.patch("d", &PatchParams::default(), &change).await);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert!(
+        status.message.contains("spec.selector") && status.message.contains("field is immutable"),
+        "{}",
+        status.message
+    );
+
+    let bindings: Api<RoleBinding> = Api::namespaced(cluster.client(), &ns);
+    let binding: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "b"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}, "subjects": []}))
+    .unwrap();
+    bindings.create(&PostParams::default(), &binding).await.unwrap();
+    let change = Patch::Merge(json!({"roleRef": {"name": "edit"}}));
+    let status = api_error(bindings.patch("b", &PatchParams::default(), &change).await);
+    assert_eq!(status.code, 422);
+    assert!(status.message.contains("cannot change roleRef"), "{}", status.message);
+}

@@ -125,3 +125,24 @@ async fn an_empty_version_installs_the_newest_release_of_the_core_contract_from_
     assert_eq!(widget.spec.version, None, "the version chosen stays out of spec");
     s.stop_operator().await;
 }
+
+#[tokio::test]
+async fn an_upgrade_that_changes_a_field_that_cannot_change_makes_the_object_anew() {
+    let mut s = Scenario::new("immutable").await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    let v1 = components("rebuilt", "v1.0.0", &[]);
+    // v1.1.0 selects its pods by another label: a Deployment's selector cannot change in place.
+    let v11 =
+        components("rebuilt", "v1.1.0", &[]).replace("control-plane: rebuilt", "control-plane: rebuilt-v2");
+    publish(&s, "infrastructure-rebuilt", "infrastructure-components.yaml", "v1.0.0", &v1).await;
+    publish(&s, "infrastructure-rebuilt", "infrastructure-components.yaml", "v1.1.0", &v11).await;
+    s.create::<InfrastructureProvider>("rebuilt", &spec("infrastructure-rebuilt", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("rebuilt", "v1.0.0", installed("v1.0.0")).await;
+    s.patch_spec::<InfrastructureProvider>("rebuilt", json!({"version": "v1.1.0"})).await;
+    s.wait_for::<InfrastructureProvider>("rebuilt", "v1.1.0", installed("v1.1.0")).await;
+    let deployments = s.deployments("InfrastructureProvider", "rebuilt").await;
+    let selector = deployments[0].spec.as_ref().unwrap().selector.match_labels.clone().unwrap();
+    assert_eq!(selector["control-plane"], "rebuilt-v2", "the Deployment was made anew with the new selector");
+    s.stop_operator().await;
+}
