@@ -8,13 +8,16 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ApiResource, DynamicObject, WatchEvent, WatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
 use tokio::task::JoinHandle;
 
 /// What a watch reports of an object.
 pub enum Seen<'a> {
     Present(&'a ObjectMeta),
     Deleted(&'a ObjectMeta),
+    /// After the watch expired (410): every object there is now. What the handler knew of and
+    /// is not in the list was deleted while nobody watched.
+    Relisted(&'a [ObjectMeta]),
 }
 
 /// A handler of watch events.
@@ -61,13 +64,48 @@ impl Watches {
 }
 
 /// Follows the changes of a kind for as long as it is served. These watches need no listing
-/// first: they only compare changes with what the operator knows, so a watch that starts with
+/// first: they only compare changes with what the controller knows, so a watch that starts with
 /// an unset resourceVersion (whose first events are the objects as they are) costs one request
-/// where a reflector costs two. An expired resourceVersion starts over the same way.
-async fn follow(api: &Api<DynamicObject>, labels: Option<&str>, handler: &Handler, key: &str) {
-    let mut version = String::new();
+/// where a reflector costs two. When the resourceVersion expired (410, at the start of a watch
+/// or in its stream), the objects are listed and reported as [`Seen::Relisted`], so that a
+/// deletion in the gap is not lost, and the watch goes on from the list.
+pub async fn follow(api: &Api<DynamicObject>, labels: Option<&str>, handler: &Handler, key: &str) {
+    follow_from(api, labels, handler, key, String::new()).await
+}
+
+/// [`follow`] from a resourceVersion.
+pub async fn follow_from(
+    api: &Api<DynamicObject>,
+    labels: Option<&str>,
+    handler: &Handler,
+    key: &str,
+    from: String,
+) {
+    let mut version = from;
     let mut failures = 0u32;
+    let mut expired = false;
     loop {
+        if expired {
+            let mut list = ListParams::default();
+            if let Some(selector) = labels {
+                list = list.labels(selector);
+            }
+            match api.list_metadata(&list).await {
+                Ok(listed) => {
+                    let metas: Vec<ObjectMeta> = listed.items.into_iter().map(|o| o.metadata).collect();
+                    handler(Seen::Relisted(&metas));
+                    version = listed.metadata.resource_version.unwrap_or_default();
+                    expired = false;
+                }
+                Err(e) if crate::error::is_not_found(&e) => return,
+                Err(e) => {
+                    failures += 1;
+                    tracing::debug!(watch = %key, error = %e, "listing after an expired watch");
+                    tokio::time::sleep(Duration::from_millis(500 * u64::from(failures.min(20)))).await;
+                    continue;
+                }
+            }
+        }
         let mut params = WatchParams::default().timeout(290);
         if let Some(selector) = labels {
             params = params.labels(selector);
@@ -75,6 +113,10 @@ async fn follow(api: &Api<DynamicObject>, labels: Option<&str>, handler: &Handle
         let stream = match api.watch_metadata(&params, &version).await {
             Ok(stream) => stream,
             Err(e) if crate::error::is_not_found(&e) => return,
+            Err(kube::Error::Api(status)) if status.code == 410 => {
+                expired = true;
+                continue;
+            }
             Err(e) => {
                 failures += 1;
                 tracing::debug!(watch = %key, error = %e, "metadata watch");
@@ -99,9 +141,7 @@ async fn follow(api: &Api<DynamicObject>, labels: Option<&str>, handler: &Handle
                     continue;
                 }
                 Ok(WatchEvent::Error(status)) => {
-                    if status.code == 410 {
-                        version.clear();
-                    }
+                    expired = status.code == 410;
                     tracing::debug!(watch = %key, error = %status.message, "metadata watch");
                     break;
                 }

@@ -38,6 +38,16 @@ impl SecretCache {
         self.seen.lock().expect("not poisoned").insert(key, resource_version.to_string());
     }
 
+    /// After a relist: Secrets that are not among `present` are gone.
+    pub fn keep_only(&self, present: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta]) {
+        let here: std::collections::HashSet<(String, String)> = present
+            .iter()
+            .map(|m| (m.namespace.clone().unwrap_or_default(), m.name.clone().unwrap_or_default()))
+            .collect();
+        self.seen.lock().expect("not poisoned").retain(|k, _| here.contains(k));
+        self.read.lock().expect("not poisoned").retain(|k, _| here.contains(k));
+    }
+
     /// The watch saw the Secret go.
     pub fn gone(&self, namespace: &str, name: &str) {
         let key = (namespace.to_string(), name.to_string());

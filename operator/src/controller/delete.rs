@@ -104,7 +104,8 @@ fn wake_on_deletions(ctx: &Context, kind: &ApiResource, key: &ProviderKey) {
     let waiting = ctx.waiting.clone();
     let triggers = ctx.triggers.clone();
     let handler: Handler = Arc::new(move |seen| {
-        if let Seen::Deleted(_) = seen {
+        // A deletion (or a relist after the watch expired, which may hide one) wakes them.
+        if let Seen::Deleted(_) | Seen::Relisted(_) = seen {
             let woken = waiting.lock().expect("not poisoned").remove(&name).unwrap_or_default();
             for key in woken {
                 triggers.trigger(&key);

@@ -33,24 +33,32 @@ pub fn owner_of(meta: &ObjectMeta) -> Option<ProviderKey> {
     ProviderKey::from_labels(meta.labels.as_ref()?)
 }
 
+/// What the operator's last write left on an object, and the provider it belongs to.
+struct Written {
+    stamp: String,
+    owner: Option<ProviderKey>,
+}
+
 /// The operator's own writes, and the watches that compare them with what the cluster holds.
 #[derive(Default)]
 pub struct Drift {
-    written: Mutex<HashMap<ObjectRef, String>>,
+    written: Mutex<HashMap<ObjectRef, Written>>,
 }
 
 impl Drift {
     /// Records what the operator's write left on an object.
     pub fn record(&self, object: ObjectRef, meta: &ObjectMeta) {
         if let Some(stamp) = stamp(meta) {
-            self.written.lock().expect("not poisoned").insert(object, stamp);
+            let owner = owner_of(meta);
+            self.written.lock().expect("not poisoned").insert(object, Written { stamp, owner });
         }
     }
 
     /// Marks an object as being written: watch events that arrive before the write's answer
     /// are the write's own.
     pub fn begin(&self, object: &ObjectRef) {
-        self.written.lock().expect("not poisoned").insert(object.clone(), PENDING.into());
+        let pending = Written { stamp: PENDING.into(), owner: None };
+        self.written.lock().expect("not poisoned").insert(object.clone(), pending);
     }
 
     /// Forgets an object: it is about to be deleted, or must be applied again.
@@ -61,7 +69,7 @@ impl Drift {
     /// Whether the cluster holds what the operator last wrote to this object. An object this
     /// process never wrote is not current, so the first reconcile after a start re-applies it.
     pub fn is_current(&self, object: &ObjectRef) -> bool {
-        self.written.lock().expect("not poisoned").get(object).is_some_and(|s| s != PENDING)
+        self.written.lock().expect("not poisoned").get(object).is_some_and(|w| w.stamp != PENDING)
     }
 
     /// Compares a watch event with the record. Returns true when the object drifted: it was
@@ -69,13 +77,14 @@ impl Drift {
     /// dropped then, so that the next reconcile re-applies it.
     pub fn observe(&self, object: &ObjectRef, seen: Seen<'_>) -> bool {
         let mut written = self.written.lock().expect("not poisoned");
-        let Some(expected) = written.get(object) else { return false };
+        let Some(expected) = written.get(object).map(|w| w.stamp.clone()) else { return false };
         if expected == PENDING {
             return false;
         }
         let drifted = match seen {
             Seen::Deleted(_) => true,
-            Seen::Present(meta) => stamp(meta).is_some_and(|s| &s != expected),
+            Seen::Present(meta) => stamp(meta).is_some_and(|s| s != expected),
+            Seen::Relisted(_) => false,
         };
         if drifted {
             written.remove(object);
@@ -92,9 +101,45 @@ impl Drift {
         watches.ensure("drift", resource, Some(LABEL_NAME), handler);
     }
 
+    /// After a relist of a kind (its watch had expired): the objects of that kind this
+    /// process wrote that are not among `present` were deleted meanwhile; their providers are
+    /// woken to put them back, and those still there are compared as usual.
+    pub fn relisted(
+        &self,
+        (api_version, kind): &(String, String),
+        present: &[ObjectMeta],
+        triggers: &Triggers,
+    ) {
+        let here: std::collections::HashSet<(Option<&str>, Option<&str>)> =
+            present.iter().map(|m| (m.namespace.as_deref(), m.name.as_deref())).collect();
+        let gone: Vec<(ObjectRef, Option<ProviderKey>)> = {
+            let mut written = self.written.lock().expect("not poisoned");
+            let gone: Vec<ObjectRef> = written
+                .iter()
+                .filter(|(r, w)| &r.api_version == api_version && &r.kind == kind && w.stamp != PENDING)
+                .filter(|(r, _)| !here.contains(&(r.namespace.as_deref(), Some(r.name.as_str()))))
+                .map(|(r, _)| r.clone())
+                .collect();
+            gone.into_iter().filter_map(|r| written.remove(&r).map(|w| (r, w.owner))).collect()
+        };
+        for (object, owner) in gone {
+            if let Some(owner) = owner {
+                tracing::info!(object = %object.describe(), provider = %owner, "an applied object was deleted while the watch was down; applying it again");
+                triggers.trigger(&owner);
+            }
+        }
+        for meta in present {
+            self.on_event(&(api_version.clone(), kind.clone()), Seen::Present(meta), triggers);
+        }
+    }
+
     /// A watch event of an applied object: wakes its provider when it drifted.
-    pub fn on_event(&self, (api_version, kind): &(String, String), seen: Seen<'_>, triggers: &Triggers) {
-        let (Seen::Present(meta) | Seen::Deleted(meta)) = seen;
+    pub fn on_event(&self, kind_of: &(String, String), seen: Seen<'_>, triggers: &Triggers) {
+        let (api_version, kind) = kind_of;
+        let meta = match seen {
+            Seen::Present(meta) | Seen::Deleted(meta) => meta,
+            Seen::Relisted(present) => return self.relisted(kind_of, present, triggers),
+        };
         let object = ObjectRef {
             api_version: api_version.clone(),
             kind: kind.clone(),
@@ -162,5 +207,28 @@ mod tests {
         );
         drift.record(role.clone(), &meta(None, "22"));
         assert!(drift.observe(&role, Seen::Deleted(&meta(None, "22"))));
+    }
+
+    #[test]
+    fn a_relist_finds_what_was_deleted_while_nobody_watched() {
+        let drift = Drift::default();
+        let (triggers, mut receivers) = crate::controller::triggers::channels();
+        let mut stream =
+            receivers.take::<crate::api::InfrastructureProvider>(crate::api::ProviderKind::Infrastructure);
+        let owned = |name: &str, rv: &str| {
+            let mut m = meta(Some(1), rv);
+            m.name = Some(name.into());
+            m.namespace = Some("ns".into());
+            m.labels = Some(ProviderKey::new(crate::api::ProviderKind::Infrastructure, "ns", "aws").labels());
+            m
+        };
+        drift.record(object("kept"), &owned("kept", "1"));
+        drift.record(object("deleted"), &owned("deleted", "2"));
+        let kind = ("apps/v1".to_string(), "Deployment".to_string());
+        drift.on_event(&kind, Seen::Relisted(&[owned("kept", "1")]), &triggers);
+        assert!(drift.is_current(&object("kept")));
+        assert!(!drift.is_current(&object("deleted")), "forgotten, so the next reconcile applies it");
+        let woken = futures::executor::block_on(futures::StreamExt::next(&mut stream)).unwrap();
+        assert_eq!(woken.name, "aws", "its provider is woken");
     }
 }

@@ -11,6 +11,7 @@ use futures::StreamExt;
 use futures::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -210,18 +211,27 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         let ctx = Arc::downgrade(&ctx);
         Arc::new(move |seen| {
             let Some(ctx) = ctx.upgrade() else { return };
-            let (Seen::Present(meta) | Seen::Deleted(meta)) = &seen;
-            let namespace = meta.namespace.clone().unwrap_or_default();
-            let name = meta.name.clone().unwrap_or_default();
-            let users = ctx.config_secret_users(&namespace, &name);
-            // Only the Secrets that providers read are remembered, not every Secret.
-            match (&seen, meta.resource_version.as_deref()) {
-                (Seen::Present(_), Some(rv)) if !users.is_empty() => ctx.secrets.saw(&namespace, &name, rv),
-                (Seen::Deleted(_), _) => ctx.secrets.gone(&namespace, &name),
-                _ => {}
-            }
-            for key in users {
-                ctx.triggers.trigger(&key);
+            let metas: Vec<&ObjectMeta> = match &seen {
+                Seen::Present(meta) | Seen::Deleted(meta) => vec![*meta],
+                // After an expired watch: Secrets that are not listed are gone.
+                Seen::Relisted(present) => {
+                    ctx.secrets.keep_only(present);
+                    present.iter().collect()
+                }
+            };
+            for meta in metas {
+                let namespace = meta.namespace.clone().unwrap_or_default();
+                let name = meta.name.clone().unwrap_or_default();
+                let users = ctx.config_secret_users(&namespace, &name);
+                // Only the Secrets that providers read are remembered, not every Secret.
+                match (&seen, meta.resource_version.as_deref()) {
+                    (Seen::Deleted(_), _) => ctx.secrets.gone(&namespace, &name),
+                    (_, Some(rv)) if !users.is_empty() => ctx.secrets.saw(&namespace, &name, rv),
+                    _ => {}
+                }
+                for key in users {
+                    ctx.triggers.trigger(&key);
+                }
             }
         })
     };
@@ -254,6 +264,14 @@ fn on_deployment(ctx: &Context, event: Result<watcher::Event<Deployment>, watche
     let (deployment, seen_deleted) = match &event {
         Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) => (d, false),
         Ok(watcher::Event::Delete(d)) => (d, true),
+        // A (re)list is complete: a Deployment the operator wrote that is not in the cache was
+        // deleted while the watch was down.
+        Ok(watcher::Event::InitDone) => {
+            let present: Vec<ObjectMeta> =
+                ctx.deployments.state().iter().map(|d| d.metadata.clone()).collect();
+            ctx.drift.relisted(&kind, &present, &ctx.triggers);
+            return;
+        }
         _ => return,
     };
     let seen =
