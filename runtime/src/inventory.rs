@@ -26,11 +26,13 @@ pub struct InventoryStore {
     label: String,
 }
 
-/// An inventory as read: the labels of its ConfigMap, and the record.
+/// An inventory as read: where its ConfigMap is, its labels and owners, and the record.
 pub struct Found<T> {
     pub namespace: String,
     pub name: String,
     pub labels: BTreeMap<String, String>,
+    /// The UIDs of its controller owner references: whose record it is.
+    pub owners: Vec<String>,
     pub record: T,
 }
 
@@ -76,10 +78,17 @@ impl InventoryStore {
             .into_iter()
             .filter_map(|cm| {
                 let record = serde_json::from_str(cm.data.as_ref()?.get(KEY)?).ok()?;
+                let owners = cm
+                    .owner_references()
+                    .iter()
+                    .filter(|r| r.controller == Some(true))
+                    .map(|r| r.uid.clone())
+                    .collect();
                 Some(Found {
                     namespace: cm.namespace().unwrap_or_default(),
                     name: cm.name_any(),
-                    labels: cm.metadata.labels.unwrap_or_default(),
+                    labels: cm.metadata.labels.clone().unwrap_or_default(),
+                    owners,
                     record,
                 })
             })

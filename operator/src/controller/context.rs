@@ -41,6 +41,7 @@ pub fn view_of<K: Provider + Resource>(object: &K, written: Option<&ProviderStat
     let status = written.or(object.provider_status());
     ProviderView {
         key: ProviderKey::of(object),
+        uid: super::vocabulary::uid_of(object),
         created: object
             .meta()
             .creation_timestamp
@@ -79,20 +80,21 @@ pub struct Context {
     pub remote: RemoteOptions,
     /// The operator's clusterctl-style config file: providers, images, variables.
     pub config_path: Option<std::path::PathBuf>,
-    /// The statuses this process wrote last, by provider.
-    pub statuses: Mutex<HashMap<ProviderKey, ProviderStatus>>,
-    /// The inventories this process read or wrote last, by provider.
-    pub inventories: Mutex<HashMap<ProviderKey, Inventory>>,
+    /// The statuses this process wrote last, by provider UID.
+    pub statuses: Mutex<HashMap<String, ProviderStatus>>,
+    /// The inventories this process read or wrote last, by provider UID.
+    pub inventories: Mutex<HashMap<String, Inventory>>,
     /// Set once every inventory ConfigMap was read.
     pub inventories_loaded: tokio::sync::OnceCell<()>,
     /// Releases fetched from remote repositories, by URL and version: a release never changes.
     pub releases: Mutex<HashMap<String, Fetched>>,
     /// Config Secrets as last read, valid while the Secret watch sees no change.
     pub secrets: super::config::SecretCache,
-    /// Consecutive failures, by provider, for the backoff.
-    pub failures: Mutex<HashMap<ProviderKey, u32>>,
-    /// Providers whose finalizer this process removed: gone, though the cache may still show them.
-    pub gone: Mutex<HashSet<ProviderKey>>,
+    /// Consecutive failures, by provider UID, for the backoff.
+    pub failures: Mutex<HashMap<String, u32>>,
+    /// Providers (UIDs) whose finalizer this process removed: gone, though the cache may still
+    /// show them.
+    pub gone: Mutex<HashSet<String>>,
 }
 
 impl Context {
@@ -128,9 +130,9 @@ impl Context {
         self.entries()
             .into_iter()
             .map(|(view, _)| view)
-            .filter(|v| !(v.deleting && gone.contains(&v.key)))
+            .filter(|v| !(v.deleting && gone.contains(&v.uid)))
             .map(|mut v| {
-                if let Some(status) = statuses.get(&v.key) {
+                if let Some(status) = statuses.get(&v.uid) {
                     v.contract = status.contract.clone();
                     v.installed_version = status.installed_version.clone();
                     v.held = held(status);
@@ -141,11 +143,11 @@ impl Context {
     }
 
     /// Drops every record of a provider whose objects and finalizer are gone.
-    pub fn forget(&self, key: &ProviderKey) {
-        self.statuses.lock().expect("not poisoned").remove(key);
-        self.inventories.lock().expect("not poisoned").remove(key);
-        self.failures.lock().expect("not poisoned").remove(key);
-        self.gone.lock().expect("not poisoned").insert(key.clone());
+    pub fn forget(&self, key: &ProviderKey, uid: &str) {
+        self.statuses.lock().expect("not poisoned").remove(uid);
+        self.inventories.lock().expect("not poisoned").remove(uid);
+        self.failures.lock().expect("not poisoned").remove(uid);
+        self.gone.lock().expect("not poisoned").insert(uid.to_string());
         self.metrics.provider_installed(key, None);
     }
 

@@ -24,7 +24,7 @@ use super::plan;
 use super::reason::Reason;
 use super::status::{self, Outcome};
 use super::users::{butler_platform, tenant_cluster_users};
-use super::vocabulary::ProviderKey;
+use super::vocabulary::{ProviderKey, uid_of};
 use crate::api::{CrdDeletionPolicy, PROVIDER_FINALIZER, ProviderKind};
 
 /// How many objects of one CRD a blocked deletion names.
@@ -39,9 +39,10 @@ where
     if !butler_runtime::finalizer::has(object.as_ref(), PROVIDER_FINALIZER) {
         return Ok(Action::await_change());
     }
-    let me = view_of(object.as_ref(), ctx.statuses.lock().expect("not poisoned").get(&key));
+    let uid = uid_of(object.as_ref());
+    let me = view_of(object.as_ref(), ctx.statuses.lock().expect("not poisoned").get(&uid));
     let all: Vec<_> = ctx.views().into_iter().filter(|v| v.key != me.key).collect();
-    let inventory = inventory_of(&ctx, &key).await?.unwrap_or_default();
+    let inventory = inventory_of(&ctx, &uid).await?.unwrap_or_default();
     // The CRDs go only when the provider object says so; kept, their objects stay and hold
     // nothing up.
     let delete_crds = object.provider_spec().crd_deletion_policy == Some(CrdDeletionPolicy::Delete);
@@ -92,7 +93,7 @@ where
         .await
         .map_err(|e| Error::kube(format!("removing the finalizer of {key}"), e))?;
     tracing::info!(provider = %key, objects = objects.len(), "deleted the provider's objects");
-    ctx.forget(&key);
+    ctx.forget(&key, &uid);
     ctx.trigger_others(&key);
     Ok(Action::await_change())
 }

@@ -33,8 +33,10 @@ pub fn name(key: &ProviderKey) -> String {
 
 /// The provider's inventory. The first call of a process lists every inventory ConfigMap
 /// (one request for all providers); from then on this process's records are the truth, since
-/// only the leader writes inventories.
-pub async fn inventory_of(ctx: &Context, key: &ProviderKey) -> Result<Option<Inventory>, Error> {
+/// only the leader writes inventories. An inventory counts only where the provider's would be:
+/// in its namespace, under its name, owned by the provider object (its UID). One anyone made
+/// elsewhere is never read, so it can never make the operator delete what it lists.
+pub async fn inventory_of(ctx: &Context, uid: &str) -> Result<Option<Inventory>, Error> {
     ctx.inventories_loaded
         .get_or_try_init(|| async {
             let all = ctx
@@ -44,14 +46,16 @@ pub async fn inventory_of(ctx: &Context, key: &ProviderKey) -> Result<Option<Inv
                 .map_err(|e| Error::kube("listing the inventory ConfigMaps", e))?;
             let mut known = ctx.inventories.lock().expect("not poisoned");
             for found in all {
-                if let Some(key) = ProviderKey::from_labels(&found.labels) {
-                    known.entry(key).or_insert(found.record);
+                let Some(labelled) = ProviderKey::from_labels(&found.labels) else { continue };
+                let in_place = found.namespace == labelled.namespace && found.name == name(&labelled);
+                if let (true, [owner]) = (in_place, found.owners.as_slice()) {
+                    known.entry(owner.clone()).or_insert(found.record);
                 }
             }
             Ok::<(), Error>(())
         })
         .await?;
-    Ok(ctx.inventories.lock().expect("not poisoned").get(key).cloned())
+    Ok(ctx.inventories.lock().expect("not poisoned").get(uid).cloned())
 }
 
 /// Writes the provider's inventory and remembers it.
@@ -61,6 +65,7 @@ pub async fn write<K: Resource<DynamicType = ()>>(
     key: &ProviderKey,
     inventory: &Inventory,
 ) -> Result<(), String> {
+    let uid = super::vocabulary::uid_of(owner);
     let name = name(key);
     ctx.inventory_store.write(owner, &name, &key.labels(), inventory).await.map_err(|e| {
         format!(
@@ -69,7 +74,7 @@ pub async fn write<K: Resource<DynamicType = ()>>(
             butler_runtime::error::describe(&e)
         )
     })?;
-    ctx.inventories.lock().expect("not poisoned").insert(key.clone(), inventory.clone());
+    ctx.inventories.lock().expect("not poisoned").insert(uid, inventory.clone());
     Ok(())
 }
 

@@ -19,7 +19,7 @@ use super::inventory::{self, Inventory, inventory_of};
 use super::plan::{self, InstallInput, InstallPlan, core_of};
 use super::reason::{Reason, Stop};
 use super::status::{self, Outcome, RESYNC};
-use super::vocabulary::{Fetched, LiveDeployment, ProviderKey, ProviderView};
+use super::vocabulary::{Fetched, LiveDeployment, ProviderKey, ProviderView, uid_of};
 use crate::api::ProviderSpec;
 
 /// Why observing stopped: a reason for the status (with the redactor of what was read so far),
@@ -44,7 +44,8 @@ where
 {
     let object = object.as_ref();
     let key = ProviderKey::of(object);
-    let me = view_of(object, ctx.statuses.lock().expect("not poisoned").get(&key));
+    let uid = uid_of(object);
+    let me = view_of(object, ctx.statuses.lock().expect("not poisoned").get(&uid));
     let all = ctx.views();
     let spec = object.provider_spec();
 
@@ -155,7 +156,7 @@ async fn observe(
                 Stop::new(Reason::FetchFailed, format!("cannot fetch the provider's release: {message}"));
             Unobserved::Stop(stop, Redactor::new(&values.variables, &operator_config.variables))
         })?;
-    let previous = inventory_of(ctx, key).await.map_err(Unobserved::Failed)?;
+    let previous = inventory_of(ctx, &me.uid).await.map_err(Unobserved::Failed)?;
     let live = ctx.live_deployments(key);
     Ok(Observed { values, fetched, previous, live })
 }
@@ -251,7 +252,8 @@ where
         ctx.drift.forget(gone);
         ctx.applier.delete(gone).await?;
     }
-    let recorded = ctx.inventories.lock().expect("not poisoned").get(key).map(|i| i.objects.len());
+    let recorded =
+        ctx.inventories.lock().expect("not poisoned").get(&uid_of(object)).map(|i| i.objects.len());
     if recorded != Some(plan.inventory.objects.len()) {
         inventory::write(ctx, object, key, &plan.inventory).await?;
     }

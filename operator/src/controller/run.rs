@@ -27,7 +27,7 @@ use super::context::{Context, Stores};
 use super::drift::{Drift, owner_of};
 use super::error::Error;
 use super::triggers::{self, Receivers};
-use super::vocabulary::{LABEL_NAME, ProviderKey};
+use super::vocabulary::{LABEL_NAME, ProviderKey, uid_of};
 use super::{delete, inventory, reconcile as install};
 use crate::api::*;
 use crate::metrics::Metrics;
@@ -70,6 +70,7 @@ where
 {
     let started = ctx.metrics.reconcile_started(K::KIND.kind());
     let key = ProviderKey::of(object.as_ref());
+    let uid = uid_of(object.as_ref());
     let result = async {
         if object.meta().deletion_timestamp.is_some() {
             return delete::cleanup(object, ctx.clone()).await;
@@ -90,7 +91,7 @@ where
     .await;
     ctx.metrics.reconcile_finished(K::KIND.kind(), started, result.as_ref().err().map(Error::reason));
     if result.is_ok() {
-        ctx.failures.lock().expect("not poisoned").remove(&key);
+        ctx.failures.lock().expect("not poisoned").remove(&uid);
     }
     result
 }
@@ -108,7 +109,7 @@ where
     let key = ProviderKey::of(object.as_ref());
     let failures = {
         let mut failures = ctx.failures.lock().expect("not poisoned");
-        let count = failures.entry(key.clone()).or_default();
+        let count = failures.entry(uid_of(object.as_ref())).or_default();
         *count = count.saturating_add(1);
         *count
     };

@@ -16,7 +16,7 @@ use super::ProviderObject;
 use super::context::Context;
 use super::error::Error;
 use super::reason::{ORDER, Reason, Retry, Stop};
-use super::vocabulary::{ProviderKey, ProviderView};
+use super::vocabulary::{ProviderKey, ProviderView, uid_of};
 use crate::api::ProviderStatus;
 
 /// How often a provider is looked at again with nothing changing: every input is watched, so
@@ -39,8 +39,9 @@ where
     K: ProviderObject,
 {
     let key = ProviderKey::of(object);
+    let uid = uid_of(object);
     // What this process wrote last is newer than the cache, which may not have seen it yet.
-    let written = ctx.statuses.lock().expect("not poisoned").get(&key).cloned();
+    let written = ctx.statuses.lock().expect("not poisoned").get(&uid).cloned();
     let existing = written.or_else(|| object.provider_status().cloned()).unwrap_or_default();
     let generation = object.meta().generation;
     let now = Time(jiff::Timestamp::now());
@@ -58,7 +59,7 @@ where
     api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
         .await
         .map_err(|source| Error::kube(format!("writing the status of {key}"), source))?;
-    ctx.statuses.lock().expect("not poisoned").insert(key.clone(), status);
+    ctx.statuses.lock().expect("not poisoned").insert(uid, status);
     let reference = object.object_ref(&());
     for (reason, note) in outcome.events {
         let Some(type_) = reason.event() else { continue };

@@ -58,6 +58,11 @@ impl ProviderKey {
     }
 }
 
+/// The UID of a provider object.
+pub fn uid_of<K: Resource>(object: &K) -> String {
+    object.meta().uid.clone().unwrap_or_default()
+}
+
 impl fmt::Display for ProviderKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
@@ -68,6 +73,9 @@ impl fmt::Display for ProviderKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderView {
     pub key: ProviderKey,
+    /// The object's UID: the operator's records are kept by it, so that a provider deleted and
+    /// made again starts afresh.
+    pub uid: String,
     /// RFC 3339 creation time, for choosing between duplicates.
     pub created: String,
     /// spec.paused.

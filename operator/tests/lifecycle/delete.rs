@@ -107,3 +107,62 @@ async fn a_provider_that_deletes_its_crds_waits_for_their_objects() {
     assert!(crds.get_opt("gadgets.gizmo.test.io").await.unwrap().is_none(), "its CRD went, as asked");
     s.stop_operator().await;
 }
+
+#[tokio::test]
+async fn an_inventory_made_elsewhere_is_never_trusted() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let mut s = Scenario::new("forged").await;
+    let elsewhere = s.cluster.namespace("forger").await;
+    // Someone who may write ConfigMaps in another namespace forges the inventory of gcp, listing
+    // an object the operator never made.
+    let configmaps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &elsewhere);
+    let victim: ConfigMap = from_yaml(&format!(
+        "metadata: {{name: victim, namespace: {elsewhere}}}\ndata: {{precious: 'yes'}}\n"
+    ));
+    configmaps.create(&PostParams::default(), &victim).await.unwrap();
+    let record = serde_json::json!({"version": "v0.0.1", "contract": "v1beta1", "digest": "forged",
+        "objects": [{"apiVersion": "v1", "kind": "ConfigMap", "namespace": elsewhere, "name": "victim"}]});
+    let forged: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "infrastructureproviders-gcp-inventory", "namespace": elsewhere, "labels": {
+            "operator.butlerlabs.dev/inventory": "true",
+            "operator.butlerlabs.dev/provider-kind": "InfrastructureProvider",
+            "operator.butlerlabs.dev/provider-namespace": s.namespace,
+            "operator.butlerlabs.dev/provider-name": "gcp"}},
+        "data": {"inventory": record.to_string()}}))
+    .unwrap();
+    configmaps.create(&PostParams::default(), &forged).await.unwrap();
+
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    s.create::<InfrastructureProvider>("gcp", "").await;
+    s.wait_for::<InfrastructureProvider>("gcp", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    s.api::<InfrastructureProvider>().delete("gcp", &DeleteParams::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("gcp").await;
+    assert!(
+        configmaps.get_opt("victim").await.unwrap().is_some(),
+        "what the forged inventory listed is untouched"
+    );
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_provider_deleted_and_made_again_starts_afresh() {
+    let mut s = Scenario::new("again").await;
+    s.start_operator();
+    crate::upgrade::publish_releases(&s).await;
+    s.create::<CoreProvider>("butler", &crate::upgrade::spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &crate::upgrade::spec("infrastructure-widget", "v1.1.0"))
+        .await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.1.0", crate::upgrade::installed("v1.1.0")).await;
+    // Gone without the operator's clean-up: someone took the finalizer off first.
+    let api = s.api::<InfrastructureProvider>();
+    let unfinalize = kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    api.patch("widget", &kube::api::PatchParams::default(), &unfinalize).await.unwrap();
+    api.delete("widget", &DeleteParams::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("widget").await;
+    // The same name again, at an older minor version: a new provider, not a downgrade.
+    s.create::<InfrastructureProvider>("widget", &crate::upgrade::spec("infrastructure-widget", "v1.0.0"))
+        .await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.0.0", crate::upgrade::installed("v1.0.0")).await;
+    s.stop_operator().await;
+}

@@ -7,6 +7,7 @@ const COMPONENTS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x-
 fn view(kind: ProviderKind, name: &str) -> ProviderView {
     ProviderView {
         key: ProviderKey::new(kind, "ns", name),
+        uid: format!("uid-{name}"),
         created: "2026-01-01T00:00:00Z".into(),
         paused: false,
         held: false,
