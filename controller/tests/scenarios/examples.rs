@@ -61,7 +61,7 @@ async fn every_seed_example_is_admitted_and_every_rule_refuses_what_breaks_it() 
         return;
     }
     let ns = s.cluster.namespace("examples").await;
-    let (_url, _ca, _stop) = serve_webhooks(&s, &ns).await;
+    let _served = serve_webhooks(&s, &ns).await;
 
     for (file, document) in fixtures("000-").into_iter().chain(fixtures("001-")) {
         create(&s, &ns, document).await.unwrap_or_else(|e| panic!("{file}: refused: {}", api_message(&e)));

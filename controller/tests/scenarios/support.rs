@@ -116,10 +116,20 @@ where
     }
 }
 
-/// The controller's webhook server, in this process, registered by URL on the in-memory server:
-/// its URL, the CA bundle it registered, and the switch that stops it. Waits until the
-/// configurations fail closed, so that every write from here on is admitted by it.
-pub async fn serve_webhooks(s: &Scenario, namespace: &str) -> (String, String, watch::Sender<bool>) {
+/// The controller's webhook server running in this process.
+pub struct Served {
+    pub url: String,
+    /// The CA bundle it registered.
+    pub ca: String,
+    pub options: butler_controller::webhooks::serving::ServingOptions,
+    pub stop: watch::Sender<bool>,
+    pub running: JoinHandle<()>,
+}
+
+/// The controller's webhook server, in this process, registered by URL on the in-memory server,
+/// keeping its certificates in `namespace`. Waits until the configurations fail closed, so that
+/// every write from here on is admitted by it.
+pub async fn serve_webhooks(s: &Scenario, namespace: &str) -> Served {
     use butler_controller::webhooks::registration::{Endpoint, VALIDATING};
     use butler_controller::webhooks::serving::{ServingOptions, start};
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -135,9 +145,9 @@ pub async fn serve_webhooks(s: &Scenario, namespace: &str) -> (String, String, w
         recheck: ServingOptions::default_recheck(None),
     };
     let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
-    let serving = start(s.client.clone(), options, shutdown).await.unwrap();
+    let serving = start(s.client.clone(), options.clone(), shutdown).await.unwrap();
     tokio::spawn(serving.ready);
-    tokio::spawn(serving.run);
+    let running = tokio::spawn(serving.run);
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
     let registered = wait_for(&validating, VALIDATING, "failing closed", |v| {
         v.and_then(|v| v.webhooks.as_ref())
@@ -146,7 +156,7 @@ pub async fn serve_webhooks(s: &Scenario, namespace: &str) -> (String, String, w
     .await
     .unwrap();
     let ca = registered.webhooks.unwrap()[0].client_config.ca_bundle.clone().unwrap().0;
-    (url, String::from_utf8(ca).unwrap(), stop)
+    Served { url, ca: String::from_utf8(ca).unwrap(), options, stop, running }
 }
 
 /// The message of an API error.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use butler_core::api::{ProviderConfig, Team, TenantCluster};
 use kube::api::PostParams;
 
-use crate::support::{Scenario, api_message, from_yaml, wait_for};
+use crate::support::{Scenario, Served, api_message, from_yaml, serve_webhooks, wait_for};
 
 /// Retries until `attempt` gives something (the webhook's caches see new objects a moment
 /// after the API server has them).
@@ -52,32 +52,14 @@ async fn the_controller_serves_its_webhooks_with_its_own_certificates() {
         return;
     }
     let ns = s.cluster.namespace("hooks").await;
-    let port = free_port();
-    let url = format!("https://127.0.0.1:{port}");
-    let options = ServingOptions {
-        address: ([127, 0, 0, 1], port).into(),
-        cert_dir: None,
-        endpoint: Endpoint::Url(url.clone()),
-        namespace: ns.clone(),
-        secret: "butler-webhook-certs".into(),
-        owner: None,
-        recheck: ServingOptions::default_recheck(None),
-    };
-    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
-    let serving = start(s.client.clone(), options.clone(), shutdown).await.unwrap();
-    tokio::spawn(serving.ready);
-    let running = tokio::spawn(serving.run);
+    let Served { url, ca: registered_ca, options, stop, running } = serve_webhooks(&s, &ns).await;
 
     // The certificates are kept, the configurations carry their CA and fail closed.
     let secret = Api::<Secret>::namespaced(s.client.clone(), &ns).get("butler-webhook-certs").await.unwrap();
     let ca = String::from_utf8(secret.data.as_ref().unwrap()["ca.crt"].0.clone()).unwrap();
+    assert_eq!(registered_ca, ca, "the CA the configurations carry is the one kept");
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
-    let registered = wait_for(&validating, VALIDATING, "failing closed", |v| {
-        v.and_then(|v| v.webhooks.as_ref())
-            .is_some_and(|w| w.iter().all(|h| h.failure_policy.as_deref() == Some("Fail")))
-    })
-    .await
-    .unwrap();
+    let registered = validating.get(VALIDATING).await.unwrap();
     let hook = &registered.webhooks.unwrap()[0];
     assert_eq!(hook.client_config.ca_bundle.as_ref().unwrap().0, ca.as_bytes());
     assert_eq!(
