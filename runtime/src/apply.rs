@@ -188,6 +188,43 @@ impl Applier {
         }
     }
 
+    /// Makes an object the caller has not made before: created when absent. One that exists
+    /// already is applied only when `ours` says it is the caller's (it carries the caller's
+    /// labels from an earlier life); else it is refused, named, and left as it is: a controller
+    /// never takes over, nor later deletes, what someone else made.
+    pub async fn create_new(
+        &self,
+        object: &Value,
+        wait: bool,
+        ours: &(dyn Fn(&DynamicObject) -> bool + Sync),
+    ) -> Result<(DynamicObject, ApiResource), String> {
+        let r = ObjectRef::of(object);
+        let (resource, namespaced) = self.resource(&r.api_version, &r.kind, wait).await?;
+        let api = self.api(&resource, namespaced, r.namespace.as_deref());
+        let wanted: DynamicObject = serde_json::from_value(object.clone())
+            .map_err(|e| format!("{}: not an object: {e}", r.describe()))?;
+        let params =
+            kube::api::PostParams { field_manager: Some(self.field_manager.clone()), ..Default::default() };
+        match api.create(&params, &wanted).await {
+            Ok(created) => Ok((created, resource)),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let existing = not_found_ok(api.get(&r.name).await)
+                    .map_err(|e| format!("reading {}: {}", r.describe(), describe(&e)))?;
+                match existing {
+                    Some(existing) if ours(&existing) => self.apply(object, wait).await,
+                    Some(_) => Err(format!(
+                        "{} exists already and was not made by {}; it is left alone: delete it (or rename it) if it should be made here",
+                        r.describe(),
+                        self.field_manager
+                    )),
+                    // Gone in between: make it now.
+                    None => self.apply(object, wait).await,
+                }
+            }
+            Err(e) => Err(format!("creating {}: {}", r.describe(), describe(&e))),
+        }
+    }
+
     /// Waits (a little) until a deleted object is gone: objects with finalizers take a moment.
     async fn wait_gone(&self, api: &Api<DynamicObject>, r: &ObjectRef) -> Result<(), String> {
         for _ in 0..100 {

@@ -22,6 +22,7 @@ use super::error::Error;
 use super::inventory::{self, inventory_of};
 use super::plan;
 use super::reason::Reason;
+use super::reconcile::owned;
 use super::status::{self, Outcome};
 use super::users::{butler_platform, tenant_cluster_users};
 use super::vocabulary::{ProviderKey, uid_of};
@@ -84,6 +85,10 @@ where
     let mut objects = doomed;
     objects.sort_by_key(delete_order);
     for gone in objects.iter().filter(|o| o.kind != "Namespace") {
+        // One an install never finished making may be someone else's: only with our labels.
+        if inventory.pending.contains(gone) && !owned(&ctx, &key, gone).await.map_err(Error::Apply)? {
+            continue;
+        }
         ctx.drift.forget(gone);
         ctx.applier.delete(gone).await.map_err(Error::Apply)?;
     }

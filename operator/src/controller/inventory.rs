@@ -24,6 +24,11 @@ pub struct Inventory {
     /// The digest of the rendered objects; empty while an install is under way.
     pub digest: String,
     pub objects: Vec<ObjectRef>,
+    /// Objects of `objects` that an install under way has not made yet: whether they are this
+    /// provider's is known only once made (one of that name may be someone else's), so they
+    /// are created, never applied over, and deleted only when they carry its labels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<ObjectRef>,
 }
 
 /// The inventory ConfigMap's name: `{plural}-{name}-inventory`.

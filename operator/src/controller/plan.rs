@@ -317,6 +317,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         contract: fetched.contract.clone(),
         digest: digest.clone(),
         objects: refs,
+        pending: Vec::new(),
     };
     let unchanged = previous.digest == digest && previous.version == version;
     plan.changed = !unchanged;

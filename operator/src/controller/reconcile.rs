@@ -196,6 +196,13 @@ async fn fetch_release(
     Ok(fetched)
 }
 
+/// Whether an object that exists carries this provider's labels (gone counts as not).
+pub async fn owned(ctx: &Context, key: &ProviderKey, object: &ObjectRef) -> Result<bool, String> {
+    let existing = ctx.applier.get(object).await?;
+    Ok(existing.and_then(|o| o.metadata.labels.as_ref().and_then(ProviderKey::from_labels)).as_ref()
+        == Some(key))
+}
+
 /// Applies the plan. When the objects changed, the inventory first records the new objects
 /// and those of the previous set (so a crash at any point leaves every object findable), then
 /// everything is applied and what dropped out is deleted; the inventory then forgets those.
@@ -213,7 +220,12 @@ where
 {
     let to_apply: Vec<&serde_json::Value> =
         plan.objects.iter().filter(|o| plan.changed || !ctx.drift.is_current(&ObjectRef::of(o))).collect();
-    if to_apply.is_empty() && plan.delete.is_empty() {
+    let recorded = |ctx: &Context| {
+        let inventories = ctx.inventories.lock().expect("not poisoned");
+        inventories.get(&uid_of(object)).map(|i| (i.objects.len(), i.pending.is_empty()))
+    };
+    let finished = recorded(ctx) == Some((plan.inventory.objects.len(), true));
+    if to_apply.is_empty() && plan.delete.is_empty() && finished {
         return Ok(());
     }
     // Every kind the set needs is served before the first write, or nothing is written.
@@ -221,22 +233,40 @@ where
     if !unserved.is_empty() {
         return Err(unserved.join("; "));
     }
+    // Made by this provider before (and not still pending from an install that stopped).
+    let pending_before: &[ObjectRef] = previous.map(|p| p.pending.as_slice()).unwrap_or_default();
+    let made_before: Vec<ObjectRef> = previous
+        .map(|p| p.objects.iter().filter(|o| !pending_before.contains(o)).cloned().collect())
+        .unwrap_or_default();
     if plan.changed {
-        let previous = previous.map(|p| p.objects.as_slice()).unwrap_or_default();
-        let during = Inventory {
-            objects: while_applying(previous, &plan.inventory.objects),
-            ..plan.inventory.clone()
-        };
+        // Every object of before stays listed until it is deleted; what is not known to be this
+        // provider's yet stays pending.
+        let all_before: &[ObjectRef] = previous.map(|p| p.objects.as_slice()).unwrap_or_default();
+        let objects = while_applying(all_before, &plan.inventory.objects);
+        let pending: Vec<ObjectRef> = objects.iter().filter(|o| !made_before.contains(o)).cloned().collect();
+        let during = Inventory { objects, pending, ..plan.inventory.clone() };
         inventory::write(ctx, object, key, &during).await?;
     }
     let defined: Vec<String> = plan.objects.iter().filter_map(defined_kind).collect();
+    let before: &[ObjectRef] = &made_before;
+    // An object this provider has not made before is created, not applied over whatever is
+    // there; one that exists is taken on only when it carries this provider's labels.
+    let ours = |existing: &kube::api::DynamicObject| {
+        existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels).as_ref() == Some(key)
+    };
+    let mut made: Vec<ObjectRef> = Vec::new();
     for wanted in to_apply {
         let r = ObjectRef::of(wanted);
         ctx.drift.begin(&r);
         let waits = defined.contains(&format!("{}/{}", r.group(), r.kind));
-        match ctx.applier.apply(wanted, waits).await {
+        let applied = match before.contains(&r) {
+            true => ctx.applier.apply(wanted, waits).await,
+            false => ctx.applier.create_new(wanted, waits, &ours).await,
+        };
+        match applied {
             Ok((applied, resource)) => {
-                ctx.drift.record(r, &applied.metadata);
+                ctx.drift.record(r.clone(), &applied.metadata);
+                made.push(r);
                 // Deployments are watched in full by the controller already.
                 if resource.kind != "Deployment" {
                     ctx.drift.watch_kind(&ctx.watches, &resource, &ctx.triggers);
@@ -244,6 +274,21 @@ where
             }
             Err(e) => {
                 ctx.drift.forget(&r);
+                // The record lists what was there and what this run made, never what it was
+                // refused: a provider never deletes what it did not make.
+                if plan.changed {
+                    let all_before: &[ObjectRef] = previous.map(|p| p.objects.as_slice()).unwrap_or_default();
+                    let objects: Vec<ObjectRef> =
+                        while_applying(all_before, &made).into_iter().filter(|o| *o != r).collect();
+                    let pending = objects
+                        .iter()
+                        .filter(|o| !before.contains(o) && !made.contains(o))
+                        .cloned()
+                        .collect();
+                    let partial =
+                        Inventory { objects, digest: String::new(), pending, ..plan.inventory.clone() };
+                    inventory::write(ctx, object, key, &partial).await?;
+                }
                 return Err(e);
             }
         }

@@ -166,3 +166,44 @@ async fn a_provider_deleted_and_made_again_starts_afresh() {
     s.wait_for::<InfrastructureProvider>("widget", "v1.0.0", crate::upgrade::installed("v1.0.0")).await;
     s.stop_operator().await;
 }
+
+#[tokio::test]
+async fn an_object_someone_else_made_is_neither_taken_over_nor_deleted() {
+    let mut s = Scenario::new("taken").await;
+    if !s.cluster.is_in_memory() {
+        // The ClusterRole is cluster-wide: on a shared real cluster another scenario's gcp may own it.
+        println!("skipped on a real cluster: the provider's ClusterRole is one per cluster");
+        return;
+    }
+    // Someone made a ClusterRole of the name gcp's components use, before gcp was installed.
+    let roles: Api<ClusterRole> = Api::all(s.client.clone());
+    let theirs: ClusterRole = from_yaml(
+        "metadata: {name: butler-provider-gcp}\nrules:\n- {apiGroups: [''], resources: [configmaps], verbs: [get]}\n",
+    );
+    roles.create(&PostParams::default(), &theirs).await.unwrap();
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    s.create::<InfrastructureProvider>("gcp", "").await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("gcp", "refused", |p| {
+            reason(p, "ProviderInstalled", "ApplyFailed")
+        })
+        .await;
+    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message
+            .contains("ClusterRole butler-provider-gcp exists already and was not made by butler-operator"),
+        "{message}"
+    );
+    let untouched = roles.get("butler-provider-gcp").await.unwrap();
+    assert_eq!(
+        untouched.rules.unwrap()[0].resources.as_deref(),
+        Some(&["configmaps".to_string()][..]),
+        "left as it was"
+    );
+    s.api::<InfrastructureProvider>().delete("gcp", &DeleteParams::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("gcp").await;
+    assert!(roles.get_opt("butler-provider-gcp").await.unwrap().is_some(), "and never deleted");
+    roles.delete("butler-provider-gcp", &DeleteParams::default()).await.unwrap();
+    s.stop_operator().await;
+}

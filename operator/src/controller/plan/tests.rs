@@ -163,6 +163,7 @@ fn an_upgrade_deletes_what_dropped_out_but_keeps_crds_and_the_namespace() {
         version: "v1.0.0".into(),
         contract: "v1beta1".into(),
         digest: "old".into(),
+        pending: Vec::new(),
         objects: vec![
             ObjectRef {
                 api_version: "v1".into(),
