@@ -6,36 +6,83 @@ use std::str::FromStr;
 
 use crate::error::RepositoryError;
 
-/// A provider version (`v1.2.3`, `v2.0.0-rc.1`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Version(pub semver::Version);
+/// A provider version (`v1.2.3`, `v2.0.0-rc.1`), kept as written: clusterctl fetches the tag or
+/// folder named exactly as the version is written, so `1.2.3` is not fetched as `v1.2.3`.
+/// Versions compare by their semantic version alone (`1.2.3` equals `v1.2.3`).
+#[derive(Debug, Clone)]
+pub struct Version {
+    semver: semver::Version,
+    written: String,
+}
 
 impl Version {
     /// Parses `v1.2.3` (or `1.2.3`); `origin` says where the text came from, for the error.
     pub fn parse(text: &str, origin: &str) -> Result<Version, RepositoryError> {
         let bare = text.strip_prefix('v').unwrap_or(text);
-        semver::Version::parse(bare).map(Version).map_err(|_| RepositoryError::InvalidVersion {
-            version: text.to_string(),
-            origin: origin.to_string(),
-        })
+        semver::Version::parse(bare).map(|semver| Version { semver, written: text.to_string() }).map_err(
+            |_| RepositoryError::InvalidVersion { version: text.to_string(), origin: origin.to_string() },
+        )
+    }
+
+    /// The semantic version, without the leading `v`.
+    pub fn semver(&self) -> &semver::Version {
+        &self.semver
+    }
+
+    /// The spellings a tag or folder of this version may have: as written first, then with and
+    /// without the leading `v`.
+    pub fn spellings(&self) -> Vec<String> {
+        let mut all = vec![self.written.clone()];
+        for other in [format!("v{}", self.semver), self.semver.to_string()] {
+            if !all.contains(&other) {
+                all.push(other);
+            }
+        }
+        all
     }
 
     pub fn is_prerelease(&self) -> bool {
-        !self.0.pre.is_empty()
+        !self.semver.pre.is_empty()
     }
 
     pub fn major(&self) -> u64 {
-        self.0.major
+        self.semver.major
     }
 
     pub fn minor(&self) -> u64 {
-        self.0.minor
+        self.semver.minor
+    }
+}
+
+impl PartialEq for Version {
+    fn eq(&self, other: &Version) -> bool {
+        self.semver == other.semver
+    }
+}
+
+impl Eq for Version {}
+
+impl std::hash::Hash for Version {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.semver.hash(state);
+    }
+}
+
+impl PartialOrd for Version {
+    fn partial_cmp(&self, other: &Version) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Version {
+    fn cmp(&self, other: &Version) -> std::cmp::Ordering {
+        self.semver.cmp(&other.semver)
     }
 }
 
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "v{}", self.0)
+        f.write_str(&self.written)
     }
 }
 
@@ -70,9 +117,12 @@ mod tests {
     }
 
     #[test]
-    fn versions_keep_their_leading_v_and_reject_non_semver() {
+    fn versions_are_kept_as_written_compare_by_semver_and_reject_non_semver() {
         assert_eq!(Version::parse("v1.2.3", "t").unwrap().to_string(), "v1.2.3");
-        assert_eq!(Version::parse("1.2.3", "t").unwrap().to_string(), "v1.2.3");
+        assert_eq!(Version::parse("1.2.3", "t").unwrap().to_string(), "1.2.3");
+        assert_eq!(Version::parse("1.2.3", "t").unwrap(), Version::parse("v1.2.3", "t").unwrap());
+        assert_eq!(Version::parse("1.2.3", "t").unwrap().spellings(), ["1.2.3", "v1.2.3"]);
+        assert_eq!(Version::parse("v1.2.3", "t").unwrap().spellings(), ["v1.2.3", "1.2.3"]);
         let err = Version::parse("v1.2", "the tag").unwrap_err().to_string();
         assert_eq!(
             err,

@@ -319,12 +319,14 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         objects: refs,
         pending: Vec::new(),
     };
-    let unchanged = previous.digest == digest && previous.version == version;
+    // `1.2.0` and `v1.2.0` are one version: writing it the other way changes nothing.
+    let same_version = |v: &str| Version::parse(v, "status").is_ok_and(|v| v == fetched.version);
+    let unchanged = previous.digest == digest && same_version(&previous.version);
     plan.changed = !unchanged;
     plan.objects = objects;
     plan.running = !paused;
 
-    let upgrade = me.installed_version.as_deref().is_some_and(|v| v != version);
+    let upgrade = me.installed_version.as_deref().is_some_and(|v| !same_version(v));
     plan.contract = Some(fetched.contract.clone());
     plan.installed_version = Some(version.clone());
     plan.conditions.push(

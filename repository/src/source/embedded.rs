@@ -163,7 +163,7 @@ impl Source for EmbeddedSource {
     }
 
     async fn file(&self, version: &Version, name: &str) -> Result<Vec<u8>> {
-        if version.to_string() != EMBEDDED_VERSION {
+        if *version != Version::parse(EMBEDDED_VERSION, "this build")? {
             return Err(RepositoryError::NotFound {
                 what: format!("version {version}"),
                 location: format!(

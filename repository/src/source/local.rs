@@ -47,10 +47,7 @@ impl Source for LocalSource {
             .versions()
             .await?
             .into_iter()
-            .filter(|v| {
-                folder.join(v.to_string()).join(METADATA_FILE).is_file()
-                    || folder.join(v.0.to_string()).join(METADATA_FILE).is_file()
-            })
+            .filter(|v| v.spellings().iter().any(|s| folder.join(s).join(METADATA_FILE).is_file()))
             .collect();
         version::latest(&complete)
             .cloned()
@@ -60,14 +57,13 @@ impl Source for LocalSource {
     async fn file(&self, version: &Version, name: &str) -> Result<Vec<u8>> {
         let folder = self.folder();
         // Folders may be named with or without the leading v.
-        let path = [version.to_string(), version.0.to_string()]
-            .iter()
-            .map(|v| folder.join(v).join(name))
-            .find(|p| p.is_file())
-            .ok_or_else(|| RepositoryError::NotFound {
-                what: name.to_string(),
-                location: format!("{} {version}", self.location()),
-            })?;
+        let path =
+            version.spellings().iter().map(|v| folder.join(v).join(name)).find(|p| p.is_file()).ok_or_else(
+                || RepositoryError::NotFound {
+                    what: name.to_string(),
+                    location: format!("{} {version}", self.location()),
+                },
+            )?;
         std::fs::read(&path).map_err(|e| RepositoryError::Io { path, message: e.to_string() })
     }
 }

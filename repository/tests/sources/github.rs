@@ -104,6 +104,24 @@ async fn an_explicit_version_makes_no_api_call() {
 }
 
 #[tokio::test]
+async fn a_version_without_the_v_is_fetched_by_the_tag_as_written() {
+    let fake = FakeGitHub::start().await;
+    Mock::given(method("GET"))
+        .and(path("/o/r/releases/download/1.0.0/metadata.yaml"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(METADATA))
+        .mount(&fake.github)
+        .await;
+    let cache = tempfile::tempdir().unwrap();
+    let repo = fake.repository(&cache);
+    let version = repo.resolve(Some("1.0.0")).await.unwrap();
+    assert_eq!(version.to_string(), "1.0.0");
+    repo.metadata(&version).await.unwrap();
+    let paths: Vec<String> =
+        fake.github.received_requests().await.unwrap().iter().map(|r| r.url.path().to_string()).collect();
+    assert_eq!(paths, ["/o/r/releases/download/1.0.0/metadata.yaml"]);
+}
+
+#[tokio::test]
 async fn the_rate_limit_answer_says_when_it_resets_and_what_to_do() {
     let github = MockServer::start().await;
     let reset = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() + 600;

@@ -156,6 +156,22 @@ fn an_install_renders_labels_and_records_the_objects() {
 }
 
 #[test]
+fn a_version_is_kept_as_written_and_a_respelling_is_no_upgrade() {
+    let core = view(ProviderKind::Core, "butler");
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    aws.installed_version = None;
+    let p = plan(&aws, &[core.clone(), aws.clone()], &fetched("1.0.0", "v1beta1"), None, &[]);
+    assert_eq!(p.installed_version.as_deref(), Some("1.0.0"), "status says the version as the spec wrote it");
+    assert_eq!(p.inventory.version, "1.0.0");
+
+    // Written with the v afterwards: the same version, nothing to apply and no upgrade.
+    aws.installed_version = Some("1.0.0".into());
+    let again = plan(&aws, &[core, aws.clone()], &fetched("v1.0.0", "v1beta1"), Some(&p.inventory), &[]);
+    assert!(!again.changed && again.events.is_empty(), "{:?}", again.events);
+    assert!(again.conditions.iter().all(|c| c.type_ != UPGRADED));
+}
+
+#[test]
 fn an_upgrade_deletes_what_dropped_out_but_keeps_crds_and_the_namespace() {
     let core = view(ProviderKind::Core, "butler");
     let aws = view(ProviderKind::Infrastructure, "aws");
