@@ -100,7 +100,7 @@ pub struct Applier<'a> {
 
 impl Applier<'_> {
     /// Applies `applied` onto `live` (an empty object of the kind when creating). Conflicts are
-    /// returned as (manager, field) pairs.
+    /// returned as (manager, field) pairs, the manager as Kubernetes' messages name it.
     pub fn apply(&self, live: &Value, applied: &Value) -> Result<Value, Vec<(String, String)>> {
         let mut result = live.clone();
         let mut entries = read(&result);
@@ -108,8 +108,11 @@ impl Applier<'_> {
         let intent = tracked(applied, self.rt, self.status_scope);
         let wanted = fields_of(&intent, self.rt);
 
+        let mine = |e: &Entry| e.manager == self.manager && e.operation == "Apply" && e.subresource == scope;
+        // A manager is its name with its operation, as Kubernetes counts them: what the same
+        // name wrote with an Update is another manager's, and an apply that changes it conflicts.
         let mut conflicts = Vec::new();
-        for entry in entries.iter_mut().filter(|e| e.manager != self.manager && e.subresource == scope) {
+        for entry in entries.iter_mut().filter(|e| !mine(e) && e.subresource == scope) {
             let clashing: Vec<Path> = entry
                 .fields
                 .intersection(&wanted)
@@ -120,7 +123,12 @@ impl Applier<'_> {
                 if self.force {
                     entry.fields.remove(&path);
                 } else {
-                    conflicts.push((entry.manager.clone(), display(&path)));
+                    // Kubernetes names an updater with the API version it wrote through.
+                    let who = match entry.operation.as_str() {
+                        "Apply" => format!("\"{}\"", entry.manager),
+                        _ => format!("\"{}\" using {}", entry.manager, entry.api_version),
+                    };
+                    conflicts.push((who, display(&path)));
                 }
             }
         }
@@ -128,7 +136,6 @@ impl Applier<'_> {
             return Err(conflicts);
         }
 
-        let mine = |e: &Entry| e.manager == self.manager && e.operation == "Apply" && e.subresource == scope;
         let previous = entries.iter().find(|e| mine(e)).map(|e| e.fields.clone()).unwrap_or_default();
         // Outer paths first: a list element goes whole, before its fields are looked at.
         let mut dropped: Vec<&Path> = previous.difference(&wanted).collect();

@@ -60,15 +60,13 @@ impl ApiError {
 
     /// `409 Conflict` of server-side apply, one cause per conflicting field.
     pub fn apply_conflict(group: &str, plural: &str, name: &str, conflicts: &[(String, String)]) -> ApiError {
-        let lines: Vec<String> = conflicts
-            .iter()
-            .map(|(manager, field)| format!("conflict with \"{manager}\": {field}"))
-            .collect();
+        let lines: Vec<String> =
+            conflicts.iter().map(|(manager, field)| format!("conflict with {manager}: {field}")).collect();
         let message = format!("Apply failed with {} conflict(s): {}", conflicts.len(), lines.join("; "));
         let causes: Vec<Value> = conflicts
             .iter()
             .map(|(manager, field)| {
-                json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{manager}\""), "field": field})
+                json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager}"), "field": field})
             })
             .collect();
         let mut error = ApiError::new(409, "Conflict", message).with_details(group, plural, name);

@@ -129,3 +129,29 @@ async fn an_apply_that_changes_nothing_keeps_the_resource_version() {
         "not even the time of the manager's entry"
     );
 }
+
+#[tokio::test]
+async fn a_managers_own_update_is_another_manager_to_its_apply() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("operation").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    let apply = PatchParams::apply("same-name");
+    api.patch("owned", &apply, &Patch::Apply(cm(json!({"a": "1"})))).await.unwrap();
+    // The same name, through an Update: Kubernetes keeps it as a manager of its own.
+    let update = PatchParams { field_manager: Some("same-name".into()), ..Default::default() };
+    let edited = api.patch("owned", &update, &Patch::Merge(json!({"data": {"a": "edited"}}))).await.unwrap();
+    assert_eq!(owned(&edited, "same-name", "Update"), ["a"]);
+
+    let conflict = api_error(api.patch("owned", &apply, &Patch::Apply(cm(json!({"a": "1"})))).await);
+    assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
+    assert!(
+        conflict.message.contains("conflict with \"same-name\" using v1")
+            && conflict.message.contains(".data.a"),
+        "{}",
+        conflict.message
+    );
+    // Forced, the apply takes the field back from the Update entry.
+    let forced = api.patch("owned", &apply.force(), &Patch::Apply(cm(json!({"a": "1"})))).await.unwrap();
+    assert_eq!(owned(&forced, "same-name", "Apply"), ["a"]);
+    assert_eq!(owned(&forced, "same-name", "Update"), Vec::<String>::new());
+}
