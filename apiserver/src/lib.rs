@@ -124,6 +124,8 @@ struct Shared {
     log: Mutex<Vec<(String, String, String)>>,
     /// Where the Services that webhooks name are reached: `(namespace, name)` to `host:port`.
     services: Mutex<std::collections::HashMap<(String, String), String>>,
+    /// False while watches are interrupted: running ones end and new ones wait.
+    watches_open: tokio::sync::watch::Sender<bool>,
 }
 
 /// An API server in this process, serving plain HTTP on a free port of 127.0.0.1. Dropping it
@@ -160,6 +162,7 @@ impl MemoryApiServer {
             requests: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
             services: Mutex::new(std::collections::HashMap::new()),
+            watches_open: tokio::sync::watch::Sender::new(true),
         });
         let app = Router::new()
             .fallback(http::handle)
@@ -221,6 +224,18 @@ impl MemoryApiServer {
     pub fn route_service(&self, namespace: &str, name: &str, address: std::net::SocketAddr) {
         let mut services = self.shared.services.lock().unwrap_or_else(|e| e.into_inner());
         services.insert((namespace.to_string(), name.to_string()), address.to_string());
+    }
+
+    /// Ends every running watch and holds new ones until [`MemoryApiServer::resume_watches`],
+    /// as a control-plane restart does: what changes meanwhile is missed by the watchers, and
+    /// with a small `watch_history` they come back to 410 Expired and must list again.
+    pub fn interrupt_watches(&self) {
+        self.shared.watches_open.send_replace(false);
+    }
+
+    /// Lets the watches held by [`MemoryApiServer::interrupt_watches`] open.
+    pub fn resume_watches(&self) {
+        self.shared.watches_open.send_replace(true);
     }
 
     /// The requests of one client (by the product of its User-Agent) so far, as

@@ -22,6 +22,8 @@ pub struct WatchRequest {
     pub send_initial_events: bool,
     pub bookmarks: bool,
     pub timeout: Duration,
+    /// Turns false when the server interrupts its watches: this one ends.
+    pub open: tokio::sync::watch::Receiver<bool>,
 }
 
 /// How often a watch with bookmarks gets one.
@@ -111,6 +113,10 @@ async fn follow(
             return;
         }
     }
+    let mut open = request.open.clone();
+    if !*open.borrow_and_update() {
+        return; // Interrupted before it began.
+    }
     let deadline = tokio::time::sleep(request.timeout);
     tokio::pin!(deadline);
     let mut ticker = tokio::time::interval(BOOKMARK_EVERY);
@@ -118,6 +124,13 @@ async fn follow(
     loop {
         let text = tokio::select! {
             _ = &mut deadline => return,
+            changed = open.changed() => {
+                let still_open = changed.is_ok() && *open.borrow_and_update();
+                if !still_open {
+                    return;
+                }
+                None
+            }
             _ = ticker.tick(), if request.bookmarks => {
                 let rv = store.lock().expect("the store lock is never poisoned").resource_version();
                 Some(bookmark(&request.rt, rv, false))

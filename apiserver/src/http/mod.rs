@@ -114,6 +114,9 @@ pub async fn handle(
     let query: HashMap<String, String> =
         form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
     tracing::debug!(%method, path = uri.path(), query = uri.query().unwrap_or_default(), "request");
+    if method == Method::GET && query.get("watch").is_some_and(|w| w == "true" || w == "1") {
+        let _ = shared.watches_open.subscribe().wait_for(|open| *open).await;
+    }
     let result = match route(uri.path()) {
         None => Err(ApiError::no_such_resource()),
         Some(Route::Resource(target)) if method != Method::GET => {
@@ -258,6 +261,7 @@ fn dispatch(
                 timeout: Duration::from_secs(
                     query.get("timeoutSeconds").and_then(|t| t.parse().ok()).unwrap_or(1800),
                 ),
+                open: shared.watches_open.subscribe(),
             };
             Ok(Reply::Stream(watch::start(store, request)?))
         }

@@ -24,8 +24,9 @@ pub use delete::DeleteOptions;
 pub use read::ListOptions;
 
 /// How many changes are kept for watches to replay by default; an older resourceVersion gets
-/// 410 Expired.
-pub const DEFAULT_WATCH_HISTORY: usize = 20_000;
+/// 410 Expired. Small, as the API server's former default watch cache (100 per resource; here
+/// for all kinds together), so that scenarios meet expired watches instead of never seeing one.
+pub const DEFAULT_WATCH_HISTORY: usize = 100;
 
 /// The kind of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -103,6 +103,48 @@ async fn drift_of_applied_objects_is_put_right_by_watching_them() {
 }
 
 #[tokio::test]
+async fn a_deletion_while_the_watches_were_down_and_expired_is_put_right() {
+    let mut s = Scenario::new("expired").await;
+    if !s.cluster.is_in_memory() {
+        println!("skipped on a real cluster: its watches cannot be interrupted on demand");
+        return;
+    }
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    s.create::<InfrastructureProvider>("proxmox", "").await;
+    s.wait_for::<InfrastructureProvider>("proxmox", "installed", |p| is(p, "ProviderInstalled", "True"))
+        .await;
+    let api: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+    let name = s.deployments("InfrastructureProvider", "proxmox").await[0].name_any();
+
+    let server = s.cluster.server().expect("in memory");
+    // The watches go down; meanwhile the Deployment is deleted and more changes happen than the
+    // server keeps, so every watcher comes back to 410 Expired and has to list again.
+    server.interrupt_watches();
+    api.delete(&name, &DeleteParams::background()).await.unwrap();
+    let noise: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(s.client.clone(), &s.namespace);
+    for i in 0..120 {
+        let cm = serde_json::from_value(json!({"metadata": {"name": format!("noise-{i}")}})).unwrap();
+        noise.create(&Default::default(), &cm).await.unwrap();
+    }
+    let before = server.requests_from(crate::support::OPERATOR_AGENT).len();
+    server.resume_watches();
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while api.get_opt(&name).await.unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the Deployment deleted in the gap did not come back");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // It came back through a list: the watch from the old resourceVersion had expired.
+    let since = server.requests_from(crate::support::OPERATOR_AGENT).split_off(before);
+    assert!(
+        since.iter().any(|(m, p)| m == "GET" && p.contains("/deployments") && !p.contains("watch=")),
+        "no list of Deployments after the watches resumed: {since:?}"
+    );
+    s.stop_operator().await;
+}
+
+#[tokio::test]
 async fn the_operator_config_file_moves_providers_to_a_mirror_and_overrides_images() {
     let mut s = Scenario::new("config").await;
     let dir = tempfile::tempdir().unwrap();
