@@ -94,6 +94,11 @@ impl ApiError {
         ApiError::new(400, "BadRequest", message)
     }
 
+    /// `401 Unauthorized`: a token the server does not know.
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(401, "Unauthorized", "Unauthorized")
+    }
+
     /// `403 Forbidden`.
     pub fn forbidden(message: impl Into<String>) -> ApiError {
         ApiError::new(403, "Forbidden", message)

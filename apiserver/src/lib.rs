@@ -54,7 +54,9 @@
 //!   Kubernetes' wording. A mutated patch is written as a replacement of the admitted object.
 //!
 //! # Deliberately not supported
-//! Authentication and authorization (every request is allowed), namespace selectors and match
+//! Authentication beyond the ServiceAccount tokens it issues (a client without a token is an
+//! administrator), RBAC's check that a role writer holds what it grants (`escalate` and `bind`
+//! are required instead), aggregated ClusterRoles, namespace selectors and match
 //! conditions of webhooks, protobuf, aggregated discovery and OpenAPI documents, CRD
 //! conversion webhooks (versions differ only in apiVersion), selectable fields of CRDs, pods
 //! and every controller but the garbage collector and the namespace and CRD finalizers (no
@@ -72,6 +74,7 @@ mod errors;
 mod fieldset;
 mod http;
 mod patch;
+mod rbac;
 mod registry;
 mod schema;
 mod selectors;
@@ -126,6 +129,8 @@ struct Shared {
     services: Mutex<std::collections::HashMap<(String, String), String>>,
     /// False while watches are interrupted: running ones end and new ones wait.
     watches_open: tokio::sync::watch::Sender<bool>,
+    /// ServiceAccount tokens this server issued: their requests go through RBAC.
+    tokens: Mutex<std::collections::HashMap<String, rbac::Account>>,
 }
 
 /// An API server in this process, serving plain HTTP on a free port of 127.0.0.1. Dropping it
@@ -163,6 +168,7 @@ impl MemoryApiServer {
             log: Mutex::new(Vec::new()),
             services: Mutex::new(std::collections::HashMap::new()),
             watches_open: tokio::sync::watch::Sender::new(true),
+            tokens: Mutex::new(std::collections::HashMap::new()),
         });
         let app = Router::new()
             .fallback(http::handle)
@@ -224,6 +230,21 @@ impl MemoryApiServer {
     pub fn route_service(&self, namespace: &str, name: &str, address: std::net::SocketAddr) {
         let mut services = self.shared.services.lock().unwrap_or_else(|e| e.into_inner());
         services.insert((namespace.to_string(), name.to_string()), address.to_string());
+    }
+
+    /// A client authenticated as the ServiceAccount `namespace/name` (User-Agent `agent`): its
+    /// requests are allowed only as far as the Roles and ClusterRoles bound to the account
+    /// allow, as Kubernetes' RBAC decides (other clients are administrators).
+    pub fn client_as_service_account(&self, agent: &str, namespace: &str, name: &str) -> kube::Client {
+        let token = format!("{namespace}.{name}.{}", self.shared.requests.load(Ordering::Relaxed));
+        let account = rbac::Account { namespace: namespace.into(), name: name.into() };
+        self.shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(token.clone(), account);
+        let mut config = kube::Config::new(self.url().parse().expect("a URL of 127.0.0.1 parses"));
+        config
+            .headers
+            .push((axum::http::header::USER_AGENT, agent.parse().expect("an agent is a header value")));
+        config.auth_info.token = Some(token.into());
+        kube::Client::try_from(config).expect("a client for a plain HTTP server")
     }
 
     /// Ends every running watch and holds new ones until [`MemoryApiServer::resume_watches`],

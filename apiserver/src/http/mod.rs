@@ -21,6 +21,7 @@ use crate::Shared;
 use crate::discovery;
 use crate::errors::ApiError;
 use crate::patch::PatchType;
+use crate::rbac;
 use crate::registry::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{DeleteOptions, ListOptions, Store, WriteOptions};
@@ -87,6 +88,42 @@ fn route(path: &str) -> Option<Route> {
     Some(Route::Resource(target))
 }
 
+/// RBAC for the ServiceAccount tokens the server issued; requests without a token are an
+/// administrator's, and a token the server did not issue is refused (401).
+fn authorize(
+    shared: &Shared,
+    headers: &HeaderMap,
+    route: Option<&Route>,
+    method: &Method,
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<(), ApiError> {
+    let Some(token) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return Ok(());
+    };
+    let account = shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).get(token).cloned();
+    let Some(account) = account else {
+        return Err(ApiError::unauthorized());
+    };
+    let Some(Route::Resource(target)) = route else {
+        return Ok(()); // Discovery: open to every authenticated account.
+    };
+    let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let attributes = rbac::Attributes {
+        verb: rbac::Attributes::verb_of(method.as_str(), target.name.is_some(), watch).into(),
+        group: target.group.clone(),
+        resource: target.plural.clone(),
+        subresource: target.subresource.clone(),
+        namespace: target.namespace.clone(),
+        name: target.name.clone(),
+    };
+    rbac::authorize(&lock(&shared.store), &account, &attributes, body)
+}
+
 fn json_response(code: u16, value: &Value) -> Response {
     let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, [(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
@@ -117,7 +154,11 @@ pub async fn handle(
     if method == Method::GET && query.get("watch").is_some_and(|w| w == "true" || w == "1") {
         let _ = shared.watches_open.subscribe().wait_for(|open| *open).await;
     }
-    let result = match route(uri.path()) {
+    let routed = route(uri.path());
+    if let Err(refused) = authorize(&shared, &headers, routed.as_ref(), &method, &query, &body) {
+        return error_response(refused);
+    }
+    let result = match routed {
         None => Err(ApiError::no_such_resource()),
         Some(Route::Resource(target)) if method != Method::GET => {
             admitted::write(&shared, target, &method, &query, &headers, &body).await

@@ -5,7 +5,12 @@ use butler_runtime::apply::Applier;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 
-use crate::support::Scenario;
+use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use kube::api::DeleteParams;
+use serde_json::json;
+
+use crate::support::{OPERATOR_AGENT, Scenario, reason};
+use crate::upgrade::{installed, publish_releases, spec};
 
 #[tokio::test]
 async fn the_install_manifest_applies_and_runs_the_operator_with_probes() {
@@ -27,4 +32,63 @@ async fn the_install_manifest_applies_and_runs_the_operator_with_probes() {
     assert_eq!(container.args.as_deref(), Some(&["run".to_string()][..]));
     assert_eq!(container.image.as_deref(), Some("ghcr.io/butlerdotdev/butler-operator:v0.1.0"));
     assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
+}
+
+/// Applies the install manifest as an administrator does.
+async fn apply_manifest(s: &Scenario) {
+    let applier = Applier::new(s.client.clone(), "butler-operator");
+    for object in manifest::objects("v0.1.0") {
+        applier.apply(&object, false).await.unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[tokio::test]
+async fn the_manifests_rbac_is_enough_to_install_upgrade_pause_and_delete_providers() {
+    let mut s = Scenario::new("rbac").await;
+    let Some(server) = s.cluster.server() else {
+        println!("skipped: the manifest would install the operator into the real cluster");
+        return;
+    };
+    let account = server.client_as_service_account(
+        OPERATOR_AGENT,
+        manifest::NAMESPACE,
+        butler_operator::api::FIELD_MANAGER,
+    );
+    apply_manifest(&s).await;
+
+    // The account may do what the README says, and not more: no Secrets written, no Nodes read.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(account.clone(), &s.namespace);
+    let refused = secrets
+        .create(
+            &Default::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}})).unwrap(),
+        )
+        .await;
+    assert!(matches!(&refused, Err(kube::Error::Api(e)) if e.code == 403), "{refused:?}");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(account.clone());
+    let refused = nodes.list(&Default::default()).await;
+    assert!(matches!(&refused, Err(kube::Error::Api(e)) if e.code == 403), "{refused:?}");
+
+    // Every step: install, an upgrade that deletes what it dropped, a contract change by
+    // pause-upgrade-unpause, and deletion.
+    publish_releases(&s).await;
+    s.start_operator_as(account);
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.0.0 installed", installed("v1.0.0")).await;
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"version": "v1.1.0"})).await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"paused": true})).await;
+    s.patch_spec::<CoreProvider>("butler", json!({"paused": true, "version": "v2.0.0"})).await;
+    s.wait_for::<CoreProvider>("butler", "v2.0.0 installed", installed("v2.0.0")).await;
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"version": "v2.0.0", "paused": false})).await;
+    s.patch_spec::<CoreProvider>("butler", json!({"paused": false})).await;
+    s.wait_for::<InfrastructureProvider>("widget", "v2.0.0 running", |p| {
+        installed("v2.0.0")(p) && reason(p, "Paused", "Running")
+    })
+    .await;
+    s.wait_for::<CoreProvider>("butler", "running", |p| reason(p, "Paused", "Running")).await;
+    s.api::<InfrastructureProvider>().delete("widget", &DeleteParams::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("widget").await;
+    s.stop_operator().await;
 }

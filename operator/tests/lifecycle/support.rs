@@ -89,6 +89,15 @@ impl Scenario {
         self.operator = Some((stop, tokio::spawn(run), context));
     }
 
+    /// Starts the operator in this process with a client of its own (a ServiceAccount's).
+    pub fn start_operator_as(&mut self, client: Client) {
+        assert!(self.operator.is_none(), "the operator runs already");
+        let (stop, shutdown) = controller::shutdown_switch();
+        let Operator { run, context } =
+            controller::start(client, Arc::new(Metrics::new()), Options::in_process("scenario"), shutdown);
+        self.operator = Some((stop, tokio::spawn(run), context));
+    }
+
     /// Stops the operator the way SIGTERM does: reconciles under way finish.
     pub async fn stop_operator(&mut self) {
         let (stop, task, _) = self.operator.take().expect("the operator runs");
