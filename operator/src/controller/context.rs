@@ -95,6 +95,13 @@ pub struct Context {
     /// Providers (UIDs) whose finalizer this process removed: gone, though the cache may still
     /// show them.
     pub gone: Mutex<HashSet<String>>,
+    /// The one decision point of unpauses and contract changes: each is decided again under it,
+    /// from the views as they are then, and carried out (applied, status written) before the
+    /// next is decided, so a provider never unpauses at a contract the core is leaving.
+    pub contract_gate: tokio::sync::Mutex<()>,
+    /// Where a decided unpause or contract change waits before its writes while someone holds
+    /// this for writing: scenarios hold it to make two decisions meet there.
+    pub decided: tokio::sync::RwLock<()>,
 }
 
 impl Context {

@@ -78,16 +78,34 @@ where
     let variables = |name: &str| {
         observed.values.variables.get(name).or_else(|| operator_config.variables.get(name)).cloned()
     };
-    let plan = plan::plan_install(&InstallInput {
-        me: &me,
-        spec,
-        all: &all,
-        fetched: &observed.fetched,
-        variables: &variables,
-        inventory: observed.previous.as_ref(),
-        live: &observed.live,
-        images: &operator_config.images,
-    });
+    let plan_with = |me: &ProviderView, all: &[ProviderView]| {
+        plan::plan_install(&InstallInput {
+            me,
+            spec,
+            all,
+            fetched: &observed.fetched,
+            variables: &variables,
+            inventory: observed.previous.as_ref(),
+            live: &observed.live,
+            images: &operator_config.images,
+        })
+    };
+    // An unpause and a contract change depend on the other providers: they are decided again
+    // at the one decision point, from the views as they are now, and the gate stays held
+    // until the status is written.
+    let decides = (me.held && !me.paused)
+        || (me.installed() && me.contract.as_deref() != Some(observed.fetched.contract.as_str()));
+    let (_gate, plan) = match decides {
+        false => (None, plan_with(&me, &all)),
+        true => {
+            let gate = ctx.contract_gate.lock().await;
+            let me = view_of(object, ctx.statuses.lock().expect("not poisoned").get(&uid));
+            (Some(gate), plan_with(&me, &ctx.views()))
+        }
+    };
+    if decides {
+        drop(ctx.decided.read().await);
+    }
     for warning in &plan.warnings {
         tracing::warn!(provider = %key, "{}", redactor.redact(warning));
     }

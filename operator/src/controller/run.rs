@@ -194,6 +194,8 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         secrets: Default::default(),
         failures: Mutex::new(HashMap::new()),
         gone: Mutex::default(),
+        contract_gate: tokio::sync::Mutex::new(()),
+        decided: tokio::sync::RwLock::new(()),
     });
 
     let watch_deployments = {

@@ -79,3 +79,46 @@ async fn a_contract_change_is_done_by_pause_upgrade_all_unpause() {
     s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
     s.stop_operator().await;
 }
+
+#[tokio::test]
+async fn an_unpause_and_a_contract_change_due_at_once_never_both_happen() {
+    let mut s = Scenario::new("gate").await;
+    publish_releases(&s).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.1.0")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"paused": true})).await;
+    s.patch_spec::<CoreProvider>("butler", json!({"paused": true})).await;
+    s.wait_for::<InfrastructureProvider>("widget", "paused", |p| is(p, "Paused", "True")).await;
+    s.wait_for::<CoreProvider>("butler", "paused", |p| is(p, "Paused", "True")).await;
+
+    // The core's move to v1beta2 and the widget's unpause at v1beta1 become due together, and
+    // whatever is decided waits before its writes: each alone is right, both together would
+    // run the widget against a core it does not speak.
+    let hold = s.decided().write().await;
+    s.patch_spec::<CoreProvider>("butler", json!({"version": "v2.0.0"})).await;
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"paused": false})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    drop(hold);
+
+    let core = s
+        .wait_for::<CoreProvider>("butler", "upgraded or refused", |p| {
+            installed("v2.0.0")(p) || reason(p, "ProviderUpgraded", "ContractChangeNeedsPause")
+        })
+        .await;
+    if installed("v2.0.0")(&core) {
+        // The core went first: the widget's unpause is refused and it stays at 0.
+        s.wait_for::<InfrastructureProvider>("widget", "unpause refused", |p| {
+            reason(p, "Paused", "UnpauseRefused")
+        })
+        .await;
+        let widget = &s.deployments("InfrastructureProvider", "widget").await[0];
+        assert_eq!(replicas_and_remembered(widget).0, Some(0), "the widget never ran against v1beta2");
+    } else {
+        // The widget went first: it runs at v1beta1, and the core stays there too.
+        s.wait_for::<InfrastructureProvider>("widget", "running", |p| reason(p, "Paused", "Running")).await;
+        assert_eq!(core.status.as_ref().unwrap().contract.as_deref(), Some("v1beta1"));
+    }
+    s.stop_operator().await;
+}

@@ -98,6 +98,12 @@ impl Scenario {
         self.operator = Some((stop, tokio::spawn(run), context));
     }
 
+    /// Where the running operator's decided unpauses and contract changes wait before their
+    /// writes while a scenario holds it.
+    pub fn decided(&self) -> &tokio::sync::RwLock<()> {
+        &self.operator.as_ref().expect("the operator runs").2.decided
+    }
+
     /// Stops the operator the way SIGTERM does: reconciles under way finish.
     pub async fn stop_operator(&mut self) {
         let (stop, task, _) = self.operator.take().expect("the operator runs");
