@@ -63,6 +63,10 @@ struct RunArgs {
     /// Reconciles of one provider kind that may run at once; 0 for no limit.
     #[arg(long, env = "BUTLER_CONCURRENCY", default_value_t = 4)]
     concurrency: u16,
+    /// Manage only the providers of this namespace (their Deployments and inventories are
+    /// there too), as a Cluster API manager's --namespace does; every namespace when not given.
+    #[arg(long, env = "BUTLER_NAMESPACE", value_name = "NAMESPACE")]
+    namespace: Option<String>,
 }
 
 fn run(args: RunArgs) -> ExitCode {
@@ -90,6 +94,7 @@ fn run(args: RunArgs) -> ExitCode {
                 instance: leading.instance,
                 concurrency: args.concurrency,
                 config: args.config,
+                namespace: args.namespace,
             };
             let operator = controller::start(leading.client, metrics, options, leading.shutdown);
             let ctx = operator.context.clone();

@@ -69,9 +69,16 @@ impl InventoryStore {
         api.patch(name, &PatchParams::apply(&self.field_manager).force(), &Patch::Apply(cm)).await.map(|_| ())
     }
 
-    /// Every inventory of the cluster whose record reads as `T`, in one request.
-    pub async fn list<T: DeserializeOwned>(&self) -> Result<Vec<Found<T>>, kube::Error> {
-        let api: Api<ConfigMap> = Api::all(self.client.clone());
+    /// Every inventory of the cluster (or of one namespace) whose record reads as `T`, in one
+    /// request.
+    pub async fn list<T: DeserializeOwned>(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Found<T>>, kube::Error> {
+        let api: Api<ConfigMap> = match namespace {
+            Some(namespace) => Api::namespaced(self.client.clone(), namespace),
+            None => Api::all(self.client.clone()),
+        };
         let list = api.list(&ListParams::default().labels(&format!("{}=true", self.label))).await?;
         Ok(list
             .items

@@ -102,6 +102,8 @@ pub struct Context {
     /// Where a decided unpause or contract change waits before its writes while someone holds
     /// this for writing: scenarios hold it to make two decisions meet there.
     pub decided: tokio::sync::RwLock<()>,
+    /// The one namespace whose providers this operator manages, when it is limited to one.
+    pub namespace: Option<String>,
 }
 
 impl Context {

@@ -46,7 +46,7 @@ pub async fn inventory_of(ctx: &Context, uid: &str) -> Result<Option<Inventory>,
         .get_or_try_init(|| async {
             let all = ctx
                 .inventory_store
-                .list::<Inventory>()
+                .list::<Inventory>(ctx.namespace.as_deref())
                 .await
                 .map_err(|e| Error::kube("listing the inventory ConfigMaps", e))?;
             let mut known = ctx.inventories.lock().expect("not poisoned");

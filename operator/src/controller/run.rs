@@ -45,6 +45,9 @@ pub struct Options {
     /// from), `images` (overrides for every provider), `overridesFolder`, and variables (after
     /// each provider's config Secret).
     pub config: Option<std::path::PathBuf>,
+    /// Only the providers of this namespace (and their Deployments and inventories), as a
+    /// Cluster API manager's `--namespace` does; every namespace when none.
+    pub namespace: Option<String>,
 }
 
 impl Options {
@@ -59,6 +62,7 @@ impl Options {
             instance: instance.into(),
             concurrency: 0,
             config: None,
+            namespace: None,
         }
     }
 }
@@ -127,10 +131,21 @@ fn controller<K>(
 where
     K: ProviderObject,
 {
-    Controller::new(Api::<K>::all(client.clone()), watcher::Config::default().any_semantic())
+    Controller::new(scoped::<K>(client, options), watcher::Config::default().any_semantic())
         .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
         .reconcile_on(receivers.take::<K>(K::KIND))
         .graceful_shutdown_on(shutdown.clone())
+}
+
+/// The objects of a kind in the operator's namespace, or in every namespace.
+fn scoped<K>(client: &kube::Client, options: &Options) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match &options.namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
 }
 
 fn drive<K>(controller: Controller<K>, ctx: Arc<Context>) -> BoxFuture<'static, ()>
@@ -172,6 +187,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         ipam: ipam.store(),
     };
     let (deployments, writer) = reflector::store::<Deployment>();
+    let deployments_api: Api<Deployment> = scoped(&client, &options);
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     let ctx = Arc::new(Context {
         client: client.clone(),
@@ -196,10 +212,11 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         gone: Mutex::default(),
         contract_gate: tokio::sync::Mutex::new(()),
         decided: tokio::sync::RwLock::new(()),
+        namespace: options.namespace.clone(),
     });
 
     let watch_deployments = {
-        let api: Api<Deployment> = Api::all(client.clone());
+        let api = deployments_api;
         let ctx = ctx.clone();
         reflector::reflector(writer, watcher(api, watcher::Config::default().labels(LABEL_NAME)))
             .default_backoff()

@@ -32,7 +32,7 @@ impl Process {
             .args(["run", "--health-probe-bind-address", &format!("127.0.0.1:{health}")])
             .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
             .args(["--leader-election-namespace", namespace, "--leader-election-lease-duration", "3"])
-            .args(["--log-format", "json"])
+            .args(["--log-format", "json", "--namespace", namespace])
             .env("KUBECONFIG", kubeconfig)
             .env("BUTLER_CACHE_DIR", cache)
             .env("RUST_LOG", std::env::var("OPERATOR_LOG").unwrap_or_else(|_| "warn".into()))

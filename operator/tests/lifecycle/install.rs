@@ -46,3 +46,32 @@ async fn core_and_six_infrastructure_providers_install_from_the_embedded_reposit
     }
     s.stop_operator().await;
 }
+
+#[tokio::test]
+async fn an_operator_limited_to_a_namespace_leaves_the_providers_of_others_alone() {
+    let mut s = Scenario::new("limited").await;
+    crate::upgrade::publish_releases(&s).await;
+    // Someone else's core provider, in another namespace, made first.
+    let other = s.cluster.namespace("limited-other").await;
+    let theirs: CoreProvider = serde_json::from_value(serde_json::json!({
+        "apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": "CoreProvider",
+        "metadata": {"name": "butler", "namespace": other}, "spec": {},
+    }))
+    .unwrap();
+    let their_api: kube::Api<CoreProvider> = kube::Api::namespaced(s.client.clone(), &other);
+    their_api.create(&Default::default(), &theirs).await.unwrap();
+
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &crate::upgrade::spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &crate::upgrade::spec("infrastructure-widget", "v1.0.0"))
+        .await;
+    s.wait_for::<InfrastructureProvider>("widget", "installed", crate::upgrade::installed("v1.0.0")).await;
+    // Ours is the only core provider it knows: not refused as a second one.
+    s.wait_for::<CoreProvider>("butler", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+
+    // Theirs was never touched: no finalizer, no status.
+    let untouched = their_api.get("butler").await.unwrap();
+    assert!(untouched.metadata.finalizers.unwrap_or_default().is_empty());
+    assert!(untouched.status.is_none_or(|st| st.conditions.is_empty()), "no status written");
+    s.stop_operator().await;
+}

@@ -80,21 +80,25 @@ impl Scenario {
     }
 
     /// Starts the operator in this process with a config file (`--config`).
+    /// The operator sees only the scenario's namespace, so scenarios running at once on one
+    /// real cluster never reconcile each other's providers.
     pub fn start_operator_with(&mut self, config: Option<std::path::PathBuf>) {
-        assert!(self.operator.is_none(), "the operator runs already");
-        let (stop, shutdown) = controller::shutdown_switch();
-        let options = Options { config, ..Options::in_process("scenario") };
-        let Operator { run, context } =
-            controller::start(self.operator_client(), Arc::new(Metrics::new()), options, shutdown);
-        self.operator = Some((stop, tokio::spawn(run), context));
+        let options =
+            Options { config, namespace: Some(self.namespace.clone()), ..Options::in_process("scenario") };
+        self.start_operator_from(self.operator_client(), options);
     }
 
     /// Starts the operator in this process with a client of its own (a ServiceAccount's).
     pub fn start_operator_as(&mut self, client: Client) {
+        let options = Options { namespace: Some(self.namespace.clone()), ..Options::in_process("scenario") };
+        self.start_operator_from(client, options);
+    }
+
+    fn start_operator_from(&mut self, client: Client, options: Options) {
         assert!(self.operator.is_none(), "the operator runs already");
         let (stop, shutdown) = controller::shutdown_switch();
         let Operator { run, context } =
-            controller::start(client, Arc::new(Metrics::new()), Options::in_process("scenario"), shutdown);
+            controller::start(client, Arc::new(Metrics::new()), options, shutdown);
         self.operator = Some((stop, tokio::spawn(run), context));
     }
 
