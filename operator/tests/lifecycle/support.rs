@@ -88,6 +88,11 @@ impl Scenario {
         self.start_operator_from(self.operator_client(), options);
     }
 
+    /// Starts the operator in this process watching every namespace, as it runs by default.
+    pub fn start_operator_everywhere(&mut self) {
+        self.start_operator_from(self.operator_client(), Options::in_process("scenario"));
+    }
+
     /// Starts the operator in this process with a client of its own (a ServiceAccount's).
     pub fn start_operator_as(&mut self, client: Client) {
         let options = Options { namespace: Some(self.namespace.clone()), ..Options::in_process("scenario") };
