@@ -35,6 +35,8 @@ pub struct Cluster {
     run: String,
     namespaces: Mutex<Vec<String>>,
     crds: Mutex<Vec<String>>,
+    /// Label selectors of cluster-scoped objects that the scenario's controllers made.
+    cluster_objects: Mutex<Vec<String>>,
 }
 
 fn run_id() -> String {
@@ -80,6 +82,7 @@ impl Cluster {
             run: run_id(),
             namespaces: Mutex::new(Vec::new()),
             crds: Mutex::new(Vec::new()),
+            cluster_objects: Mutex::new(Vec::new()),
         }
     }
 
@@ -116,6 +119,13 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
         self.namespaces.lock().expect("not poisoned").push(name.clone());
         name
+    }
+
+    /// Cluster-scoped objects matching `selector` (`key=value`) are the scenario's: a
+    /// controller under test made them (a provider's ClusterRoles and CRDs, say), and they go
+    /// with the scenario's namespaces.
+    pub fn remove_cluster_objects_labelled(&self, selector: &str) {
+        self.cluster_objects.lock().expect("not poisoned").push(selector.to_string());
     }
 
     /// Installs a CRD that scenarios share (server-side apply) and waits until it is
@@ -160,7 +170,8 @@ impl Drop for Cluster {
         let Some(config) = self.config.clone() else { return };
         let namespaces = std::mem::take(&mut *self.namespaces.lock().expect("not poisoned"));
         let crds = std::mem::take(&mut *self.crds.lock().expect("not poisoned"));
-        if namespaces.is_empty() && crds.is_empty() {
+        let selectors = std::mem::take(&mut *self.cluster_objects.lock().expect("not poisoned"));
+        if namespaces.is_empty() && crds.is_empty() && selectors.is_empty() {
             return;
         }
         // Drop cannot await, and may run inside the scenario's runtime, which this thread
@@ -178,6 +189,7 @@ impl Drop for Cluster {
                 // Objects whose controller stopped with the scenario keep their finalizers, and
                 // their namespace would stay Terminating for ever.
                 release_finalizers(&client, &namespaces).await;
+                remove_labelled(&client, &selectors).await;
                 let crd_api: Api<CustomResourceDefinition> = Api::all(client);
                 for name in crds {
                     let _ = crd_api.delete(&name, &DeleteParams::background()).await;
@@ -185,6 +197,31 @@ impl Drop for Cluster {
             });
         });
         let _ = cleanup.join();
+    }
+}
+
+/// Deletes the cluster-scoped objects that match any of the selectors.
+async fn remove_labelled(client: &Client, selectors: &[String]) {
+    use kube::discovery::{Discovery, Scope, verbs};
+    if selectors.is_empty() {
+        return;
+    }
+    let Ok(discovery) = Discovery::new(client.clone()).run().await else { return };
+    for group in discovery.groups() {
+        for (resource, capabilities) in group.recommended_resources() {
+            if capabilities.scope != Scope::Cluster || !capabilities.supports_operation(verbs::DELETE) {
+                continue;
+            }
+            let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
+            for selector in selectors {
+                let params = kube::api::ListParams::default().labels(selector);
+                let Ok(list) = api.list_metadata(&params).await else { continue };
+                for object in &list.items {
+                    let name = object.metadata.name.clone().unwrap_or_default();
+                    let _ = api.delete(&name, &DeleteParams::background()).await;
+                }
+            }
+        }
     }
 }
 

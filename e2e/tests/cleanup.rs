@@ -1,7 +1,8 @@
 //! A scenario's clean-up on a real cluster: it finishes although the scenario's runtime is the
 //! one blocked by the drop, and what the scenario left (a namespace whose objects keep the
-//! finalizers of a controller that has stopped, a CRD of its own) goes; CRDs that scenarios
-//! share stay. An in-memory server on a runtime of its own plays the real cluster.
+//! finalizers of a controller that has stopped, a CRD of its own, cluster-wide objects labelled
+//! as its own) goes; CRDs that scenarios share stay. An in-memory server on a runtime of its
+//! own plays the real cluster.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use butler_apiserver::MemoryApiServer;
 use butler_e2e::Cluster;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -62,6 +64,17 @@ fn the_clean_up_of_a_real_cluster_finishes_and_leaves_nothing_of_the_scenario() 
             cluster.install_own_crd(&own).await;
             let shared = crd("shared.example.com");
             cluster.install_crd(&shared).await;
+            // Cluster-wide objects that a controller under test made for the scenario, and one
+            // that is not the scenario's.
+            let roles: Api<ClusterRole> = Api::all(cluster.client());
+            for (name, scenario) in [(format!("{ns}-made"), ns.as_str()), (format!("{ns}-theirs"), "another")]
+            {
+                let role: ClusterRole = serde_json::from_value(json!({"metadata": {"name": name,
+                    "labels": {"example.com/scenario": scenario}}}))
+                .unwrap();
+                roles.create(&PostParams::default(), &role).await.unwrap();
+            }
+            cluster.remove_cluster_objects_labelled(&format!("example.com/scenario={ns}"));
             let names = (ns, own.metadata.name.clone().unwrap());
             drop(cluster);
             names
@@ -94,6 +107,15 @@ fn the_clean_up_of_a_real_cluster_finishes_and_leaves_nothing_of_the_scenario() 
         }
         assert!(crds.get_opt(&own).await.unwrap().is_none(), "the scenario's own CRD is gone");
         assert!(crds.get_opt("things.shared.example.com").await.unwrap().is_some(), "a shared CRD stays");
+        let roles: Api<ClusterRole> = Api::all(cluster.client());
+        assert!(
+            roles.get_opt(&format!("{ns}-made")).await.unwrap().is_none(),
+            "the scenario's ClusterRole is gone"
+        );
+        assert!(
+            roles.get_opt(&format!("{ns}-theirs")).await.unwrap().is_some(),
+            "another's ClusterRole stays"
+        );
     });
     let _ = stop_tx.send(());
     server.join().unwrap();

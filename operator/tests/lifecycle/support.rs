@@ -62,6 +62,10 @@ impl Scenario {
         }
         install_cert_manager_crds(&cluster).await;
         let namespace = cluster.namespace(base).await;
+        // What the operator makes cluster-wide for this scenario's providers goes with it.
+        cluster.remove_cluster_objects_labelled(&format!(
+            "operator.butlerlabs.dev/provider-namespace={namespace}"
+        ));
         let client = cluster.client();
         Scenario { cluster, client, namespace, operator: None }
     }
