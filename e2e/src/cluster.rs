@@ -37,6 +37,8 @@ pub struct Cluster {
     crds: Mutex<Vec<String>>,
     /// Label selectors of cluster-scoped objects that the scenario's controllers made.
     cluster_objects: Mutex<Vec<String>>,
+    /// Cluster-wide locks this scenario holds.
+    locks: Mutex<Vec<String>>,
 }
 
 fn run_id() -> String {
@@ -83,6 +85,7 @@ impl Cluster {
             namespaces: Mutex::new(Vec::new()),
             crds: Mutex::new(Vec::new()),
             cluster_objects: Mutex::new(Vec::new()),
+            locks: Mutex::new(Vec::new()),
         }
     }
 
@@ -119,6 +122,18 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
         self.namespaces.lock().expect("not poisoned").push(name.clone());
         name
+    }
+
+    /// Waits for this scenario's turn at the cluster-wide lock `name` and holds it until the
+    /// scenario ends: scenarios that make cluster-wide objects of one name (a provider's
+    /// ClusterRoles and CRDs) take turns on a real cluster. An in-memory server is the
+    /// scenario's own, so there is nothing to wait for.
+    pub async fn exclusive(&self, name: &str) {
+        if self.is_in_memory() {
+            return;
+        }
+        crate::lock::acquire(&self.client, name, &self.run).await;
+        self.locks.lock().expect("not poisoned").push(name.to_string());
     }
 
     /// Cluster-scoped objects matching `selector` (`key=value`) are the scenario's: a
@@ -171,7 +186,9 @@ impl Drop for Cluster {
         let namespaces = std::mem::take(&mut *self.namespaces.lock().expect("not poisoned"));
         let crds = std::mem::take(&mut *self.crds.lock().expect("not poisoned"));
         let selectors = std::mem::take(&mut *self.cluster_objects.lock().expect("not poisoned"));
-        if namespaces.is_empty() && crds.is_empty() && selectors.is_empty() {
+        let locks = std::mem::take(&mut *self.locks.lock().expect("not poisoned"));
+        let run = self.run.clone();
+        if namespaces.is_empty() && crds.is_empty() && selectors.is_empty() && locks.is_empty() {
             return;
         }
         // Drop cannot await, and may run inside the scenario's runtime, which this thread
@@ -193,6 +210,10 @@ impl Drop for Cluster {
                 let crd_api: Api<CustomResourceDefinition> = Api::all(client);
                 for name in crds {
                     let _ = crd_api.delete(&name, &DeleteParams::background()).await;
+                }
+                // The turn ends once what the scenario made is on its way out.
+                for lock in &locks {
+                    crate::lock::release(&crd_api.clone().into_client(), lock, &run).await;
                 }
             });
         });

@@ -6,5 +6,6 @@
 //! real cluster.
 
 pub mod cluster;
+mod lock;
 
 pub use cluster::Cluster;

@@ -61,6 +61,9 @@ impl Scenario {
             cluster.install_crd(&crd).await;
         }
         install_cert_manager_crds(&cluster).await;
+        // Providers' ClusterRoles and CRDs have one name per cluster: on a real cluster the
+        // scenarios that install them take turns (they still run at once with every other).
+        cluster.exclusive("operator-providers").await;
         let namespace = cluster.namespace(base).await;
         // What the operator makes cluster-wide for this scenario's providers goes with it.
         cluster.remove_cluster_objects_labelled(&format!(
