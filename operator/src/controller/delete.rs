@@ -89,6 +89,10 @@ where
         if inventory.pending.contains(gone) && !owned(&ctx, &key, gone).await.map_err(Error::Apply)? {
             continue;
         }
+        // A CRD that was there before the provider is not the provider's to delete.
+        if inventory.adopted.contains(gone) {
+            continue;
+        }
         ctx.drift.forget(gone);
         ctx.applier.delete(gone).await.map_err(Error::Apply)?;
     }

@@ -29,6 +29,11 @@ pub struct Inventory {
     /// are created, never applied over, and deleted only when they carry its labels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<ObjectRef>,
+    /// CRDs of `objects` that existed before the provider and that it applies over (a CRD is
+    /// one API for the whole cluster, as clusterctl treats it): never deleted by the provider,
+    /// whatever its `crdDeletionPolicy`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adopted: Vec<ObjectRef>,
 }
 
 /// The inventory ConfigMap's name: `{plural}-{name}-inventory`.

@@ -316,6 +316,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         version: version.clone(),
         contract: fetched.contract.clone(),
         digest: digest.clone(),
+        adopted: previous.adopted.iter().filter(|o| refs.contains(o)).cloned().collect(),
         objects: refs,
         pending: Vec::new(),
     };

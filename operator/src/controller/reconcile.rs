@@ -273,11 +273,25 @@ where
         existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels).as_ref() == Some(key)
     };
     let mut made: Vec<ObjectRef> = Vec::new();
+    let mut adopted: Vec<ObjectRef> = plan.inventory.adopted.clone();
     for wanted in to_apply {
         let r = ObjectRef::of(wanted);
         ctx.drift.begin(&r);
         let waits = defined.contains(&format!("{}/{}", r.group(), r.kind));
-        let applied = match before.contains(&r) {
+        // A CRD is one API for the whole cluster: one that was there before is applied over,
+        // as clusterctl does, and recorded first as adopted, so the provider never deletes it.
+        let foreign_crd = r.kind == "CustomResourceDefinition"
+            && !before.contains(&r)
+            && !adopted.contains(&r)
+            && ctx.applier.get(&r).await?.is_some_and(|existing| !ours(&existing));
+        if foreign_crd {
+            adopted.push(r.clone());
+            let recorded = ctx.inventories.lock().expect("not poisoned").get(&uid_of(object)).cloned();
+            let record =
+                Inventory { adopted: adopted.clone(), ..recorded.unwrap_or_else(|| plan.inventory.clone()) };
+            inventory::write(ctx, object, key, &record).await?;
+        }
+        let applied = match before.contains(&r) || adopted.contains(&r) {
             true => ctx.applier.apply(wanted, waits).await,
             false => ctx.applier.create_new(wanted, waits, &ours).await,
         };
@@ -303,8 +317,13 @@ where
                         .filter(|o| !before.contains(o) && !made.contains(o))
                         .cloned()
                         .collect();
-                    let partial =
-                        Inventory { objects, digest: String::new(), pending, ..plan.inventory.clone() };
+                    let partial = Inventory {
+                        objects,
+                        digest: String::new(),
+                        pending,
+                        adopted,
+                        ..plan.inventory.clone()
+                    };
                     inventory::write(ctx, object, key, &partial).await?;
                 }
                 return Err(e);
@@ -315,10 +334,15 @@ where
         ctx.drift.forget(gone);
         ctx.applier.delete(gone).await?;
     }
-    let recorded =
-        ctx.inventories.lock().expect("not poisoned").get(&uid_of(object)).map(|i| i.objects.len());
-    if recorded != Some(plan.inventory.objects.len()) {
-        inventory::write(ctx, object, key, &plan.inventory).await?;
+    let finished = Inventory { adopted, ..plan.inventory.clone() };
+    let recorded = ctx
+        .inventories
+        .lock()
+        .expect("not poisoned")
+        .get(&uid_of(object))
+        .map(|i| (i.objects.len(), i.adopted.clone()));
+    if recorded != Some((finished.objects.len(), finished.adopted.clone())) {
+        inventory::write(ctx, object, key, &finished).await?;
     }
     tracing::info!(provider = %key, version = %plan.inventory.version, "applied the provider's objects");
     Ok(())

@@ -6,6 +6,7 @@ use butler_core::api::{ProviderConfig, TenantCluster};
 use butler_operator::api::{CoreProvider, InfrastructureProvider};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 
 use crate::fixtures::{Part, components, publish, selector};
@@ -210,5 +211,39 @@ async fn an_object_someone_else_made_is_neither_taken_over_nor_deleted() {
     s.wait_gone::<InfrastructureProvider>("gcp").await;
     assert!(roles.get_opt("butler-provider-gcp").await.unwrap().is_some(), "and never deleted");
     roles.delete("butler-provider-gcp", &DeleteParams::default()).await.unwrap();
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_crd_that_was_there_before_is_applied_over_and_never_deleted() {
+    let mut s = Scenario::new("adopted").await;
+    if !s.cluster.is_in_memory() {
+        // With crdDeletionPolicy Delete it would delete Butler's CRDs that other scenarios use.
+        println!("skipped on a real cluster: Butler's CRDs are shared by the scenarios there");
+        return;
+    }
+    // Someone installed Butler's Team CRD by hand before the core provider.
+    let teams = butler_core::api::crds()
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some("teams.butler.butlerlabs.dev"))
+        .expect("the Team CRD");
+    s.cluster.install_crd(&butler_runtime::crds::tidy(teams)).await;
+
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "crdDeletionPolicy: Delete").await;
+    s.wait_for::<CoreProvider>("butler", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
+    let taken = crds.get("teams.butler.butlerlabs.dev").await.unwrap();
+    assert!(taken.labels().contains_key("operator.butlerlabs.dev/provider-name"), "applied over");
+
+    // Deleted with its CRDs: those it made go, the one that was there before stays.
+    s.api::<CoreProvider>().delete("butler", &DeleteParams::default()).await.unwrap();
+    s.wait_gone::<CoreProvider>("butler").await;
+    assert!(crds.get_opt("teams.butler.butlerlabs.dev").await.unwrap().is_some(), "the adopted CRD stays");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while crds.get_opt("networkpools.butler.butlerlabs.dev").await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "the CRD the provider made was not deleted");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     s.stop_operator().await;
 }

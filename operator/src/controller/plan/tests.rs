@@ -180,6 +180,7 @@ fn an_upgrade_deletes_what_dropped_out_but_keeps_crds_and_the_namespace() {
         contract: "v1beta1".into(),
         digest: "old".into(),
         pending: Vec::new(),
+        adopted: Vec::new(),
         objects: vec![
             ObjectRef {
                 api_version: "v1".into(),
