@@ -7,8 +7,9 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use butler_apiserver::MemoryApiServer;
 use butler_e2e::Cluster;
+
+mod common;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -29,19 +30,8 @@ fn crd(group: &str) -> CustomResourceDefinition {
 
 #[test]
 fn the_clean_up_of_a_real_cluster_finishes_and_leaves_nothing_of_the_scenario() {
-    // The "real" cluster, on a runtime and thread of its own.
-    let (address_tx, address_rx) = mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        runtime.block_on(async move {
-            let server = MemoryApiServer::start().await;
-            address_tx.send(server.kubeconfig().to_path_buf()).unwrap();
-            let _ = stop_rx.await;
-        });
-    });
-    let kubeconfig = address_rx.recv().unwrap();
+    let real = common::RealCluster::start();
+    let kubeconfig = real.kubeconfig.clone();
 
     // The scenario, on a current-thread runtime like #[tokio::test]'s, dropping its Cluster.
     let (done_tx, done_rx) = mpsc::channel();
@@ -117,6 +107,5 @@ fn the_clean_up_of_a_real_cluster_finishes_and_leaves_nothing_of_the_scenario() 
             "another's ClusterRole stays"
         );
     });
-    let _ = stop_tx.send(());
-    server.join().unwrap();
+    drop(real);
 }

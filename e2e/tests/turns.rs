@@ -2,26 +2,16 @@
 //! gets it when the first ends. An in-memory server on a runtime of its own plays the real
 //! cluster.
 
-use std::sync::mpsc;
 use std::time::Duration;
 
-use butler_apiserver::MemoryApiServer;
 use butler_e2e::Cluster;
+
+mod common;
 
 #[test]
 fn a_second_scenario_waits_for_the_lock_the_first_holds() {
-    let (path_tx, path_rx) = mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        runtime.block_on(async move {
-            let server = MemoryApiServer::start().await;
-            path_tx.send(server.kubeconfig().to_path_buf()).unwrap();
-            let _ = stop_rx.await;
-        });
-    });
-    let kubeconfig = path_rx.recv().unwrap();
+    let real = common::RealCluster::start();
+    let kubeconfig = real.kubeconfig.clone();
 
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
@@ -44,6 +34,5 @@ fn a_second_scenario_waits_for_the_lock_the_first_holds() {
         second.exclusive("providers").await;
         drop(second);
     });
-    let _ = stop_tx.send(());
-    server.join().unwrap();
+    drop(real);
 }

@@ -64,9 +64,9 @@ async fn a_change_to_the_config_secret_renders_the_provider_again() {
     s.stop_operator().await;
 }
 
-#[tokio::test]
-async fn drift_of_applied_objects_is_put_right_by_watching_them() {
-    let mut s = Scenario::new("drift").await;
+/// The operator running with the core provider and proxmox installed: the Deployments and
+/// the name of proxmox's.
+async fn proxmox_installed(s: &mut Scenario) -> (Api<Deployment>, String) {
     s.start_operator();
     s.create::<CoreProvider>("butler", "").await;
     s.create::<InfrastructureProvider>("proxmox", "").await;
@@ -74,6 +74,13 @@ async fn drift_of_applied_objects_is_put_right_by_watching_them() {
         .await;
     let api: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
     let name = s.deployments("InfrastructureProvider", "proxmox").await[0].name_any();
+    (api, name)
+}
+
+#[tokio::test]
+async fn drift_of_applied_objects_is_put_right_by_watching_them() {
+    let mut s = Scenario::new("drift").await;
+    let (api, name) = proxmox_installed(&mut s).await;
 
     // Someone scales the Deployment by hand: it comes back to what the provider says.
     api.patch(
@@ -109,13 +116,7 @@ async fn a_deletion_while_the_watches_were_down_and_expired_is_put_right() {
         println!("skipped on a real cluster: its watches cannot be interrupted on demand");
         return;
     }
-    s.start_operator();
-    s.create::<CoreProvider>("butler", "").await;
-    s.create::<InfrastructureProvider>("proxmox", "").await;
-    s.wait_for::<InfrastructureProvider>("proxmox", "installed", |p| is(p, "ProviderInstalled", "True"))
-        .await;
-    let api: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
-    let name = s.deployments("InfrastructureProvider", "proxmox").await[0].name_any();
+    let (api, name) = proxmox_installed(&mut s).await;
 
     let server = s.cluster.server().expect("in memory");
     // The watches go down; meanwhile the Deployment is deleted and more changes happen than the
