@@ -57,6 +57,16 @@ type GroupVersionKinds = HashMap<String, (ApiResource, bool)>;
 /// missing kind must not be missing until a restart, nor cost a request per object.
 const REDISCOVER_AFTER: Duration = Duration::from_secs(2);
 
+/// What [`Applier::create_only`] found.
+pub enum Made {
+    /// Created now.
+    Created(DynamicObject, ApiResource),
+    /// One of that name was there already, as it is.
+    Exists(DynamicObject),
+    /// One was there at the create, and gone at the read after.
+    Gone,
+}
+
 /// Applies and deletes objects of any kind, as one field manager.
 pub struct Applier {
     client: kube::Client,
@@ -188,6 +198,27 @@ impl Applier {
         }
     }
 
+    /// Creates an object when absent; one of that name that exists already is handed back
+    /// as it is, untouched, for the caller to judge.
+    pub async fn create_only(&self, object: &Value, wait: bool) -> Result<Made, String> {
+        let r = ObjectRef::of(object);
+        let (resource, namespaced) = self.resource(&r.api_version, &r.kind, wait).await?;
+        let api = self.api(&resource, namespaced, r.namespace.as_deref());
+        let wanted: DynamicObject = serde_json::from_value(object.clone())
+            .map_err(|e| format!("{}: not an object: {e}", r.describe()))?;
+        let params =
+            kube::api::PostParams { field_manager: Some(self.field_manager.clone()), ..Default::default() };
+        match api.create(&params, &wanted).await {
+            Ok(created) => Ok(Made::Created(created, resource)),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let existing = not_found_ok(api.get(&r.name).await)
+                    .map_err(|e| format!("reading {}: {}", r.describe(), describe(&e)))?;
+                Ok(existing.map(Made::Exists).unwrap_or(Made::Gone))
+            }
+            Err(e) => Err(format!("creating {}: {}", r.describe(), describe(&e))),
+        }
+    }
+
     /// Makes an object the caller has not made before: created when absent. One that exists
     /// already is applied only when `ours` says it is the caller's (it carries the caller's
     /// labels from an earlier life); else it is refused, named, and left as it is: a controller
@@ -198,30 +229,16 @@ impl Applier {
         wait: bool,
         ours: &(dyn Fn(&DynamicObject) -> bool + Sync),
     ) -> Result<(DynamicObject, ApiResource), String> {
-        let r = ObjectRef::of(object);
-        let (resource, namespaced) = self.resource(&r.api_version, &r.kind, wait).await?;
-        let api = self.api(&resource, namespaced, r.namespace.as_deref());
-        let wanted: DynamicObject = serde_json::from_value(object.clone())
-            .map_err(|e| format!("{}: not an object: {e}", r.describe()))?;
-        let params =
-            kube::api::PostParams { field_manager: Some(self.field_manager.clone()), ..Default::default() };
-        match api.create(&params, &wanted).await {
-            Ok(created) => Ok((created, resource)),
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                let existing = not_found_ok(api.get(&r.name).await)
-                    .map_err(|e| format!("reading {}: {}", r.describe(), describe(&e)))?;
-                match existing {
-                    Some(existing) if ours(&existing) => self.apply(object, wait).await,
-                    Some(_) => Err(format!(
-                        "{} exists already and was not made by {}; it is left alone: delete it (or rename it) if it should be made here",
-                        r.describe(),
-                        self.field_manager
-                    )),
-                    // Gone in between: make it now.
-                    None => self.apply(object, wait).await,
-                }
-            }
-            Err(e) => Err(format!("creating {}: {}", r.describe(), describe(&e))),
+        match self.create_only(object, wait).await? {
+            Made::Created(created, resource) => Ok((created, resource)),
+            Made::Exists(existing) if ours(&existing) => self.apply(object, wait).await,
+            Made::Exists(_) => Err(format!(
+                "{} exists already and was not made by {}; it is left alone: delete it (or rename it) if it should be made here",
+                ObjectRef::of(object).describe(),
+                self.field_manager
+            )),
+            // Gone in between: make it now.
+            Made::Gone => self.apply(object, wait).await,
         }
     }
 

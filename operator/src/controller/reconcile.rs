@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use butler_repository::{ClusterctlConfig, RemoteOptions};
+use butler_runtime::apply::Made;
 use butler_runtime::conditions::Wanted;
 use butler_runtime::inventory::while_applying;
 use butler_runtime::objects::{ObjectRef, defined_kind};
@@ -221,6 +222,35 @@ pub async fn owned(ctx: &Context, key: &ProviderKey, object: &ObjectRef) -> Resu
         == Some(key))
 }
 
+/// Makes a CRD the provider has not made before. A CRD is one API for the whole cluster: one
+/// that was there before is applied over, as clusterctl does, after the inventory records it
+/// as adopted, so the provider never deletes it.
+async fn adopt_crd<K: ProviderObject>(
+    ctx: &Context,
+    object: &K,
+    key: &ProviderKey,
+    plan: &InstallPlan,
+    wanted: &serde_json::Value,
+    waits: bool,
+    adopted: &mut Vec<ObjectRef>,
+) -> Result<(kube::api::DynamicObject, kube::discovery::ApiResource), String> {
+    let theirs = match ctx.applier.create_only(wanted, waits).await? {
+        Made::Created(created, resource) => return Ok((created, resource)),
+        Made::Gone => return ctx.applier.apply(wanted, waits).await,
+        Made::Exists(existing) => {
+            existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels).as_ref() != Some(key)
+        }
+    };
+    if theirs {
+        adopted.push(ObjectRef::of(wanted));
+        let recorded = ctx.inventories.lock().expect("not poisoned").get(&uid_of(object)).cloned();
+        let record =
+            Inventory { adopted: adopted.clone(), ..recorded.unwrap_or_else(|| plan.inventory.clone()) };
+        inventory::write(ctx, object, key, &record).await?;
+    }
+    ctx.applier.apply(wanted, waits).await
+}
+
 /// Applies the plan. When the objects changed, the inventory first records the new objects
 /// and those of the previous set (so a crash at any point leaves every object findable), then
 /// everything is applied and what dropped out is deleted; the inventory then forgets those.
@@ -278,21 +308,11 @@ where
         let r = ObjectRef::of(wanted);
         ctx.drift.begin(&r);
         let waits = defined.contains(&format!("{}/{}", r.group(), r.kind));
-        // A CRD is one API for the whole cluster: one that was there before is applied over,
-        // as clusterctl does, and recorded first as adopted, so the provider never deletes it.
-        let foreign_crd = r.kind == "CustomResourceDefinition"
-            && !before.contains(&r)
-            && !adopted.contains(&r)
-            && ctx.applier.get(&r).await?.is_some_and(|existing| !ours(&existing));
-        if foreign_crd {
-            adopted.push(r.clone());
-            let recorded = ctx.inventories.lock().expect("not poisoned").get(&uid_of(object)).cloned();
-            let record =
-                Inventory { adopted: adopted.clone(), ..recorded.unwrap_or_else(|| plan.inventory.clone()) };
-            inventory::write(ctx, object, key, &record).await?;
-        }
         let applied = match before.contains(&r) || adopted.contains(&r) {
             true => ctx.applier.apply(wanted, waits).await,
+            false if r.kind == "CustomResourceDefinition" => {
+                adopt_crd(ctx, object, key, plan, wanted, waits, &mut adopted).await
+            }
             false => ctx.applier.create_new(wanted, waits, &ours).await,
         };
         match applied {
