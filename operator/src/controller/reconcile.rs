@@ -218,8 +218,7 @@ async fn fetch_release(
 /// Whether an object that exists carries this provider's labels (gone counts as not).
 pub async fn owned(ctx: &Context, key: &ProviderKey, object: &ObjectRef) -> Result<bool, String> {
     let existing = ctx.applier.get(object).await?;
-    Ok(existing.and_then(|o| o.metadata.labels.as_ref().and_then(ProviderKey::from_labels)).as_ref()
-        == Some(key))
+    Ok(existing.is_some_and(|o| key.labelled_on(&o.metadata)))
 }
 
 /// Makes a CRD the provider has not made before. A CRD is one API for the whole cluster: one
@@ -237,9 +236,7 @@ async fn adopt_crd<K: ProviderObject>(
     let theirs = match ctx.applier.create_only(wanted, waits).await? {
         Made::Created(created, resource) => return Ok((created, resource)),
         Made::Gone => return ctx.applier.apply(wanted, waits).await,
-        Made::Exists(existing) => {
-            existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels).as_ref() != Some(key)
-        }
+        Made::Exists(existing) => !key.labelled_on(&existing.metadata),
     };
     if theirs {
         adopted.push(ObjectRef::of(wanted));
@@ -299,9 +296,7 @@ where
     let before: &[ObjectRef] = &made_before;
     // An object this provider has not made before is created, not applied over whatever is
     // there; one that exists is taken on only when it carries this provider's labels.
-    let ours = |existing: &kube::api::DynamicObject| {
-        existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels).as_ref() == Some(key)
-    };
+    let ours = |existing: &kube::api::DynamicObject| key.labelled_on(&existing.metadata);
     let mut made: Vec<ObjectRef> = Vec::new();
     let mut adopted: Vec<ObjectRef> = plan.inventory.adopted.clone();
     for wanted in to_apply {

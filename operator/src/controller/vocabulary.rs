@@ -48,6 +48,11 @@ impl ProviderKey {
         })
     }
 
+    /// Whether an object carries this provider's labels.
+    pub fn labelled_on(&self, meta: &kube::api::ObjectMeta) -> bool {
+        meta.labels.as_ref().and_then(ProviderKey::from_labels).as_ref() == Some(self)
+    }
+
     /// The labels that name this provider on what it applies.
     pub fn labels(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
