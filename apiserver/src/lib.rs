@@ -131,6 +131,8 @@ struct Shared {
     watches_open: tokio::sync::watch::Sender<bool>,
     /// ServiceAccount tokens this server issued: their requests go through RBAC.
     tokens: Mutex<std::collections::HashMap<String, rbac::Account>>,
+    /// How late the watches of a client (by the product of its User-Agent) deliver events.
+    watch_delays: Mutex<std::collections::HashMap<String, std::time::Duration>>,
 }
 
 /// An API server in this process, serving plain HTTP on a free port of 127.0.0.1. Dropping it
@@ -169,6 +171,7 @@ impl MemoryApiServer {
             services: Mutex::new(std::collections::HashMap::new()),
             watches_open: tokio::sync::watch::Sender::new(true),
             tokens: Mutex::new(std::collections::HashMap::new()),
+            watch_delays: Mutex::new(std::collections::HashMap::new()),
         });
         let app = Router::new()
             .fallback(http::handle)
@@ -257,6 +260,13 @@ impl MemoryApiServer {
     /// Lets the watches held by [`MemoryApiServer::interrupt_watches`] open.
     pub fn resume_watches(&self) {
         self.shared.watches_open.send_replace(true);
+    }
+
+    /// Makes the watches that one client (by the product of its User-Agent) opens from now on
+    /// deliver each change `by` late, as a cache behind a busy or distant API server is: what
+    /// that client's controllers read from their caches lags what the server holds.
+    pub fn delay_watches_of(&self, agent: &str, by: std::time::Duration) {
+        self.shared.watch_delays.lock().unwrap_or_else(|e| e.into_inner()).insert(agent.into(), by);
     }
 
     /// The requests of one client (by the product of its User-Agent) so far, as

@@ -24,6 +24,8 @@ pub struct WatchRequest {
     pub timeout: Duration,
     /// Turns false when the server interrupts its watches: this one ends.
     pub open: tokio::sync::watch::Receiver<bool>,
+    /// How late each change is delivered (zero: at once).
+    pub delay: Duration,
 }
 
 /// How often a watch with bookmarks gets one.
@@ -97,8 +99,31 @@ pub fn start(store: &Arc<Mutex<Store>>, request: WatchRequest) -> Result<mpsc::R
         return Ok(rx);
     };
     first.extend(backlog.iter().filter_map(|e| translate(&request, e)));
+    let tx = if request.delay.is_zero() { tx } else { delayed(tx, request.delay) };
     tokio::spawn(follow(store.clone(), request, first, receiver, tx));
     Ok(rx)
+}
+
+/// A sender whose lines reach `tx` each `delay` after it was given them, in order.
+fn delayed(tx: mpsc::Sender<String>, delay: Duration) -> mpsc::Sender<String> {
+    let (late_tx, mut late_rx) = mpsc::channel::<String>(1024);
+    let (timed_tx, mut timed_rx) = mpsc::unbounded_channel::<(tokio::time::Instant, String)>();
+    tokio::spawn(async move {
+        while let Some(text) = late_rx.recv().await {
+            if timed_tx.send((tokio::time::Instant::now() + delay, text)).is_err() {
+                return;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some((due, text)) = timed_rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if tx.send(text).await.is_err() {
+                return;
+            }
+        }
+    });
+    late_tx
 }
 
 async fn follow(

@@ -91,6 +91,8 @@ pub struct Context {
     pub validated_secrets: Mutex<HashMap<String, String>>,
     /// Consecutive failures, by object, for the backoff.
     pub failures: Mutex<HashMap<String, u32>>,
+    /// The IPAM controllers' index, clock and own writes.
+    pub ipam: crate::ipam::Ipam,
     /// True once the caches above have their first listing.
     pub synced: tokio::sync::watch::Receiver<bool>,
 }

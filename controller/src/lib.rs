@@ -8,8 +8,10 @@
 //! - [`webhooks`]: the admission rules of ProviderConfigs and TenantClusters, and the Team's
 //!   defaults for new clusters, answered from the caches.
 
+pub mod clock;
 pub mod context;
 pub mod error;
+pub mod ipam;
 pub mod providerconfig;
 pub mod run;
 pub mod team;

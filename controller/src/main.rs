@@ -121,7 +121,8 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     butler_runtime::process::execute(settings, metrics.clone(), webhooks, move |leading| {
-        let options = Options { instance: leading.instance, concurrency: args.concurrency };
+        let options =
+            Options { instance: leading.instance, concurrency: args.concurrency, clock: Default::default() };
         let controllers = start(leading.client, metrics, options, leading.shutdown);
         Started { run: controllers.run, ready: controllers.ready }
     })

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use butler_core::api::labels::FIELD_MANAGER;
-use butler_core::api::{NetworkPool, ProviderConfig, Team, TenantCluster};
+use butler_core::api::{IPAllocation, NetworkPool, ProviderConfig, Team, TenantCluster};
 use butler_runtime::apply::Applier;
 use butler_runtime::metrics::Metrics;
 use butler_runtime::shutdown::Shutdown;
@@ -24,8 +24,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use crate::clock::Clock;
 use crate::context::{Context, TeamCaches, failure_key};
 use crate::error::Error;
+use crate::ipam::{self, Ipam, index::AllocationIndex};
 use crate::providerconfig;
 use crate::team::{self, plan::LABEL_TEAM, plan::team_of_namespace};
 
@@ -36,12 +38,14 @@ pub struct Options {
     pub instance: String,
     /// Reconciles of one kind that may run at once (0: no limit).
     pub concurrency: u16,
+    /// The time the controllers read (moved by tests).
+    pub clock: Arc<Clock>,
 }
 
 impl Options {
     /// Options for the controllers running inside another process (a test, the sandbox).
     pub fn in_process(instance: &str) -> Options {
-        Options { instance: instance.into(), concurrency: 0 }
+        Options { instance: instance.into(), concurrency: 0, clock: Arc::default() }
     }
 }
 
@@ -208,6 +212,22 @@ pub fn start(
             })
         })
         .graceful_shutdown_on(shutdown.clone());
+    let allocations = Arc::new(AllocationIndex::default());
+    let allocation_events = ipam::index::follow(&client, allocations.clone());
+    let by_pool = |a: IPAllocation| {
+        let ns = a.namespace().unwrap_or_default();
+        Some(ObjectRef::<NetworkPool>::new(&a.spec.pool_ref.name).within(&ns))
+    };
+    let network_pools =
+        Controller::new(Api::<NetworkPool>::all(client.clone()), watcher::Config::default().any_semantic())
+            .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+            .watches_stream(allocation_events, by_pool)
+            .reconcile_all_on(options.clock.moved())
+            .graceful_shutdown_on(shutdown.clone());
+    let ip_allocations =
+        Controller::new(Api::<IPAllocation>::all(client.clone()), watcher::Config::default().any_semantic())
+            .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+            .graceful_shutdown_on(shutdown.clone());
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     let ctx = Arc::new(Context {
         client: client.clone(),
@@ -221,11 +241,18 @@ pub fn start(
         config_statuses: Mutex::new(HashMap::new()),
         validated_secrets: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
+        ipam: Ipam::new(
+            allocations.clone(),
+            options.clock.clone(),
+            format!("{FIELD_MANAGER} ({})", options.instance),
+        ),
         synced: synced_rx.clone(),
     });
-    let controller = futures::future::join(
+    let controller = futures::future::join4(
         drive(teams, |t, c| team::reconcile(t, c).boxed(), ctx.clone()),
         drive(configs, |p, c| providerconfig::reconcile(p, c).boxed(), ctx.clone()),
+        drive(network_pools, |p, c| ipam::networkpool::reconcile(p, c).boxed(), ctx.clone()),
+        drive(ip_allocations, |a, c| ipam::ipallocation::reconcile(a, c).boxed(), ctx.clone()),
     );
     // The Team cache belongs to its controller, which waits on it itself (a second waiter could
     // take its wake-up); the caches the reconciles compare with are waited on here, and the
@@ -238,6 +265,7 @@ pub fn start(
         let _ = cluster_roles.wait_until_ready().await;
         let _ = cluster_role_bindings.wait_until_ready().await;
         let _ = pools.wait_until_ready().await;
+        allocations.wait_until_ready().await;
         let _ = synced_tx.send(true);
         // Kept open, so that waiters never see the channel close.
         std::future::pending::<()>().await;

@@ -303,6 +303,13 @@ fn dispatch(
                     query.get("timeoutSeconds").and_then(|t| t.parse().ok()).unwrap_or(1800),
                 ),
                 open: shared.watches_open.subscribe(),
+                delay: shared
+                    .watch_delays
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&user_agent_manager(headers))
+                    .copied()
+                    .unwrap_or_default(),
             };
             Ok(Reply::Stream(watch::start(store, request)?))
         }

@@ -1,7 +1,9 @@
 //! NetworkPool: a block of addresses that tenant clusters are given node and load-balancer
 //! addresses from.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -123,4 +125,30 @@ pub struct NetworkPoolStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The allocator's journal: blocks being written to IPAllocations. Each stays taken until its
+    /// write has landed or can no longer land, so that no other replica or restart hands it out
+    /// again. Written by the NetworkPool controller only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_flight: Vec<InFlightAllocation>,
+    /// When each capacity tier (`CapacityWarning`, `CapacityCritical`, `CapacityExhausted`) last
+    /// had an event, so that a restart does not repeat one within 10 minutes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub capacity_events: BTreeMap<String, Time>,
+}
+
+/// A block the NetworkPool controller is writing to an IPAllocation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlightAllocation {
+    /// Name of the IPAllocation.
+    pub name: String,
+    /// UID of the IPAllocation.
+    pub uid: String,
+    /// The IPAllocation's resourceVersion that the write requires: once the object has another,
+    /// the write has landed or never will.
+    pub resource_version: String,
+    /// First address of the block.
+    pub start_address: String,
+    /// Last address of the block.
+    pub end_address: String,
 }

@@ -187,6 +187,11 @@ impl<O: Offset> Intervals<O> {
         }
     }
 
+    /// The first reserved offset inside `s..=e`, if any.
+    pub(super) fn first_reserved(&self, s: u128, e: u128) -> Option<u128> {
+        first_overlap(&self.reserved, O::from_u128(s), O::from_u128(e)).map(|(_, _, at)| at.to_u128())
+    }
+
     /// The allocation that overlaps `s..=e` first, if any.
     pub(super) fn first_allocation_overlap(&self, s: u128, e: u128) -> Option<(u128, u128, u128)> {
         first_overlap(&self.allocations, O::from_u128(s), O::from_u128(e))

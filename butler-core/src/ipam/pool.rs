@@ -198,6 +198,28 @@ impl Pool {
         }
     }
 
+    /// Whether `start..=end` breaks the pool's spec (outside the allocatable range, or over a
+    /// reserved range), whatever allocations hold: how the controller finds allocations that a
+    /// change of the spec stranded.
+    pub fn breaks_spec(&self, start: IpAddr, end: IpAddr) -> Option<IpamError> {
+        let (s, e) = match self.offsets(start, end) {
+            Ok(offsets) => offsets,
+            Err(error) => return Some(error),
+        };
+        if s < self.lo || e > self.hi {
+            let (range_start, range_end) = self.allocatable();
+            return Some(IpamError::OutsidePool { start, end, range_start, range_end });
+        }
+        let at = core!(&self.core, c => c.first_reserved(s, e))?;
+        let address = self.addr(at);
+        Some(IpamError::ConflictsWithReserved {
+            start,
+            end,
+            reserved: self.reserved_holding(address),
+            address,
+        })
+    }
+
     /// Loads an allocation that exists already (from an IPAllocation's status). One that overlaps
     /// another allocation is refused; one outside the allocatable range or over a reserved range
     /// (the spec changed since) is kept so that its addresses are not handed out again.
@@ -324,6 +346,31 @@ mod tests {
         let huge = u128::MAX - 7;
         assert_eq!(fragmentation(huge / 2, huge, 2), 50);
         assert_eq!(fragmentation(huge - 1, huge, 2), 1); // 99.99..% rounds down to 99
+    }
+
+    #[test]
+    fn breaks_spec_ignores_allocations_and_names_the_reason() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let spec = PoolSpec::new("10.0.0.0/24".parse().unwrap())
+            .with_allocatable(ip("10.0.0.16"), ip("10.0.0.200"))
+            .with_reserved("10.0.0.32/29".parse().unwrap());
+        let mut pool = Pool::new(spec).unwrap();
+        pool.insert_existing(ip("10.0.0.16"), ip("10.0.0.23")).unwrap();
+        assert_eq!(pool.breaks_spec(ip("10.0.0.16"), ip("10.0.0.23")), None);
+        assert!(matches!(
+            pool.breaks_spec(ip("10.0.0.8"), ip("10.0.0.17")),
+            Some(IpamError::OutsidePool { .. })
+        ));
+        assert_eq!(
+            pool.breaks_spec(ip("10.0.0.30"), ip("10.0.0.33")).map(|e| e.to_string()),
+            Some(
+                "10.0.0.30-10.0.0.33 conflicts with reserved range 10.0.0.32/29 at address 10.0.0.32".into()
+            )
+        );
+        assert!(matches!(
+            pool.breaks_spec(ip("10.0.1.1"), ip("10.0.1.2")),
+            Some(IpamError::OutsideCidr { .. })
+        ));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! (`make e2e`).
 
 mod examples;
+mod ipam;
 mod providerconfig;
 mod support;
 mod team;

@@ -128,25 +128,17 @@ async fn an_on_premises_platform_is_probed_its_pools_counted_and_its_deletion_he
     assert!(status.last_probe_time.is_some());
     assert!(is(Some(&waiting_config(&configs).await), "Ready", "False", "PoolNotFound"));
 
-    // The pool appears, with its status: the capacity follows.
+    // The pool appears; the NetworkPool controller counts it; the capacity follows.
     let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
     create(&pools, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: NetworkPool\nmetadata: {{name: pool-a, namespace: {ns}}}\nspec: {{cidr: 10.40.0.0/24}}\n")).await;
-    pools
-        .patch_status(
-            "pool-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"availableIPs": 100}})),
-        )
-        .await
-        .unwrap();
     let ready = wait_for(&configs, "harvester", "Ready", |c| {
         is(c, "Ready", "True", "Ready")
-            && c.and_then(|c| c.status.as_ref()?.capacity.as_ref()?.available_ips) == Some(100)
+            && c.and_then(|c| c.status.as_ref()?.capacity.as_ref()?.available_ips) == Some(256)
     })
     .await
     .unwrap();
     let capacity = ready.status.unwrap().capacity.unwrap();
-    assert_eq!(capacity.estimated_tenants, Some(7), "100 / (5 + 8)");
+    assert_eq!(capacity.estimated_tenants, Some(19), "256 / (5 + 8)");
 
     // A TenantCluster in another namespace uses it: the deletion waits and says so.
     let team = s.cluster.namespace("team-pc").await;

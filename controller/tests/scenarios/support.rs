@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use butler_controller::clock::Clock;
 use butler_controller::{Options, start};
 use butler_e2e::Cluster;
 use butler_runtime::metrics::Metrics;
@@ -22,7 +23,10 @@ pub const AGENT: &str = "butler-controller";
 pub struct Scenario {
     pub cluster: Cluster,
     pub client: Client,
+    /// The controllers' clock, which the scenario moves.
+    pub clock: Arc<Clock>,
     controllers: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+    replicas: Vec<(watch::Sender<bool>, JoinHandle<()>)>,
 }
 
 pub fn from_yaml<T: DeserializeOwned>(text: &str) -> T {
@@ -43,7 +47,8 @@ impl Scenario {
             cluster.install_crd(&butler_runtime::crds::tidy(crd)).await;
         }
         let client = cluster.client();
-        let mut scenario = Scenario { cluster, client, controllers: None };
+        let mut scenario =
+            Scenario { cluster, client, clock: Arc::default(), controllers: None, replicas: Vec::new() };
         scenario.start_controllers();
         scenario
     }
@@ -56,15 +61,39 @@ impl Scenario {
         }
     }
 
-    pub fn start_controllers(&mut self) {
+    fn spawn(&self, instance: &str, client: Client) -> (watch::Sender<bool>, JoinHandle<()>) {
         let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
-        let controllers = start(
-            self.controller_client(),
-            Arc::new(Metrics::new("butler_controller", |_| {})),
-            Options::in_process("scenario"),
-            shutdown,
-        );
-        self.controllers = Some((stop, tokio::spawn(controllers.run)));
+        let options = Options { clock: self.clock.clone(), ..Options::in_process(instance) };
+        let controllers =
+            start(client, Arc::new(Metrics::new("butler_controller", |_| {})), options, shutdown);
+        (stop, tokio::spawn(controllers.run))
+    }
+
+    pub fn start_controllers(&mut self) {
+        self.controllers = Some(self.spawn("scenario", self.controller_client()));
+    }
+
+    /// Kills the controllers wherever they are (no graceful end), as a crash would.
+    pub fn kill_controllers(&mut self) {
+        if let Some((_, task)) = self.controllers.take() {
+            task.abort();
+        }
+    }
+
+    /// Another replica of the controllers, running beside the first (no leader election). On
+    /// the in-memory server its watches deliver every change `lag` late, so that its caches
+    /// trail what the first replica writes (a real cluster brings its own lag).
+    pub fn start_replica(&mut self, instance: &str, lag: Duration) {
+        let client = match self.cluster.server() {
+            Some(server) => {
+                let agent = format!("{AGENT}-{instance}");
+                server.delay_watches_of(&agent, lag);
+                server.client_as(&agent)
+            }
+            None => self.cluster.client(),
+        };
+        let replica = self.spawn(instance, client);
+        self.replicas.push(replica);
     }
 
     /// The requests the controllers made that write (not GET), on the in-memory server.
@@ -76,7 +105,7 @@ impl Scenario {
 
 impl Drop for Scenario {
     fn drop(&mut self) {
-        if let Some((stop, task)) = self.controllers.take() {
+        for (stop, task) in self.controllers.take().into_iter().chain(self.replicas.drain(..)) {
             let _ = stop.send(true);
             task.abort();
         }

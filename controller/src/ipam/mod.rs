@@ -1,0 +1,139 @@
+//! Butler's IPAM controllers (spec/002): [`networkpool`] serves allocations and is the only writer
+//! of their blocks; [`ipallocation`] keeps an allocation's life cycle.
+//!
+//! What this process wrote is read back before the caches show it ([`Ipam::view`],
+//! [`Ipam::pool`]): a reconcile right after a write must not serve an allocation again or
+//! publish a capacity event twice because its cache is a moment behind.
+
+pub mod index;
+pub mod ipallocation;
+pub mod networkpool;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use butler_core::api::{IPAllocation, NetworkPool};
+use kube::Resource;
+
+use crate::clock::Clock;
+use index::AllocationIndex;
+use networkpool::serve::waiting;
+
+/// How long a write of this process stands in for a cache that has not shown it.
+const WRITTEN_FOR: Duration = Duration::from_secs(60);
+
+/// What the IPAM controllers share.
+pub struct Ipam {
+    pub allocations: Arc<AllocationIndex>,
+    pub clock: Arc<Clock>,
+    /// Who hands out blocks, as recorded in `status.allocatedBy`.
+    pub allocated_by: String,
+    written: Mutex<HashMap<String, (Arc<IPAllocation>, Instant)>>,
+    pools: Mutex<HashMap<String, (Arc<NetworkPool>, Instant)>>,
+}
+
+fn uid<K: Resource>(o: &K) -> String {
+    o.meta().uid.clone().unwrap_or_default()
+}
+
+impl Ipam {
+    pub fn new(allocations: Arc<AllocationIndex>, clock: Arc<Clock>, allocated_by: String) -> Ipam {
+        Ipam { allocations, clock, allocated_by, written: Mutex::default(), pools: Mutex::default() }
+    }
+
+    /// Records an IPAllocation as this process wrote it.
+    pub fn wrote(&self, allocation: IPAllocation) {
+        self.written
+            .lock()
+            .expect("not poisoned")
+            .insert(uid(&allocation), (Arc::new(allocation), Instant::now()));
+    }
+
+    /// Records a NetworkPool as this process wrote it.
+    pub fn wrote_pool(&self, pool: NetworkPool) {
+        self.pools.lock().expect("not poisoned").insert(uid(&pool), (Arc::new(pool), Instant::now()));
+    }
+
+    /// The allocations of a pool: the cache, with what this process wrote where the cache still
+    /// shows the allocation waiting.
+    pub fn view(&self, namespace: &str, pool: &str) -> Vec<Arc<IPAllocation>> {
+        let cached = self.allocations.of_pool(namespace, pool);
+        let mut written = self.written.lock().expect("not poisoned");
+        written.retain(|_, (_, at)| at.elapsed() < WRITTEN_FOR);
+        cached
+            .into_iter()
+            .map(|a| {
+                let id = uid(a.as_ref());
+                match written.get(&id) {
+                    Some((ours, _)) if choose_ours(&a, ours) => ours.clone(),
+                    Some(_) => {
+                        written.remove(&id);
+                        a
+                    }
+                    None => a,
+                }
+            })
+            .collect()
+    }
+
+    /// The pool as this process wrote it last, while the cache shows an older one.
+    pub fn pool(&self, cached: Arc<NetworkPool>) -> Arc<NetworkPool> {
+        let mut pools = self.pools.lock().expect("not poisoned");
+        let id = uid(cached.as_ref());
+        match pools.get(&id) {
+            Some((ours, at))
+                if at.elapsed() < WRITTEN_FOR
+                    && ours.meta().resource_version != cached.meta().resource_version =>
+            {
+                ours.clone()
+            }
+            Some(_) => {
+                pools.remove(&id);
+                cached
+            }
+            None => cached,
+        }
+    }
+
+    /// Forgets a pool that is gone.
+    pub fn forget_pool(&self, pool: &NetworkPool) {
+        self.pools.lock().expect("not poisoned").remove(&uid(pool));
+    }
+}
+
+/// Whether our written copy stands in for the cached one: the cache has not seen our write and
+/// still shows the allocation waiting for the block we wrote.
+fn choose_ours(cached: &IPAllocation, ours: &IPAllocation) -> bool {
+    cached.meta().resource_version != ours.meta().resource_version && waiting(cached) && !waiting(ours)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn a(rv: &str, status: serde_json::Value) -> IPAllocation {
+        serde_json::from_value(json!({
+            "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": rv},
+            "spec": {"poolRef": {"name": "p"}, "tenantClusterRef": {"name": "t", "namespace": "x"}, "type": "nodes"},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_write_counts_until_the_cache_shows_it() {
+        let index = Arc::new(AllocationIndex::default());
+        let ipam = Ipam::new(index.clone(), Arc::default(), "test".into());
+        index.apply(&kube::runtime::watcher::Event::Apply(a("1", json!({"phase": "Pending"}))));
+        let allocated = json!({"phase": "Allocated", "startAddress": "10.0.0.1", "endAddress": "10.0.0.1"});
+        ipam.wrote(a("2", allocated.clone()));
+        assert_eq!(ipam.view("ns", "p")[0].meta().resource_version.as_deref(), Some("2"));
+        // The cache catches up (and moves on): the cache is read from then on.
+        index.apply(&kube::runtime::watcher::Event::Apply(a("3", allocated)));
+        assert_eq!(ipam.view("ns", "p")[0].meta().resource_version.as_deref(), Some("3"));
+        assert!(ipam.written.lock().unwrap().is_empty());
+    }
+}

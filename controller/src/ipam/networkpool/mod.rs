@@ -1,0 +1,412 @@
+//! The NetworkPool controller (spec/002): the only writer of IPAllocation blocks.
+//!
+//! A reconcile reads the pool's allocations from the cache (with this process's own writes
+//! over it) and plans ([`serve`]). Only when that plan hands out or refuses something does it
+//! run a **batch**, which makes two replicas, a restart mid-batch or a stale cache unable to
+//! hand out one address twice:
+//!
+//! 1. list the pool's allocations with a consistent read and plan again from that;
+//! 2. commit the journal (`status.inFlight`: every block about to be written, and every older
+//!    entry whose write may still land) to the pool, conditional on the pool's resourceVersion:
+//!    of two planners, one commits and the other plans again from the newer pool;
+//! 3. write each allocation's status, conditional on the resourceVersion it was planned from;
+//! 4. write the pool's status with the journal left of writes whose outcome is unknown.
+//!
+//! A planner that commits read the pool after every earlier commit, and listed after it: each
+//! block handed out before is in that list, or in the journal while its write may still land.
+//!
+//! Then orphans are collected: an Allocated allocation whose TenantCluster answers 404.
+
+pub mod serve;
+pub mod spec;
+pub mod status;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use butler_core::api::labels::NETWORK_POOL_FINALIZER;
+use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool, NetworkPoolStatus, TenantCluster};
+use butler_runtime::conditions::{self, READY, Wanted};
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::context::Context;
+use crate::error::Error;
+use serve::{Served, Write, held};
+use status::{CapacityEvent, Shape};
+
+/// spec/002's intervals: after serving or collecting, and otherwise.
+const AGAIN_SOON: Duration = Duration::from_secs(5);
+const RESYNC: Duration = Duration::from_secs(60);
+/// Status writes of one batch in flight at once.
+const PARALLEL_WRITES: usize = 16;
+/// Commits tried before the reconcile gives way to a competing planner.
+const COMMITS: usize = 4;
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Reconciles one NetworkPool.
+pub async fn reconcile(pool: Arc<NetworkPool>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.synced().await;
+    let key = crate::context::failure_key(pool.as_ref());
+    let started = ctx.metrics.reconcile_started("NetworkPool");
+    let result = run(ctx.ipam.pool(pool), &ctx).await;
+    ctx.metrics.reconcile_finished("NetworkPool", started, result.as_ref().err().map(Error::reason));
+    if result.is_ok() {
+        ctx.failures.lock().expect("not poisoned").remove(&key);
+    }
+    result
+}
+
+/// `namespace/name` of a pool, for messages.
+fn named(pool: &NetworkPool) -> String {
+    format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any())
+}
+
+async fn run(pool: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
+    let namespace = pool.namespace().unwrap_or_default();
+    let api: Api<NetworkPool> = Api::namespaced(ctx.client.clone(), &namespace);
+    if pool.meta().deletion_timestamp.is_some() {
+        return delete(&pool, ctx, &api).await;
+    }
+    let pool = if butler_runtime::finalizer::has(pool.as_ref(), NETWORK_POOL_FINALIZER) {
+        pool
+    } else {
+        let added = butler_runtime::finalizer::add(&api, pool.as_ref(), NETWORK_POOL_FINALIZER)
+            .await
+            .map_err(|e| Error::kube(format!("adding the finalizer to NetworkPool {}", named(&pool)), e))?;
+        Arc::new(added)
+    };
+    let now = ctx.ipam.clock.now();
+    let view = ctx.ipam.view(&namespace, &pool.name_any());
+    let refs: Vec<&IPAllocation> = view.iter().map(Arc::as_ref).collect();
+    let mut again = RESYNC;
+    match spec::allocator(&pool) {
+        Err(why) => {
+            // Nothing is handed out from an invalid spec; waiting allocations say why.
+            let writes = refuse(&pool, &refs, &why, now);
+            if !writes.is_empty() {
+                write_allocations(ctx, &namespace, writes).await;
+                again = AGAIN_SOON;
+            }
+            let (status, events) = status::plan(&pool, Shape::Invalid(&why), now);
+            write_pool_status(ctx, &api, &pool, status, None, events).await?;
+        }
+        Ok(allocator) => {
+            let served = serve::serve(&pool, allocator, &refs, now, &ctx.ipam.allocated_by);
+            if served.writes.is_empty() {
+                let stats = served.allocator.stats();
+                let (status, events) =
+                    status::plan(&pool, Shape::Valid { stats: &stats, problems: &served.problems }, now);
+                write_pool_status(ctx, &api, &pool, status, None, events).await?;
+            } else {
+                batch(ctx, &api, pool.clone()).await?;
+                again = AGAIN_SOON;
+            }
+        }
+    }
+    if collect_orphans(ctx, &namespace, &view).await? {
+        again = AGAIN_SOON;
+    }
+    Ok(Action::requeue(again))
+}
+
+/// Failed statuses for the waiting allocations of a pool whose spec is invalid.
+fn refuse(pool: &NetworkPool, refs: &[&IPAllocation], why: &str, now: jiff::Timestamp) -> Vec<Write> {
+    let message = format!("NetworkPool {} has an invalid spec: {why}", named(pool));
+    refs.iter()
+        .filter(|a| serve::waiting(a))
+        .filter_map(|a| {
+            let existing = a.status.clone().unwrap_or_default();
+            let wanted = [Wanted::new(READY, false, "PoolInvalid", message.clone())];
+            let status = butler_core::api::IPAllocationStatus {
+                phase: Some(IPAllocationPhase::Failed),
+                observed_generation: a.metadata.generation,
+                conditions: conditions::merge(
+                    &existing.conditions,
+                    &wanted,
+                    a.metadata.generation,
+                    &Time(now),
+                    &[READY],
+                ),
+                ..Default::default()
+            };
+            (a.status.as_ref() != Some(&status)).then(|| Write {
+                name: a.name_any(),
+                uid: a.metadata.uid.clone().unwrap_or_default(),
+                resource_version: a.metadata.resource_version.clone().unwrap_or_default(),
+                status,
+            })
+        })
+        .collect()
+}
+
+/// One batch (see the module's documentation). A competing planner that keeps committing
+/// first makes it give way; the next reconcile plans again.
+async fn batch(ctx: &Context, api: &Api<NetworkPool>, mut pool: Arc<NetworkPool>) -> Result<(), Error> {
+    let namespace = pool.namespace().unwrap_or_default();
+    let name = pool.name_any();
+    let allocations: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), &namespace);
+    for _ in 0..COMMITS {
+        // 1. A consistent list (no resourceVersion: read from storage, not a cache).
+        let listed = allocations.list(&ListParams::default()).await.map_err(|e| {
+            Error::kube(format!("listing the IPAllocations of NetworkPool {}", named(&pool)), e)
+        })?;
+        let fresh: Vec<&IPAllocation> =
+            listed.items.iter().filter(|a| a.spec.pool_ref.name == name).collect();
+        let now = ctx.ipam.clock.now();
+        let allocator = match spec::allocator(&pool) {
+            Ok(allocator) => allocator,
+            // The spec changed under us; the next reconcile reports it.
+            Err(_) => return Ok(()),
+        };
+        let served = serve::serve(&pool, allocator, &fresh, now, &ctx.ipam.allocated_by);
+        // 2. Commit the journal, unless nothing is handed out (refusals need none).
+        let hands_out = served.writes.iter().any(|w| w.status.phase == Some(IPAllocationPhase::Allocated));
+        let committed = if hands_out {
+            let patch = json!({
+                "metadata": {"resourceVersion": pool.meta().resource_version},
+                "status": {"inFlight": served.journal},
+            });
+            match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
+                Ok(written) => Arc::new(written),
+                Err(e) if is_conflict(&e) => {
+                    pool =
+                        Arc::new(api.get(&name).await.map_err(|e| {
+                            Error::kube(format!("reading NetworkPool {}/{name}", namespace), e)
+                        })?);
+                    continue;
+                }
+                Err(e) => {
+                    return Err(Error::kube(
+                        format!("committing the journal of NetworkPool {}", named(&pool)),
+                        e,
+                    ));
+                }
+            }
+        } else {
+            pool.clone()
+        };
+        // 3. The allocations.
+        let Served { allocator, writes, journal, problems } = served;
+        let resolved = write_allocations(ctx, &namespace, writes).await;
+        // 4. The pool: its figures, and the journal left of writes whose outcome is unknown.
+        let left: Vec<_> = journal.into_iter().filter(|e| !resolved.contains(&e.uid)).collect();
+        let stats = allocator.stats();
+        let (mut status, events) =
+            status::plan(&committed, Shape::Valid { stats: &stats, problems: &problems }, now);
+        status.in_flight = left;
+        // The journal is written only by the planner that committed, conditional on its commit.
+        let journal = hands_out.then(|| committed.meta().resource_version.clone());
+        if !hands_out {
+            status.in_flight = committed.status.clone().unwrap_or_default().in_flight;
+        }
+        return write_pool_status(ctx, api, &committed, status, journal, events).await;
+    }
+    tracing::debug!(pool = %named(&pool), "another planner kept committing first; planning again later");
+    Ok(())
+}
+
+/// Writes allocation statuses, each conditional on the resourceVersion it was planned from.
+/// Returns the UIDs whose outcome is known: written, or refused because the object changed or
+/// went (such a write can never land later).
+async fn write_allocations(ctx: &Context, namespace: &str, writes: Vec<Write>) -> HashSet<String> {
+    let api: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), namespace);
+    futures::stream::iter(writes)
+        .map(|w| {
+            let api = api.clone();
+            async move {
+                let patch = json!({"metadata": {"resourceVersion": w.resource_version}, "status": w.status});
+                match api.patch_status(&w.name, &PatchParams::default(), &Patch::Merge(patch)).await {
+                    Ok(written) => {
+                        ctx.ipam.wrote(written);
+                        Some(w.uid)
+                    }
+                    Err(e) if is_conflict(&e) || is_not_found(&e) => Some(w.uid),
+                    Err(e) => {
+                        tracing::warn!(allocation = %format!("{namespace}/{}", w.name), error = %e, "cannot write the status; its block stays taken until it is known");
+                        None
+                    }
+                }
+            }
+        })
+        .buffer_unordered(PARALLEL_WRITES)
+        .filter_map(futures::future::ready)
+        .collect()
+        .await
+}
+
+/// Writes the pool's status when it changed and publishes its events. With `journal` (the
+/// resourceVersion the write requires), the journal is written too; without, it is left as it is.
+async fn write_pool_status(
+    ctx: &Context,
+    api: &Api<NetworkPool>,
+    pool: &NetworkPool,
+    status: NetworkPoolStatus,
+    journal: Option<Option<String>>,
+    events: Vec<CapacityEvent>,
+) -> Result<(), Error> {
+    let existing = pool.status.clone().unwrap_or_default();
+    if status == existing {
+        return Ok(());
+    }
+    let mut body = serde_json::to_value(&status).unwrap_or(Value::Null);
+    let mut patch = json!({});
+    match journal {
+        Some(rv) => {
+            body["inFlight"] = json!(status.in_flight);
+            if let Some(rv) = rv {
+                patch["metadata"] = json!({"resourceVersion": rv});
+            }
+        }
+        None => {
+            if let Some(o) = body.as_object_mut() {
+                o.remove("inFlight");
+            }
+        }
+    }
+    // Tiers whose time is gone from the map are dropped explicitly (a merge patch keeps keys).
+    for tier in existing.capacity_events.keys() {
+        if !status.capacity_events.contains_key(tier) {
+            body["capacityEvents"][tier] = Value::Null;
+        }
+    }
+    patch["status"] = body;
+    let written = match api
+        .patch_status(&pool.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(written) => written,
+        // Another planner committed meanwhile; it writes the figures.
+        Err(e) if is_conflict(&e) => return Ok(()),
+        Err(e) => return Err(Error::kube(format!("writing the status of NetworkPool {}", named(pool)), e)),
+    };
+    ctx.ipam.wrote_pool(written);
+    for event in events {
+        let event = Event {
+            type_: if event.warning { EventType::Warning } else { EventType::Normal },
+            reason: event.reason.into(),
+            note: Some(event.message),
+            action: "Allocate".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &pool.object_ref(&())).await {
+            tracing::warn!(pool = %named(pool), error = %e, "cannot publish an event");
+        }
+    }
+    Ok(())
+}
+
+/// Deletes Allocated allocations whose TenantCluster is gone (404 from the API server, not an
+/// absence from a cache, not any error). Returns whether it deleted any.
+async fn collect_orphans(ctx: &Context, namespace: &str, view: &[Arc<IPAllocation>]) -> Result<bool, Error> {
+    let mut collected = false;
+    for a in view {
+        let allocated = a.status.as_ref().and_then(|s| s.phase) == Some(IPAllocationPhase::Allocated);
+        if !allocated || a.meta().deletion_timestamp.is_some() || held(a).is_none() {
+            continue;
+        }
+        let tenant = &a.spec.tenant_cluster_ref;
+        if ctx.teams.clusters.get(&ObjectRef::new(&tenant.name).within(&tenant.namespace)).is_some() {
+            continue;
+        }
+        let clusters: Api<TenantCluster> = Api::namespaced(ctx.client.clone(), &tenant.namespace);
+        match clusters.get(&tenant.name).await {
+            Err(e) if is_not_found(&e) => {}
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!(allocation = %a.name_any(), error = %e, "cannot tell whether its TenantCluster exists; kept");
+                continue;
+            }
+        }
+        let api: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), namespace);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: a.meta().uid.clone(), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&a.name_any(), &params).await {
+            Ok(_) => {
+                collected = true;
+                let note = format!(
+                    "IPAllocation {namespace}/{} released: its TenantCluster {}/{} no longer exists",
+                    a.name_any(),
+                    tenant.namespace,
+                    tenant.name
+                );
+                tracing::info!("{note}");
+                if let Some(pool) = ctx.pools.get(&ObjectRef::new(&a.spec.pool_ref.name).within(namespace)) {
+                    let event = Event {
+                        type_: EventType::Normal,
+                        reason: "OrphanReleased".into(),
+                        note: Some(note),
+                        action: "CollectOrphans".into(),
+                        secondary: Some(a.object_ref(&())),
+                    };
+                    let _ = ctx.recorder.publish(&event, &pool.object_ref(&())).await;
+                }
+            }
+            Err(e) if is_not_found(&e) || is_conflict(&e) => {}
+            Err(e) => {
+                return Err(Error::kube(
+                    format!("deleting the orphaned IPAllocation {namespace}/{}", a.name_any()),
+                    e,
+                ));
+            }
+        }
+    }
+    Ok(collected)
+}
+
+/// Deletion waits while allocations name the pool, then the finalizer goes.
+async fn delete(pool: &NetworkPool, ctx: &Context, api: &Api<NetworkPool>) -> Result<Action, Error> {
+    if !butler_runtime::finalizer::has(pool, NETWORK_POOL_FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let namespace = pool.namespace().unwrap_or_default();
+    let users = ctx.ipam.view(&namespace, &pool.name_any());
+    if !users.is_empty() {
+        const LISTED: usize = 10;
+        let mut names: Vec<String> = users.iter().take(LISTED).map(|a| a.name_any()).collect();
+        if users.len() > LISTED {
+            names.push(format!("and {} more", users.len() - LISTED));
+        }
+        let message = format!(
+            "deletion waits: {} IPAllocations use this pool: {}; delete their TenantClusters or the allocations",
+            users.len(),
+            names.join(", ")
+        );
+        let existing = pool.status.clone().unwrap_or_default();
+        let now = Time(ctx.ipam.clock.now());
+        let wanted = [Wanted::new(READY, false, "DeletionBlocked", message)];
+        let status = NetworkPoolStatus {
+            conditions: conditions::merge(
+                &existing.conditions,
+                &wanted,
+                pool.meta().generation,
+                &now,
+                status::ORDER,
+            ),
+            ..existing
+        };
+        write_pool_status(ctx, api, pool, status, None, Vec::new()).await?;
+        return Ok(Action::requeue(RESYNC));
+    }
+    butler_runtime::finalizer::remove(api, pool, NETWORK_POOL_FINALIZER)
+        .await
+        .map_err(|e| Error::kube(format!("removing the finalizer of NetworkPool {}", named(pool)), e))?;
+    ctx.ipam.forget_pool(pool);
+    Ok(Action::await_change())
+}

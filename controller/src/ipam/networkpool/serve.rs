@@ -1,0 +1,252 @@
+//! Serving a pool's waiting allocations: the pure heart of the NetworkPool controller.
+//!
+//! From the pool, its allocator and every IPAllocation that names it, [`serve`] loads the blocks
+//! held (oldest first, so that of two overlapping claims the older keeps its block), keeps the
+//! journal entries whose write may still land, and serves the waiting allocations oldest first
+//! (creationTimestamp, then name): a journal entry's block again, a pinned range exactly, or the
+//! best fit of `count` (the pool's per-type default when unset).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use butler_core::api::{
+    IPAllocation, IPAllocationPhase, IPAllocationStatus, InFlightAllocation, NetworkPool,
+};
+use butler_core::ipam::{AddressList, Allocation, IpamError, Pool};
+use butler_runtime::conditions::{self, READY, Wanted};
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use super::spec::default_count;
+
+/// A status to write to an IPAllocation, conditional on the resourceVersion it was planned from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Write {
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+    pub status: IPAllocationStatus,
+}
+
+/// What serving decided.
+pub struct Served {
+    /// The allocator with every held block and every block handed out now.
+    pub allocator: Pool,
+    /// Statuses to write, oldest allocation first.
+    pub writes: Vec<Write>,
+    /// The journal to commit before the writes: entries that may still land, and one per block
+    /// handed out now.
+    pub journal: Vec<InFlightAllocation>,
+    /// Allocations whose block breaks the pool's spec or another's block, described.
+    pub problems: Vec<String>,
+}
+
+/// The block an allocation's status says it holds: both addresses set, whatever the phase (a
+/// block is only given back when its object is gone).
+pub fn held(allocation: &IPAllocation) -> Option<Result<(IpAddr, IpAddr), String>> {
+    let status = allocation.status.as_ref()?;
+    let (start, end) = (status.start_address.as_ref()?, status.end_address.as_ref()?);
+    let parse = |field: &str, v: &str| {
+        v.parse::<IpAddr>().map_err(|_| format!("status.{field} {v:?} is not an IP address"))
+    };
+    Some(parse("startAddress", start).and_then(|s| Ok((s, parse("endAddress", end)?))))
+}
+
+/// Whether the allocation waits for a block: none held, not being deleted, phase unset, Pending
+/// or Failed.
+pub fn waiting(allocation: &IPAllocation) -> bool {
+    let phase = allocation.status.as_ref().and_then(|s| s.phase);
+    allocation.metadata.deletion_timestamp.is_none()
+        && held(allocation).is_none()
+        && matches!(phase, None | Some(IPAllocationPhase::Pending) | Some(IPAllocationPhase::Failed))
+}
+
+fn created(allocation: &IPAllocation) -> (Option<Timestamp>, String) {
+    (allocation.metadata.creation_timestamp.as_ref().map(|t| t.0), allocation.name_any())
+}
+
+/// Serves the waiting allocations of `pool` (see the module's documentation).
+pub fn serve(
+    pool: &NetworkPool,
+    mut allocator: Pool,
+    allocations: &[&IPAllocation],
+    now: Timestamp,
+    by: &str,
+) -> Served {
+    let pool_name = format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any());
+    let mut problems = Vec::new();
+
+    // Held blocks, the oldest allocation first.
+    let mut holding: Vec<&IPAllocation> = allocations.iter().copied().filter(|a| held(a).is_some()).collect();
+    holding.sort_by_key(|a| {
+        let at = a.status.as_ref().and_then(|s| s.allocated_at.as_ref()).map(|t| t.0);
+        (at.is_none(), at, created(a))
+    });
+    for a in holding {
+        match held(a).expect("filtered on held") {
+            Err(why) => problems.push(format!("{}: {why}", a.name_any())),
+            Ok((start, end)) => {
+                if let Some(e) = allocator.breaks_spec(start, end) {
+                    problems.push(format!("{}: {e}", a.name_any()));
+                }
+                if let Err(e) = allocator.insert_existing(start, end) {
+                    problems.push(format!("{}: {e}", a.name_any()));
+                }
+            }
+        }
+    }
+
+    // Journal entries whose write may still land keep their block.
+    let by_uid: HashMap<&str, &IPAllocation> =
+        allocations.iter().filter_map(|a| Some((a.metadata.uid.as_deref()?, *a))).collect();
+    let mut journal = Vec::new();
+    let mut claimed: HashMap<String, Allocation> = HashMap::new();
+    for entry in pool.status.iter().flat_map(|s| s.in_flight.iter()) {
+        let Some(a) = by_uid.get(entry.uid.as_str()) else { continue };
+        if a.metadata.resource_version.as_deref() != Some(entry.resource_version.as_str()) {
+            continue;
+        }
+        let (Ok(start), Ok(end)) = (entry.start_address.parse(), entry.end_address.parse()) else { continue };
+        if let Ok(block) = allocator.insert_existing(start, end) {
+            claimed.insert(entry.uid.clone(), block);
+        }
+        journal.push(entry.clone());
+    }
+
+    // Waiting allocations, oldest first.
+    let mut queue: Vec<&IPAllocation> = allocations.iter().copied().filter(|a| waiting(a)).collect();
+    queue.sort_by_key(|a| created(a));
+    let mut writes = Vec::new();
+    for a in queue {
+        let uid = a.metadata.uid.clone().unwrap_or_default();
+        let outcome = match claimed.get(&uid) {
+            Some(block) => Ok(*block),
+            None => take(pool, &mut allocator, a).inspect(|block| {
+                journal.push(InFlightAllocation {
+                    name: a.name_any(),
+                    uid: uid.clone(),
+                    resource_version: a.metadata.resource_version.clone().unwrap_or_default(),
+                    start_address: block.start().to_string(),
+                    end_address: block.end().to_string(),
+                })
+            }),
+        };
+        let status = match outcome {
+            Ok(block) => allocated(a, block, &pool_name, now, by),
+            Err((reason, message)) => failed(a, reason, message, now),
+        };
+        if a.status.as_ref() != Some(&status) {
+            writes.push(Write {
+                name: a.name_any(),
+                uid,
+                resource_version: a.metadata.resource_version.clone().unwrap_or_default(),
+                status,
+            });
+        }
+    }
+    Served { allocator, writes, journal, problems }
+}
+
+/// A block for one allocation, or the reason and message of its failure.
+fn take(
+    pool: &NetworkPool,
+    allocator: &mut Pool,
+    a: &IPAllocation,
+) -> Result<Allocation, (&'static str, String)> {
+    let pool_name = pool.name_any();
+    if let Some(pinned) = &a.spec.pinned_range {
+        let parse = |field: &str, v: &str| {
+            v.trim().parse::<IpAddr>().map_err(|_| {
+                ("InvalidSpec", format!("spec.pinnedRange.{field} {v:?} is not an IP address; correct it"))
+            })
+        };
+        let start = parse("startAddress", &pinned.start_address)?;
+        let end = parse("endAddress", &pinned.end_address)?;
+        return allocator.allocate_pinned(start, end).map_err(|e| {
+            let what = match e {
+                IpamError::ConflictsWithAllocation { .. } | IpamError::ConflictsWithReserved { .. } => {
+                    "pinned range conflict"
+                }
+                _ => "pinned range refused",
+            };
+            (
+                "PinnedRangeConflict",
+                format!(
+                    "{what} in NetworkPool {pool_name}: {e}; pin a free range or remove spec.pinnedRange"
+                ),
+            )
+        });
+    }
+    let count = a.spec.count.unwrap_or_else(|| default_count(pool, a.spec.type_));
+    if count < 1 {
+        return Err(("InvalidSpec", format!("spec.count is {count}; ask for at least 1 address")));
+    }
+    allocator.allocate(count as u128).map_err(|e| {
+        let stats = allocator.stats();
+        let message = match e {
+            IpamError::Exhausted { .. } | IpamError::Fragmented { .. } => format!(
+                "no contiguous block available in NetworkPool {pool_name}: {count} addresses asked, largest free block {}, {} free; release allocations, ask for fewer or add a pool",
+                stats.largest_free_block, stats.available
+            ),
+            other => format!("NetworkPool {pool_name}: {other}"),
+        };
+        ("PoolExhausted", message)
+    })
+}
+
+fn allocated(
+    a: &IPAllocation,
+    block: Allocation,
+    pool: &str,
+    now: Timestamp,
+    by: &str,
+) -> IPAllocationStatus {
+    let existing = a.status.clone().unwrap_or_default();
+    let addresses = match block.addresses() {
+        AddressList::Listed(list) => Some(list.iter().map(IpAddr::to_string).collect()),
+        AddressList::Omitted { .. } => None,
+    };
+    let message = format!("{block} ({} addresses) from NetworkPool {pool}", block.count());
+    let wanted = [Wanted::new(READY, true, "Allocated", message)];
+    IPAllocationStatus {
+        phase: Some(IPAllocationPhase::Allocated),
+        cidr: Some(block.to_string()),
+        start_address: Some(block.start().to_string()),
+        end_address: Some(block.end().to_string()),
+        addresses,
+        allocated_count: Some(i64::try_from(block.count()).unwrap_or(i64::MAX)),
+        allocated_at: Some(Time(now)),
+        allocated_by: Some(by.to_string()),
+        released_at: None,
+        observed_generation: a.metadata.generation,
+        conditions: conditions::merge(
+            &existing.conditions,
+            &wanted,
+            a.metadata.generation,
+            &Time(now),
+            &[READY],
+        ),
+    }
+}
+
+fn failed(a: &IPAllocation, reason: &str, message: String, now: Timestamp) -> IPAllocationStatus {
+    let existing = a.status.clone().unwrap_or_default();
+    let wanted = [Wanted::new(READY, false, reason, message)];
+    IPAllocationStatus {
+        phase: Some(IPAllocationPhase::Failed),
+        observed_generation: a.metadata.generation,
+        conditions: conditions::merge(
+            &existing.conditions,
+            &wanted,
+            a.metadata.generation,
+            &Time(now),
+            &[READY],
+        ),
+        ..IPAllocationStatus::default()
+    }
+}
+
+#[cfg(test)]
+#[path = "serve_tests.rs"]
+mod tests;

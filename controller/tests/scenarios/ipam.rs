@@ -1,0 +1,437 @@
+//! The NetworkPool and IPAllocation controllers (spec/002): blocks served oldest first and best
+//! fit, refused when the pool is exhausted and served once space frees, pinned ranges and their
+//! conflicts, capacity tiers and their events under a moved clock, orphans collected, a pool
+//! held while allocations use it, and never one address twice: not with two replicas, not with
+//! a controller killed mid-batch (every IPAllocation is read back and compared).
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool, TenantCluster};
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support::{Scenario, wait_for};
+
+async fn pool(s: &Scenario, ns: &str, name: &str, spec: Value) -> NetworkPool {
+    let pool: NetworkPool = serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "NetworkPool",
+        "metadata": {"name": name, "namespace": ns}, "spec": spec,
+    }))
+    .unwrap();
+    Api::<NetworkPool>::namespaced(s.client.clone(), ns).create(&PostParams::default(), &pool).await.unwrap()
+}
+
+async fn tenant(s: &Scenario, ns: &str, name: &str) {
+    let tc: TenantCluster = serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": name, "namespace": ns}, "spec": {},
+    }))
+    .unwrap();
+    Api::<TenantCluster>::namespaced(s.client.clone(), ns).create(&PostParams::default(), &tc).await.unwrap();
+}
+
+fn allocation_object(ns: &str, name: &str, pool: &str, tenant: &str, extra: Value) -> IPAllocation {
+    let mut spec = json!({"poolRef": {"name": pool}, "tenantClusterRef": {"name": tenant, "namespace": ns}, "type": "loadbalancer"});
+    spec.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+    serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
+        "metadata": {"name": name, "namespace": ns}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+async fn allocate(s: &Scenario, ns: &str, name: &str, pool: &str, tenant: &str, extra: Value) {
+    let a = allocation_object(ns, name, pool, tenant, extra);
+    Api::<IPAllocation>::namespaced(s.client.clone(), ns).create(&PostParams::default(), &a).await.unwrap();
+}
+
+fn phase(a: Option<&IPAllocation>) -> Option<IPAllocationPhase> {
+    a?.status.as_ref()?.phase
+}
+
+fn cidr(a: &IPAllocation) -> String {
+    a.status.as_ref().and_then(|s| s.cidr.clone()).unwrap_or_default()
+}
+
+fn ready_message(a: &IPAllocation) -> String {
+    let status = a.status.as_ref();
+    status
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+fn pool_condition(p: Option<&NetworkPool>, type_: &str) -> Option<(String, String)> {
+    let c = p?.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)?;
+    Some((c.status.clone(), c.reason.clone()))
+}
+
+fn ready_of(p: &NetworkPool) -> String {
+    let status = p.status.as_ref();
+    status
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+async fn allocated(api: &Api<IPAllocation>, name: &str) -> IPAllocation {
+    wait_for(api, name, "Allocated", |a| phase(a) == Some(IPAllocationPhase::Allocated)).await.unwrap()
+}
+
+/// Waits until every IPAllocation of the namespace is Allocated; returns them.
+async fn all_allocated(api: &Api<IPAllocation>, count: usize, within: Duration) -> Vec<IPAllocation> {
+    let deadline = Instant::now() + within;
+    loop {
+        let list = api.list(&ListParams::default()).await.unwrap().items;
+        let done = list.iter().filter(|a| phase(Some(a)) == Some(IPAllocationPhase::Allocated)).count();
+        if list.len() == count && done == count {
+            return list;
+        }
+        assert!(Instant::now() < deadline, "{done} of {count} allocated after {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Pairs of allocations whose blocks share an address.
+fn overlaps(list: &[IPAllocation]) -> Vec<(String, String)> {
+    let mut blocks: Vec<(u32, u32, String)> = list
+        .iter()
+        .filter_map(|a| {
+            let s = a.status.as_ref()?;
+            let ip = |v: &Option<String>| match v.as_ref()?.parse::<IpAddr>().ok()? {
+                IpAddr::V4(v4) => Some(u32::from(v4)),
+                IpAddr::V6(_) => None,
+            };
+            Some((ip(&s.start_address)?, ip(&s.end_address)?, a.name_any()))
+        })
+        .collect();
+    blocks.sort();
+    blocks.windows(2).filter(|w| w[1].0 <= w[0].1).map(|w| (w[0].2.clone(), w[1].2.clone())).collect()
+}
+
+#[tokio::test]
+async fn blocks_are_served_best_fit_released_on_deletion_and_counted_on_the_pool() {
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("ipam-static").await;
+    pool(&s, &ns, "lab", json!({"cidr": "10.40.0.0/22", "reserved": [{"cidr": "10.40.0.0/28"}, {"cidr": "10.40.0.16/28"}],
+        "tenantAllocation": {"start": "10.40.1.0", "end": "10.40.3.254", "defaults": {"nodesPerTenant": 5, "lbPoolPerTenant": 8}}})).await;
+    tenant(&s, &ns, "prod").await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    allocate(&s, &ns, "prod-lb", "lab", "prod", json!({})).await;
+    let lb = allocated(&api, "prod-lb").await;
+    let status = lb.status.clone().unwrap();
+    assert_eq!((cidr(&lb).as_str(), status.allocated_count), ("10.40.1.0/29", Some(8)));
+    assert_eq!(status.addresses.unwrap().len(), 8);
+    assert!(lb.finalizers().contains(&"butler.butlerlabs.dev/ipallocation".to_string()));
+    allocate(&s, &ns, "prod-nodes", "lab", "prod", json!({"type": "nodes"})).await;
+    let nodes = allocated(&api, "prod-nodes").await;
+    assert_eq!(cidr(&nodes), "10.40.1.8-10.40.1.12");
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
+    let counted = wait_for(&pools, "lab", "two allocations counted", |p| {
+        p.and_then(|p| p.status.as_ref()).and_then(|s| s.allocation_count) == Some(2)
+    })
+    .await
+    .unwrap();
+    let st = counted.status.clone().unwrap();
+    assert_eq!((st.total_ips, st.allocated_ips, st.available_ips), (Some(767), Some(13), Some(754)));
+    assert_eq!(st.largest_free_block, Some(754));
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.message, "754/767 IPs available (2 allocations)");
+    assert_eq!(st.conditions.len(), 4, "three capacity tiers and Ready, always present");
+    assert!(counted.finalizers().contains(&"butler.butlerlabs.dev/networkpool".to_string()));
+
+    // Deleted: Released on the way out (the finalizer records it), then the block is free.
+    api.delete("prod-lb", &DeleteParams::default()).await.unwrap();
+    wait_for(&api, "prod-lb", "gone", |a| a.is_none()).await;
+    wait_for(&pools, "lab", "the block back", |p| {
+        p.and_then(|p| p.status.as_ref()).and_then(|s| s.available_ips) == Some(762)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_exhausted_pool_fails_a_request_and_serves_it_once_space_frees() {
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("ipam-exhausted").await;
+    pool(&s, &ns, "small", json!({"cidr": "10.50.0.0/28"})).await;
+    tenant(&s, &ns, "a").await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    allocate(&s, &ns, "first", "small", "a", json!({"count": 12})).await;
+    allocated(&api, "first").await;
+    allocate(&s, &ns, "second", "small", "a", json!({"count": 8})).await;
+    let failed =
+        wait_for(&api, "second", "Failed", |a| phase(a) == Some(IPAllocationPhase::Failed)).await.unwrap();
+    assert!(
+        ready_message(&failed).starts_with("no contiguous block available in NetworkPool small: 8 addresses asked, largest free block 4, 4 free"),
+        "{}",
+        ready_message(&failed)
+    );
+    api.delete("first", &DeleteParams::default()).await.unwrap();
+    let served = allocated(&api, "second").await;
+    assert_eq!(cidr(&served), "10.50.0.0/29");
+}
+
+#[tokio::test]
+async fn pinned_ranges_are_taken_exactly_and_conflicts_are_named() {
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("ipam-pinned").await;
+    pool(
+        &s,
+        &ns,
+        "lab",
+        json!({"cidr": "10.60.0.0/24", "reserved": [{"cidr": "10.60.0.0/28", "description": "gateways"}]}),
+    )
+    .await;
+    tenant(&s, &ns, "api").await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    allocate(
+        &s,
+        &ns,
+        "stable",
+        "lab",
+        "api",
+        json!({"pinnedRange": {"startAddress": "10.60.0.64", "endAddress": "10.60.0.71"}}),
+    )
+    .await;
+    assert_eq!(cidr(&allocated(&api, "stable").await), "10.60.0.64/29");
+    allocate(
+        &s,
+        &ns,
+        "clash",
+        "lab",
+        "api",
+        json!({"pinnedRange": {"startAddress": "10.60.0.70", "endAddress": "10.60.0.72"}}),
+    )
+    .await;
+    allocate(
+        &s,
+        &ns,
+        "gateway",
+        "lab",
+        "api",
+        json!({"pinnedRange": {"startAddress": "10.60.0.1", "endAddress": "10.60.0.2"}}),
+    )
+    .await;
+    for (name, wanted) in [
+        ("clash", "conflicts with allocation 10.60.0.64/29 at address 10.60.0.70"),
+        ("gateway", "conflicts with reserved range 10.60.0.0/28 at address 10.60.0.1"),
+    ] {
+        let failed =
+            wait_for(&api, name, "Failed", |a| phase(a) == Some(IPAllocationPhase::Failed)).await.unwrap();
+        assert!(ready_message(&failed).contains(wanted), "{name}: {}", ready_message(&failed));
+    }
+}
+
+#[tokio::test]
+async fn capacity_tiers_are_conditions_with_events_at_most_every_ten_minutes() {
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("ipam-capacity").await;
+    pool(&s, &ns, "tiny", json!({"cidr": "10.70.0.0/28"})).await;
+    tenant(&s, &ns, "t").await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
+    allocate(&s, &ns, "most", "tiny", "t", json!({"count": 12})).await; // 75 %
+    allocated(&api, "most").await;
+    wait_for(&pools, "tiny", "CapacityWarning", |p| {
+        pool_condition(p, "CapacityWarning") == Some(("True".into(), "UtilizationAboveThreshold".into()))
+            && pool_condition(p, "CapacityCritical")
+                == Some(("False".into(), "UtilizationBelowThreshold".into()))
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(s.client.clone(), &ns);
+    let count = |reason: &'static str| {
+        let events = events.clone();
+        async move {
+            let list = events.list(&ListParams::default()).await.unwrap().items;
+            list.iter()
+                .filter(|e| e.reason.as_deref() == Some(reason))
+                .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+                .sum::<i32>()
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count("PoolCapacityWarning").await < 1 {
+        assert!(Instant::now() < deadline, "no PoolCapacityWarning event");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Five minutes on: no second event. Eleven: reminded.
+    s.clock.advance(Duration::from_secs(300));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(count("PoolCapacityWarning").await, 1);
+    s.clock.advance(Duration::from_secs(360));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count("PoolCapacityWarning").await < 2 {
+        assert!(Instant::now() < deadline, "no reminder after ten minutes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Released a moment after the reminder: the recovery is news of its own, not held back.
+    api.delete("most", &DeleteParams::default()).await.unwrap();
+    wait_for(&pools, "tiny", "recovered", |p| {
+        pool_condition(p, "CapacityWarning").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count("PoolCapacityRecovered").await < 1 {
+        assert!(Instant::now() < deadline, "no PoolCapacityRecovered event");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn orphans_are_collected_and_a_pool_is_held_while_allocations_use_it() {
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("ipam-orphans").await;
+    pool(&s, &ns, "lab", json!({"cidr": "10.80.0.0/24"})).await;
+    tenant(&s, &ns, "alive").await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    allocate(&s, &ns, "kept", "lab", "alive", json!({"count": 2})).await;
+    allocate(&s, &ns, "orphan", "lab", "deleted-long-ago", json!({"count": 2})).await;
+    allocated(&api, "kept").await;
+    wait_for(&api, "orphan", "collected", |a| a.is_none()).await;
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
+    pools.delete("lab", &DeleteParams::default()).await.unwrap();
+    let held = wait_for(&pools, "lab", "deletion blocked", |p| {
+        pool_condition(p, "Ready") == Some(("False".into(), "DeletionBlocked".into()))
+    })
+    .await
+    .unwrap();
+    let message = ready_of(&held);
+    assert_eq!(
+        message,
+        "deletion waits: 1 IPAllocations use this pool: kept; delete their TenantClusters or the allocations"
+    );
+    assert!(api.get_opt("kept").await.unwrap().is_some(), "nothing is deallocated to let a pool go");
+    api.delete("kept", &DeleteParams::default()).await.unwrap();
+    wait_for(&pools, "lab", "gone", |p| p.is_none()).await;
+}
+
+#[tokio::test]
+async fn a_spec_change_that_strands_an_allocation_is_reported_and_nothing_is_released() {
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("ipam-stranded").await;
+    pool(&s, &ns, "lab", json!({"cidr": "10.90.0.0/24"})).await;
+    tenant(&s, &ns, "t").await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    allocate(&s, &ns, "low", "lab", "t", json!({"count": 4})).await;
+    assert_eq!(cidr(&allocated(&api, "low").await), "10.90.0.0/30");
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
+    let patch = json!({"spec": {"reserved": [{"cidr": "10.90.0.0/29"}]}});
+    pools.patch("lab", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch)).await.unwrap();
+    let reported = wait_for(&pools, "lab", "AllocationsConflict", |p| {
+        pool_condition(p, "Ready") == Some(("False".into(), "AllocationsConflict".into()))
+    })
+    .await
+    .unwrap();
+    let message = ready_of(&reported);
+    assert!(
+        message.contains(
+            "low: 10.90.0.0-10.90.0.3 conflicts with reserved range 10.90.0.0/29 at address 10.90.0.0"
+        ),
+        "{message}"
+    );
+    assert_eq!(cidr(&api.get("low").await.unwrap()), "10.90.0.0/30");
+}
+
+/// Creates allocations `a-{i}` of 1 to 4 addresses for tenant `t` in pool `lab`.
+async fn many(s: &Scenario, ns: &str, range: std::ops::Range<usize>) {
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), ns);
+    let creates = range.map(|i| {
+        let api = api.clone();
+        let a = allocation_object(ns, &format!("a-{i:03}"), "lab", "t", json!({"count": 1 + (i % 4)}));
+        async move { api.create(&PostParams::default(), &a).await.unwrap() }
+    });
+    futures::future::join_all(creates).await;
+}
+
+#[tokio::test]
+async fn replicas_with_lagging_caches_never_hand_out_an_address_twice() {
+    let mut s = Scenario::start().await;
+    s.start_replica("lagging", Duration::from_millis(150));
+    s.start_replica("lagging-more", Duration::from_millis(400));
+    let ns = s.cluster.namespace("ipam-replicas").await;
+    pool(&s, &ns, "lab", json!({"cidr": "10.100.0.0/20"})).await;
+    tenant(&s, &ns, "t").await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    // One by one in reverse order of name: within a second, the allocation created later is the
+    // older by spec/002's order (creationTimestamp, then name), which replicas that see the
+    // creations at different moments disagree about.
+    for i in (0..200).rev() {
+        let a = allocation_object(&ns, &format!("a-{i:03}"), "lab", "t", json!({"count": 1 + (i % 4)}));
+        api.create(&PostParams::default(), &a).await.unwrap();
+    }
+    all_allocated(&api, 200, Duration::from_secs(60)).await;
+    // Churn: every third released while 100 more arrive.
+    let deletes = (0..200).step_by(3).map(|i| {
+        let api = api.clone();
+        async move { api.delete(&format!("a-{i:03}"), &DeleteParams::default()).await.unwrap() }
+    });
+    futures::future::join(futures::future::join_all(deletes), many(&s, &ns, 200..300)).await;
+    let list = all_allocated(&api, 300 - 67, Duration::from_secs(60)).await;
+    assert_eq!(overlaps(&list), Vec::<(String, String)>::new());
+}
+
+#[tokio::test]
+async fn a_controller_killed_mid_batch_converges_without_overlaps() {
+    let mut s = Scenario::start().await;
+    let ns = s.cluster.namespace("ipam-killed").await;
+    pool(&s, &ns, "lab", json!({"cidr": "10.110.0.0/20"})).await;
+    tenant(&s, &ns, "t").await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    many(&s, &ns, 0..200).await;
+    // Killed as soon as some blocks are written, wherever it is.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = api.list(&ListParams::default()).await.unwrap().items;
+        if list.iter().any(|a| phase(Some(a)) == Some(IPAllocationPhase::Allocated)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "nothing allocated");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    s.kill_controllers();
+    s.start_controllers();
+    let list = all_allocated(&api, 200, Duration::from_secs(60)).await;
+    assert_eq!(overlaps(&list), Vec::<(String, String)>::new());
+}
+
+#[tokio::test]
+async fn a_block_in_the_journal_of_a_killed_planner_goes_to_its_allocation_only() {
+    let mut s = Scenario::start().await;
+    s.kill_controllers();
+    let ns = s.cluster.namespace("ipam-journal").await;
+    pool(&s, &ns, "lab", json!({"cidr": "10.120.0.0/24"})).await;
+    tenant(&s, &ns, "t").await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    // `older` would get the first block by age; `claimed` was given it by a planner that was
+    // killed after its commit, before its write (which may still land).
+    allocate(&s, &ns, "older", "lab", "t", json!({"count": 8})).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut claimed = allocation_object(&ns, "claimed", "lab", "t", json!({"count": 8}));
+    claimed.metadata.finalizers = Some(vec!["butler.butlerlabs.dev/ipallocation".into()]);
+    api.create(&PostParams::default(), &claimed).await.unwrap();
+    let pending = json!({"status": {"phase": "Pending"}});
+    let claimed = api
+        .patch_status("claimed", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(pending))
+        .await
+        .unwrap();
+    let journal = json!({"status": {"inFlight": [{
+        "name": "claimed", "uid": claimed.metadata.uid, "resourceVersion": claimed.metadata.resource_version,
+        "startAddress": "10.120.0.0", "endAddress": "10.120.0.7"}]}});
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
+    pools
+        .patch_status("lab", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(journal))
+        .await
+        .unwrap();
+    s.start_controllers();
+    let list = all_allocated(&api, 2, Duration::from_secs(30)).await;
+    let block = |name: &str| cidr(list.iter().find(|a| a.name_any() == name).unwrap());
+    assert_eq!((block("claimed").as_str(), block("older").as_str()), ("10.120.0.0/29", "10.120.0.8/29"));
+    wait_for(&pools, "lab", "the journal emptied", |p| {
+        p.and_then(|p| p.status.as_ref())
+            .is_some_and(|s| s.in_flight.is_empty() && s.allocation_count == Some(2))
+    })
+    .await;
+}
