@@ -330,4 +330,29 @@ proptest! {
             }
         }
     }
+
+    #[test]
+    fn loading_at_once_is_loading_one_by_one(
+        setup in setup(),
+        blocks in prop::collection::vec((0u128..80, 0u128..12), 0..24),
+    ) {
+        let model = Model::new(&setup);
+        let blocks: Vec<(IpAddr, IpAddr)> = blocks
+            .into_iter()
+            .filter_map(|(s, len)| Some((model.checked_addr(s)?, model.checked_addr(s + len)?)))
+            .collect();
+        let mut one_by_one = build(&setup, &model);
+        let expected: Vec<(usize, IpamError)> = blocks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (s, e))| one_by_one.insert_existing(*s, *e).err().map(|e| (i, e)))
+            .collect();
+        let mut at_once = build(&setup, &model);
+        prop_assert_eq!(at_once.load(&blocks), expected);
+        prop_assert_eq!(at_once.stats(), one_by_one.stats());
+        prop_assert_eq!(at_once.allocations(), one_by_one.allocations());
+        for n in 1..4 {
+            prop_assert_eq!(at_once.allocate(n), one_by_one.allocate(n));
+        }
+    }
 }

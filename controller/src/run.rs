@@ -212,8 +212,12 @@ pub fn start(
             })
         })
         .graceful_shutdown_on(shutdown.clone());
-    let allocations = Arc::new(AllocationIndex::default());
-    let allocation_events = ipam::index::follow(&client, allocations.clone());
+    // One watch of IPAllocations: its store serves the IPAllocation controller and the index the
+    // NetworkPool controller, which is woken by every change (deletions too).
+    let (allocation_store, allocation_writer) = reflector::store_shared::<IPAllocation>(1024);
+    let allocation_subscriber = allocation_writer.subscribe().expect("a shared store has subscribers");
+    let allocations = Arc::new(AllocationIndex::new(allocation_store.clone()));
+    let allocation_events = ipam::index::follow(&client, allocation_writer, allocations.clone());
     let by_pool = |a: IPAllocation| {
         let ns = a.namespace().unwrap_or_default();
         Some(ObjectRef::<NetworkPool>::new(&a.spec.pool_ref.name).within(&ns))
@@ -224,10 +228,9 @@ pub fn start(
             .watches_stream(allocation_events, by_pool)
             .reconcile_all_on(options.clock.moved())
             .graceful_shutdown_on(shutdown.clone());
-    let ip_allocations =
-        Controller::new(Api::<IPAllocation>::all(client.clone()), watcher::Config::default().any_semantic())
-            .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
-            .graceful_shutdown_on(shutdown.clone());
+    let ip_allocations = Controller::for_shared_stream(allocation_subscriber, allocation_store)
+        .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+        .graceful_shutdown_on(shutdown.clone());
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     let ctx = Arc::new(Context {
         client: client.clone(),

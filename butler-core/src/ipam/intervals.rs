@@ -224,6 +224,47 @@ impl<O: Offset> Intervals<O> {
         self.allocations.insert(s, e);
     }
 
+    /// Loads `blocks` (sorted by start, pairwise disjoint) into an index with no allocations yet,
+    /// in one sweep instead of one split of the free space per block.
+    pub(super) fn load_disjoint(&mut self, blocks: &[(u128, u128)]) {
+        debug_assert!(self.allocations.is_empty());
+        debug_assert!(blocks.windows(2).all(|w| w[1].0 > w[0].1));
+        self.allocations = blocks.iter().map(|(s, e)| (O::from_u128(*s), O::from_u128(*e))).collect();
+        // The free blocks are the gaps between occupied intervals (allocations and reserved
+        // ranges, both sorted) inside lo..=hi: one merge, no lookups.
+        let (lo, hi) = (self.lo.to_u128(), self.hi.to_u128());
+        let mut allocated = blocks.iter().copied().peekable();
+        let mut reserved = self.reserved.iter().map(|(s, e)| (s.to_u128(), e.to_u128())).peekable();
+        let mut free = Vec::new();
+        let mut cursor = Some(lo);
+        loop {
+            let next = match (allocated.peek(), reserved.peek()) {
+                (Some(a), Some(r)) if r.0 < a.0 => reserved.next(),
+                (Some(_), _) => allocated.next(),
+                (None, Some(_)) => reserved.next(),
+                (None, None) => None,
+            };
+            let Some(at) = cursor else { break };
+            let Some((s, e)) = next else {
+                if at <= hi {
+                    free.push((at, hi));
+                }
+                break;
+            };
+            if s > at && at <= hi {
+                free.push((at, (s - 1).min(hi)));
+            }
+            if e >= at {
+                cursor = e.checked_add(1);
+            }
+        }
+        self.free_total = free.iter().map(|(s, e)| e - s + 1).sum();
+        let mut index: Vec<(O, O)> =
+            free.into_iter().map(|(s, e)| (O::from_u128(e - s), O::from_u128(s))).collect();
+        index.sort_unstable();
+        self.free = index.into_iter().collect();
+    }
+
     /// Frees the allocation that is exactly `s..=e`; false when there is none.
     pub(super) fn release(&mut self, s: u128, e: u128) -> bool {
         let (s, e) = (O::from_u128(s), O::from_u128(e));

@@ -237,6 +237,35 @@ impl Pool {
         Ok(self.allocation(s, e))
     }
 
+    /// Loads many existing allocations at once, as [`Pool::insert_existing`] one after the other
+    /// in the order given (of two that overlap, the earlier keeps its block), but in one sweep
+    /// when the pool holds none yet and they are disjoint, the common case of a controller
+    /// loading a pool. Returns the refused ones by their index in `blocks`.
+    pub fn load(&mut self, blocks: &[(IpAddr, IpAddr)]) -> Vec<(usize, IpamError)> {
+        let mut refused = Vec::new();
+        let mut offsets = Vec::with_capacity(blocks.len());
+        for (i, (start, end)) in blocks.iter().enumerate() {
+            match self.offsets(*start, *end) {
+                Ok((s, e)) => offsets.push((s, e, i)),
+                Err(error) => refused.push((i, error)),
+            }
+        }
+        let mut sorted: Vec<(u128, u128)> = offsets.iter().map(|(s, e, _)| (*s, *e)).collect();
+        sorted.sort_unstable();
+        let disjoint = sorted.windows(2).all(|w| w[1].0 > w[0].1);
+        if self.stats().allocations == 0 && disjoint {
+            core!(&mut self.core, c => c.load_disjoint(&sorted));
+            return refused;
+        }
+        for (_, _, i) in offsets {
+            if let Err(error) = self.insert_existing(blocks[i].0, blocks[i].1) {
+                refused.push((i, error));
+            }
+        }
+        refused.sort_by_key(|(i, _)| *i);
+        refused
+    }
+
     /// Returns the allocation `start..=end` to the pool; it must be exactly one allocation.
     pub fn release(&mut self, start: IpAddr, end: IpAddr) -> Result<Allocation, IpamError> {
         let (s, e) = self.offsets(start, end).map_err(|err| match err {
@@ -371,6 +400,35 @@ mod tests {
             pool.breaks_spec(ip("10.0.1.1"), ip("10.0.1.2")),
             Some(IpamError::OutsideCidr { .. })
         ));
+    }
+
+    #[test]
+    fn load_is_insert_existing_in_order() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let spec = PoolSpec::new("10.0.0.0/24".parse().unwrap())
+            .with_allocatable(ip("10.0.0.16"), ip("10.0.0.200"))
+            .with_reserved("10.0.0.32/29".parse().unwrap());
+        let cases: Vec<Vec<(&str, &str)>> = vec![
+            vec![("10.0.0.40", "10.0.0.47"), ("10.0.0.16", "10.0.0.16"), ("10.0.0.0", "10.0.0.3")],
+            vec![("10.0.0.40", "10.0.0.47"), ("10.0.0.44", "10.0.0.50"), ("10.0.1.0", "10.0.1.1")],
+            vec![("10.0.0.30", "10.0.0.35"), ("10.0.0.200", "10.0.0.200"), ("10.0.0.17", "10.0.0.29")],
+        ];
+        for blocks in cases {
+            let blocks: Vec<(IpAddr, IpAddr)> = blocks.iter().map(|(s, e)| (ip(s), ip(e))).collect();
+            let mut one_by_one = Pool::new(spec.clone()).unwrap();
+            let expected: Vec<usize> = blocks
+                .iter()
+                .enumerate()
+                .filter(|(_, (s, e))| one_by_one.insert_existing(*s, *e).is_err())
+                .map(|(i, _)| i)
+                .collect();
+            let mut loaded = Pool::new(spec.clone()).unwrap();
+            let refused: Vec<usize> = loaded.load(&blocks).into_iter().map(|(i, _)| i).collect();
+            assert_eq!(refused, expected, "{blocks:?}");
+            assert_eq!(loaded.stats(), one_by_one.stats(), "{blocks:?}");
+            assert_eq!(loaded.allocations(), one_by_one.allocations());
+            assert_eq!(loaded.allocate(3).ok(), one_by_one.allocate(3).ok());
+        }
     }
 
     #[test]

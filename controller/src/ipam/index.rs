@@ -2,13 +2,14 @@
 //! kept from a watch, so that a pool's reconcile reads its own allocations and never scans them
 //! all.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use butler_core::api::IPAllocation;
 use futures::{Stream, StreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
@@ -16,23 +17,20 @@ type PoolKey = (String, String);
 
 #[derive(Default)]
 struct Inner {
-    by_pool: HashMap<PoolKey, BTreeMap<String, Arc<IPAllocation>>>,
+    /// Names of the allocations by (namespace, pool).
+    by_pool: HashMap<PoolKey, BTreeSet<String>>,
     /// The pool each allocation is filed under, by (namespace, name).
     pool_of: HashMap<PoolKey, String>,
     /// Objects of a relist, swapped in when it is complete.
-    relist: Option<Vec<IPAllocation>>,
+    relist: Option<Vec<(PoolKey, String)>>,
 }
 
-/// IPAllocations filed by (namespace, spec.poolRef.name).
+/// IPAllocations filed by (namespace, spec.poolRef.name): names here, objects in the store that
+/// the IPAllocation controller shares, so each object is held once.
 pub struct AllocationIndex {
+    store: Store<IPAllocation>,
     inner: RwLock<Inner>,
     ready: watch::Sender<bool>,
-}
-
-impl Default for AllocationIndex {
-    fn default() -> AllocationIndex {
-        AllocationIndex { inner: RwLock::default(), ready: watch::Sender::new(false) }
-    }
 }
 
 fn key(a: &IPAllocation) -> PoolKey {
@@ -40,43 +38,47 @@ fn key(a: &IPAllocation) -> PoolKey {
 }
 
 impl Inner {
-    fn remove(&mut self, a: &IPAllocation) {
-        let (ns, name) = key(a);
-        if let Some(pool) = self.pool_of.remove(&(ns.clone(), name.clone())) {
-            let bucket = (ns, pool);
-            if let Some(map) = self.by_pool.get_mut(&bucket) {
-                map.remove(&name);
-                if map.is_empty() {
+    fn remove(&mut self, object: &PoolKey) {
+        if let Some(pool) = self.pool_of.remove(object) {
+            let bucket = (object.0.clone(), pool);
+            if let Some(names) = self.by_pool.get_mut(&bucket) {
+                names.remove(&object.1);
+                if names.is_empty() {
                     self.by_pool.remove(&bucket);
                 }
             }
         }
     }
 
-    fn insert(&mut self, a: IPAllocation) {
-        self.remove(&a);
-        let (ns, name) = key(&a);
-        let pool = a.spec.pool_ref.name.clone();
-        self.pool_of.insert((ns.clone(), name.clone()), pool.clone());
-        self.by_pool.entry((ns, pool)).or_default().insert(name, Arc::new(a));
+    fn insert(&mut self, object: PoolKey, pool: String) {
+        self.remove(&object);
+        self.by_pool.entry((object.0.clone(), pool.clone())).or_default().insert(object.1.clone());
+        self.pool_of.insert(object, pool);
     }
 }
 
 impl AllocationIndex {
+    /// An index over the objects of `store` (filled by the same watch).
+    pub fn new(store: Store<IPAllocation>) -> AllocationIndex {
+        AllocationIndex { store, inner: RwLock::default(), ready: watch::Sender::new(false) }
+    }
+
     /// Files one watch event.
     pub fn apply(&self, event: &watcher::Event<IPAllocation>) {
         let mut inner = self.inner.write().expect("not poisoned");
         match event {
-            watcher::Event::Apply(a) => inner.insert(a.clone()),
-            watcher::Event::Delete(a) => inner.remove(a),
+            watcher::Event::Apply(a) => inner.insert(key(a), a.spec.pool_ref.name.clone()),
+            watcher::Event::Delete(a) => inner.remove(&key(a)),
             watcher::Event::Init => inner.relist = Some(Vec::new()),
-            watcher::Event::InitApply(a) => inner.relist.get_or_insert_default().push(a.clone()),
+            watcher::Event::InitApply(a) => {
+                inner.relist.get_or_insert_default().push((key(a), a.spec.pool_ref.name.clone()))
+            }
             watcher::Event::InitDone => {
                 let listed = inner.relist.take().unwrap_or_default();
                 inner.by_pool.clear();
                 inner.pool_of.clear();
-                for a in listed {
-                    inner.insert(a);
+                for (object, pool) in listed {
+                    inner.insert(object, pool);
                 }
                 drop(inner);
                 self.ready.send_replace(true);
@@ -87,28 +89,10 @@ impl AllocationIndex {
     /// The allocations that name pool `pool` in `namespace`, by name.
     pub fn of_pool(&self, namespace: &str, pool: &str) -> Vec<Arc<IPAllocation>> {
         let inner = self.inner.read().expect("not poisoned");
-        inner
-            .by_pool
-            .get(&(namespace.to_string(), pool.to_string()))
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Every allocation of a namespace that `keep` picks.
-    pub fn in_namespace(
-        &self,
-        namespace: &str,
-        keep: impl Fn(&IPAllocation) -> bool,
-    ) -> Vec<Arc<IPAllocation>> {
-        let inner = self.inner.read().expect("not poisoned");
-        inner
-            .by_pool
-            .iter()
-            .filter(|((ns, _), _)| ns == namespace)
-            .flat_map(|(_, m)| m.values())
-            .filter(|a| keep(a))
-            .cloned()
-            .collect()
+        let Some(names) = inner.by_pool.get(&(namespace.to_string(), pool.to_string())) else {
+            return Vec::new();
+        };
+        names.iter().filter_map(|name| self.store.get(&ObjectRef::new(name).within(namespace))).collect()
     }
 
     /// Waits until the first listing is filed.
@@ -117,14 +101,19 @@ impl AllocationIndex {
     }
 }
 
-/// Watches IPAllocations (the first listing a consistent read), files each event in `index`,
-/// and yields the objects it touched.
+/// One watch of IPAllocations (its first listing a consistent read, managed fields dropped)
+/// feeding `writer`'s store (shared with the IPAllocation controller) and then `index`; yields
+/// the objects it touched, deleted ones included, for the NetworkPool controller.
 pub fn follow(
     client: &kube::Client,
+    writer: Writer<IPAllocation>,
     index: Arc<AllocationIndex>,
 ) -> impl Stream<Item = Result<IPAllocation, watcher::Error>> + Send + 'static {
     watcher(Api::<IPAllocation>::all(client.clone()), watcher::Config::default())
         .default_backoff()
+        // Nothing here reads who manages which field: most of each object's size.
+        .modify(|a| a.metadata.managed_fields = None)
+        .reflect_shared(writer)
         .inspect(move |event| {
             if let Ok(event) = event {
                 index.apply(event);
@@ -151,23 +140,30 @@ mod tests {
         index.of_pool("ns", pool).iter().map(|a| a.name_any()).collect()
     }
 
+    /// Applies an event to the store, then to the index, as the watch does.
+    fn feed(writer: &mut Writer<IPAllocation>, index: &AllocationIndex, event: watcher::Event<IPAllocation>) {
+        writer.apply_watcher_event(&event);
+        index.apply(&event);
+    }
+
     #[test]
     fn files_moves_deletes_and_relists() {
-        let index = AllocationIndex::default();
-        index.apply(&watcher::Event::Apply(a("x", "p1")));
-        index.apply(&watcher::Event::Apply(a("y", "p1")));
-        index.apply(&watcher::Event::Apply(a("x", "p2")));
+        let (store, mut writer) = kube::runtime::reflector::store();
+        let index = AllocationIndex::new(store);
+        let mut apply = |event| feed(&mut writer, &index, event);
+        apply(watcher::Event::Apply(a("x", "p1")));
+        apply(watcher::Event::Apply(a("y", "p1")));
+        apply(watcher::Event::Apply(a("x", "p2")));
         assert_eq!(
             (names(&index, "p1"), names(&index, "p2")),
             (vec!["y".to_string()], vec!["x".to_string()])
         );
-        index.apply(&watcher::Event::Delete(a("y", "p1")));
+        apply(watcher::Event::Delete(a("y", "p1")));
         assert!(names(&index, "p1").is_empty());
-        index.apply(&watcher::Event::Init);
-        index.apply(&watcher::Event::InitApply(a("z", "p1")));
+        apply(watcher::Event::Init);
+        apply(watcher::Event::InitApply(a("z", "p1")));
         assert_eq!(names(&index, "p2"), ["x"], "a relist replaces the index only when complete");
-        index.apply(&watcher::Event::InitDone);
+        apply(watcher::Event::InitDone);
         assert_eq!((names(&index, "p1"), names(&index, "p2")), (vec!["z".to_string()], vec![]));
-        assert_eq!(index.in_namespace("ns", |_| true).len(), 1);
     }
 }

@@ -125,14 +125,19 @@ mod tests {
 
     #[test]
     fn a_write_counts_until_the_cache_shows_it() {
-        let index = Arc::new(AllocationIndex::default());
+        let (store, mut writer) = kube::runtime::reflector::store();
+        let index = Arc::new(AllocationIndex::new(store));
         let ipam = Ipam::new(index.clone(), Arc::default(), "test".into());
-        index.apply(&kube::runtime::watcher::Event::Apply(a("1", json!({"phase": "Pending"}))));
+        let mut feed = |event: kube::runtime::watcher::Event<IPAllocation>| {
+            writer.apply_watcher_event(&event);
+            index.apply(&event);
+        };
+        feed(kube::runtime::watcher::Event::Apply(a("1", json!({"phase": "Pending"}))));
         let allocated = json!({"phase": "Allocated", "startAddress": "10.0.0.1", "endAddress": "10.0.0.1"});
         ipam.wrote(a("2", allocated.clone()));
         assert_eq!(ipam.view("ns", "p")[0].meta().resource_version.as_deref(), Some("2"));
         // The cache catches up (and moves on): the cache is read from then on.
-        index.apply(&kube::runtime::watcher::Event::Apply(a("3", allocated)));
+        feed(kube::runtime::watcher::Event::Apply(a("3", allocated)));
         assert_eq!(ipam.view("ns", "p")[0].meta().resource_version.as_deref(), Some("3"));
         assert!(ipam.written.lock().unwrap().is_empty());
     }

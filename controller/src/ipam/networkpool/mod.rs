@@ -49,6 +49,9 @@ const RESYNC: Duration = Duration::from_secs(60);
 const PARALLEL_WRITES: usize = 16;
 /// Commits tried before the reconcile gives way to a competing planner.
 const COMMITS: usize = 4;
+/// Writes of one commit: the journal stays far below an object's size limit (about 150 bytes
+/// an entry against etcd's 1.5 MiB), and a crash leaves little to resolve.
+const CHUNK: usize = 500;
 
 fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
@@ -106,7 +109,7 @@ async fn run(pool: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
             write_pool_status(ctx, &api, &pool, status, None, events).await?;
         }
         Ok(allocator) => {
-            let served = serve::serve(&pool, allocator, &refs, now, &ctx.ipam.allocated_by);
+            let served = serve::serve(&pool, allocator, &refs, now, &ctx.ipam.allocated_by, CHUNK);
             if served.writes.is_empty() {
                 let stats = served.allocator.stats();
                 let (status, events) =
@@ -154,26 +157,33 @@ fn refuse(pool: &NetworkPool, refs: &[&IPAllocation], why: &str, now: jiff::Time
         .collect()
 }
 
-/// One batch (see the module's documentation). A competing planner that keeps committing
-/// first makes it give way; the next reconcile plans again.
+/// One batch (see the module's documentation), in chunks of at most [`CHUNK`] writes over one
+/// list: each chunk commits against the pool as this batch wrote it last, so a commit that
+/// succeeds proves no one else committed since the list. A conflict, or a write whose outcome
+/// is not a written object, lists again; a competing planner that keeps committing first makes
+/// it give way until the next reconcile.
 async fn batch(ctx: &Context, api: &Api<NetworkPool>, mut pool: Arc<NetworkPool>) -> Result<(), Error> {
     let namespace = pool.namespace().unwrap_or_default();
     let name = pool.name_any();
     let allocations: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), &namespace);
-    for _ in 0..COMMITS {
+    let mut listed: Option<Vec<IPAllocation>> = None;
+    let mut conflicts = 0;
+    loop {
         // 1. A consistent list (no resourceVersion: read from storage, not a cache).
-        let listed = allocations.list(&ListParams::default()).await.map_err(|e| {
-            Error::kube(format!("listing the IPAllocations of NetworkPool {}", named(&pool)), e)
-        })?;
-        let fresh: Vec<&IPAllocation> =
-            listed.items.iter().filter(|a| a.spec.pool_ref.name == name).collect();
+        let items = match listed.as_mut() {
+            Some(items) => items,
+            None => listed.insert(list_consistent(&allocations, &name).await.map_err(|e| {
+                Error::kube(format!("listing the IPAllocations of NetworkPool {}", named(&pool)), e)
+            })?),
+        };
         let now = ctx.ipam.clock.now();
         let allocator = match spec::allocator(&pool) {
             Ok(allocator) => allocator,
             // The spec changed under us; the next reconcile reports it.
             Err(_) => return Ok(()),
         };
-        let served = serve::serve(&pool, allocator, &fresh, now, &ctx.ipam.allocated_by);
+        let refs: Vec<&IPAllocation> = items.iter().collect();
+        let served = serve::serve(&pool, allocator, &refs, now, &ctx.ipam.allocated_by, CHUNK);
         // 2. Commit the journal, unless nothing is handed out (refusals need none).
         let hands_out = served.writes.iter().any(|w| w.status.phase == Some(IPAllocationPhase::Allocated));
         let committed = if hands_out {
@@ -184,10 +194,16 @@ async fn batch(ctx: &Context, api: &Api<NetworkPool>, mut pool: Arc<NetworkPool>
             match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
                 Ok(written) => Arc::new(written),
                 Err(e) if is_conflict(&e) => {
+                    conflicts += 1;
+                    if conflicts >= COMMITS {
+                        tracing::debug!(pool = %named(&pool), "another planner kept committing first; planning again later");
+                        return Ok(());
+                    }
                     pool =
                         Arc::new(api.get(&name).await.map_err(|e| {
                             Error::kube(format!("reading NetworkPool {}/{name}", namespace), e)
                         })?);
+                    listed = None;
                     continue;
                 }
                 Err(e) => {
@@ -200,30 +216,86 @@ async fn batch(ctx: &Context, api: &Api<NetworkPool>, mut pool: Arc<NetworkPool>
         } else {
             pool.clone()
         };
-        // 3. The allocations.
-        let Served { allocator, writes, journal, problems } = served;
-        let resolved = write_allocations(ctx, &namespace, writes).await;
+        // 3. The allocations; what was written replaces what was listed.
+        let Served { allocator, writes, journal, problems, more } = served;
+        let count = writes.len();
+        let landed = write_allocations(ctx, &namespace, writes).await;
+        let mut resolved = HashSet::new();
+        let mut all_written = landed.len() == count;
+        let mut written = std::collections::HashMap::new();
+        for (uid, outcome) in landed {
+            resolved.insert(uid.clone());
+            match outcome {
+                Some(object) => {
+                    written.insert(uid, object);
+                }
+                None => all_written = false,
+            }
+        }
+        for item in items.iter_mut() {
+            if let Some(object) = item.metadata.uid.as_ref().and_then(|u| written.remove(u)) {
+                *item = object;
+            }
+        }
         // 4. The pool: its figures, and the journal left of writes whose outcome is unknown.
-        let left: Vec<_> = journal.into_iter().filter(|e| !resolved.contains(&e.uid)).collect();
         let stats = allocator.stats();
         let (mut status, events) =
             status::plan(&committed, Shape::Valid { stats: &stats, problems: &problems }, now);
-        status.in_flight = left;
+        status.in_flight = journal.into_iter().filter(|e| !resolved.contains(&e.uid)).collect();
         // The journal is written only by the planner that committed, conditional on its commit.
         let journal = hands_out.then(|| committed.meta().resource_version.clone());
         if !hands_out {
             status.in_flight = committed.status.clone().unwrap_or_default().in_flight;
         }
-        return write_pool_status(ctx, api, &committed, status, journal, events).await;
+        let next = write_pool_status(ctx, api, &committed, status, journal, events).await?;
+        if !more {
+            return Ok(());
+        }
+        match next {
+            PoolWrite::Written(pool_now) => pool = Arc::new(*pool_now),
+            PoolWrite::Unchanged => pool = committed,
+            // Someone else committed: the list is no proof any more.
+            PoolWrite::Conflict => {
+                pool = Arc::new(
+                    api.get(&name)
+                        .await
+                        .map_err(|e| Error::kube(format!("reading NetworkPool {}/{name}", namespace), e))?,
+                );
+                all_written = false;
+            }
+        }
+        if !all_written {
+            listed = None;
+        }
     }
-    tracing::debug!(pool = %named(&pool), "another planner kept committing first; planning again later");
-    Ok(())
+}
+
+/// The IPAllocations of a pool, from storage (no resourceVersion: a consistent read), in pages
+/// so that a large namespace is never held twice over; managed fields are dropped.
+async fn list_consistent(api: &Api<IPAllocation>, pool: &str) -> Result<Vec<IPAllocation>, kube::Error> {
+    let mut out = Vec::new();
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await?;
+        out.extend(page.items.into_iter().filter(|a| a.spec.pool_ref.name == pool).map(|mut a| {
+            a.metadata.managed_fields = None;
+            a
+        }));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
 }
 
 /// Writes allocation statuses, each conditional on the resourceVersion it was planned from.
-/// Returns the UIDs whose outcome is known: written, or refused because the object changed or
-/// went (such a write can never land later).
-async fn write_allocations(ctx: &Context, namespace: &str, writes: Vec<Write>) -> HashSet<String> {
+/// Returns the UIDs whose outcome is known, with the object as written, or `None` when the
+/// write was refused because the object changed or went (such a write can never land later).
+async fn write_allocations(
+    ctx: &Context,
+    namespace: &str,
+    writes: Vec<Write>,
+) -> Vec<(String, Option<IPAllocation>)> {
     let api: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), namespace);
     futures::stream::iter(writes)
         .map(|w| {
@@ -231,11 +303,12 @@ async fn write_allocations(ctx: &Context, namespace: &str, writes: Vec<Write>) -
             async move {
                 let patch = json!({"metadata": {"resourceVersion": w.resource_version}, "status": w.status});
                 match api.patch_status(&w.name, &PatchParams::default(), &Patch::Merge(patch)).await {
-                    Ok(written) => {
-                        ctx.ipam.wrote(written);
-                        Some(w.uid)
+                    Ok(mut written) => {
+                        written.metadata.managed_fields = None;
+                        ctx.ipam.wrote(written.clone());
+                        Some((w.uid, Some(written)))
                     }
-                    Err(e) if is_conflict(&e) || is_not_found(&e) => Some(w.uid),
+                    Err(e) if is_conflict(&e) || is_not_found(&e) => Some((w.uid, None)),
                     Err(e) => {
                         tracing::warn!(allocation = %format!("{namespace}/{}", w.name), error = %e, "cannot write the status; its block stays taken until it is known");
                         None
@@ -249,6 +322,14 @@ async fn write_allocations(ctx: &Context, namespace: &str, writes: Vec<Write>) -
         .await
 }
 
+/// What became of a pool status write.
+enum PoolWrite {
+    Written(Box<NetworkPool>),
+    Unchanged,
+    /// Refused: the pool changed since (another planner committed).
+    Conflict,
+}
+
 /// Writes the pool's status when it changed and publishes its events. With `journal` (the
 /// resourceVersion the write requires), the journal is written too; without, it is left as it is.
 async fn write_pool_status(
@@ -258,10 +339,10 @@ async fn write_pool_status(
     status: NetworkPoolStatus,
     journal: Option<Option<String>>,
     events: Vec<CapacityEvent>,
-) -> Result<(), Error> {
+) -> Result<PoolWrite, Error> {
     let existing = pool.status.clone().unwrap_or_default();
     if status == existing {
-        return Ok(());
+        return Ok(PoolWrite::Unchanged);
     }
     let mut body = serde_json::to_value(&status).unwrap_or(Value::Null);
     let mut patch = json!({});
@@ -291,10 +372,10 @@ async fn write_pool_status(
     {
         Ok(written) => written,
         // Another planner committed meanwhile; it writes the figures.
-        Err(e) if is_conflict(&e) => return Ok(()),
+        Err(e) if is_conflict(&e) => return Ok(PoolWrite::Conflict),
         Err(e) => return Err(Error::kube(format!("writing the status of NetworkPool {}", named(pool)), e)),
     };
-    ctx.ipam.wrote_pool(written);
+    ctx.ipam.wrote_pool(written.clone());
     for event in events {
         let event = Event {
             type_: if event.warning { EventType::Warning } else { EventType::Normal },
@@ -307,7 +388,7 @@ async fn write_pool_status(
             tracing::warn!(pool = %named(pool), error = %e, "cannot publish an event");
         }
     }
-    Ok(())
+    Ok(PoolWrite::Written(Box::new(written)))
 }
 
 /// Deletes Allocated allocations whose TenantCluster is gone (404 from the API server, not an

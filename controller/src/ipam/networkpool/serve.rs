@@ -40,6 +40,8 @@ pub struct Served {
     pub journal: Vec<InFlightAllocation>,
     /// Allocations whose block breaks the pool's spec or another's block, described.
     pub problems: Vec<String>,
+    /// Whether allocations wait beyond the `limit` of writes.
+    pub more: bool,
 }
 
 /// The block an allocation's status says it holds: both addresses set, whatever the phase (a
@@ -56,53 +58,77 @@ pub fn held(allocation: &IPAllocation) -> Option<Result<(IpAddr, IpAddr), String
 /// Whether the allocation waits for a block: none held, not being deleted, phase unset, Pending
 /// or Failed.
 pub fn waiting(allocation: &IPAllocation) -> bool {
-    let phase = allocation.status.as_ref().and_then(|s| s.phase);
+    let status = allocation.status.as_ref();
+    let phase = status.and_then(|s| s.phase);
+    let holds = status.is_some_and(|s| s.start_address.is_some() && s.end_address.is_some());
     allocation.metadata.deletion_timestamp.is_none()
-        && held(allocation).is_none()
+        && !holds
         && matches!(phase, None | Some(IPAllocationPhase::Pending) | Some(IPAllocationPhase::Failed))
 }
 
-fn created(allocation: &IPAllocation) -> (Option<Timestamp>, String) {
-    (allocation.metadata.creation_timestamp.as_ref().map(|t| t.0), allocation.name_any())
+/// The order of spec/002: creationTimestamp, then name.
+fn creation(allocation: &IPAllocation) -> (Option<Timestamp>, &str) {
+    let meta = &allocation.metadata;
+    (meta.creation_timestamp.as_ref().map(|t| t.0), meta.name.as_deref().unwrap_or_default())
 }
 
-/// Serves the waiting allocations of `pool` (see the module's documentation).
+/// Serves the waiting allocations of `pool` (see the module's documentation), planning at most
+/// `limit` writes; the allocations after those keep their place for the next round.
 pub fn serve(
     pool: &NetworkPool,
     mut allocator: Pool,
     allocations: &[&IPAllocation],
     now: Timestamp,
     by: &str,
+    limit: usize,
 ) -> Served {
     let pool_name = format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any());
     let mut problems = Vec::new();
 
-    // Held blocks, the oldest allocation first.
-    let mut holding: Vec<&IPAllocation> = allocations.iter().copied().filter(|a| held(a).is_some()).collect();
-    holding.sort_by_key(|a| {
-        let at = a.status.as_ref().and_then(|s| s.allocated_at.as_ref()).map(|t| t.0);
-        (at.is_none(), at, created(a))
-    });
-    for a in holding {
-        match held(a).expect("filtered on held") {
-            Err(why) => problems.push(format!("{}: {why}", a.name_any())),
-            Ok((start, end)) => {
+    // Held blocks. Of two that overlap (a forged status, a bug), the older allocation keeps its
+    // block; without overlaps the order does not matter and the age sort is skipped.
+    let mut holding: Vec<(&IPAllocation, (IpAddr, IpAddr))> = Vec::with_capacity(allocations.len());
+    for a in allocations.iter().copied() {
+        match held(a) {
+            None => {}
+            Some(Err(why)) => problems.push(format!("{}: {why}", a.name_any())),
+            Some(Ok((start, end))) => {
                 if let Some(e) = allocator.breaks_spec(start, end) {
                     problems.push(format!("{}: {e}", a.name_any()));
                 }
-                if let Err(e) = allocator.insert_existing(start, end) {
-                    problems.push(format!("{}: {e}", a.name_any()));
-                }
+                holding.push((a, (start, end)));
             }
         }
     }
+    let blocks: Vec<(IpAddr, IpAddr)> = holding.iter().map(|(_, b)| *b).collect();
+    let mut refused = allocator.load(&blocks);
+    if refused.iter().any(|(_, e)| matches!(e, IpamError::ConflictsWithAllocation { .. })) {
+        holding.sort_by(|(a, _), (b, _)| {
+            let at = |x: &IPAllocation| x.status.as_ref().and_then(|s| s.allocated_at.as_ref()).map(|t| t.0);
+            let (ta, tb) = (at(a), at(b));
+            (ta.is_none(), ta, creation(a)).cmp(&(tb.is_none(), tb, creation(b)))
+        });
+        let blocks: Vec<(IpAddr, IpAddr)> = holding.iter().map(|(_, b)| *b).collect();
+        // The same spec built the allocator a moment ago.
+        if let Ok(fresh) = super::spec::allocator(pool) {
+            allocator = fresh;
+            refused = allocator.load(&blocks);
+        }
+    }
+    for (i, e) in refused {
+        problems.push(format!("{}: {e}", holding[i].0.name_any()));
+    }
 
     // Journal entries whose write may still land keep their block.
-    let by_uid: HashMap<&str, &IPAllocation> =
-        allocations.iter().filter_map(|a| Some((a.metadata.uid.as_deref()?, *a))).collect();
+    let entries = pool.status.iter().flat_map(|s| s.in_flight.iter()).collect::<Vec<_>>();
+    let by_uid: HashMap<&str, &IPAllocation> = if entries.is_empty() {
+        HashMap::new()
+    } else {
+        allocations.iter().filter_map(|a| Some((a.metadata.uid.as_deref()?, *a))).collect()
+    };
     let mut journal = Vec::new();
     let mut claimed: HashMap<String, Allocation> = HashMap::new();
-    for entry in pool.status.iter().flat_map(|s| s.in_flight.iter()) {
+    for entry in entries {
         let Some(a) = by_uid.get(entry.uid.as_str()) else { continue };
         if a.metadata.resource_version.as_deref() != Some(entry.resource_version.as_str()) {
             continue;
@@ -116,9 +142,14 @@ pub fn serve(
 
     // Waiting allocations, oldest first.
     let mut queue: Vec<&IPAllocation> = allocations.iter().copied().filter(|a| waiting(a)).collect();
-    queue.sort_by_key(|a| created(a));
+    queue.sort_by(|a, b| creation(a).cmp(&creation(b)));
     let mut writes = Vec::new();
+    let mut more = false;
     for a in queue {
+        if writes.len() >= limit {
+            more = true;
+            break;
+        }
         let uid = a.metadata.uid.clone().unwrap_or_default();
         let outcome = match claimed.get(&uid) {
             Some(block) => Ok(*block),
@@ -145,7 +176,7 @@ pub fn serve(
             });
         }
     }
-    Served { allocator, writes, journal, problems }
+    Served { allocator, writes, journal, problems, more }
 }
 
 /// A block for one allocation, or the reason and message of its failure.

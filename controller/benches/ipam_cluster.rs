@@ -1,0 +1,209 @@
+//! The IPAM controllers on the in-memory API server:
+//! - 1,000 Pending IPAllocations in one pool, the controllers started: the time until every one
+//!   is Allocated and the requests the controllers made, per allocation (the goals: under 3 s,
+//!   at most 2 requests per allocation);
+//! - `butler-controller` as a process serving 10,000 allocations: its resident memory once all
+//!   are Allocated (the goal: under 60 MiB).
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use butler_apiserver::{MemoryApiServer, ServerOptions};
+use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool, TenantCluster};
+use butler_runtime::metrics::Metrics;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+
+const AGENT: &str = "butler-controller";
+
+async fn cluster() -> MemoryApiServer {
+    let server = MemoryApiServer::start_with(ServerOptions::named("butler-bench")).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    for crd in butler_core::api::crds() {
+        let crd = butler_runtime::crds::tidy(crd);
+        let name = crd.name_any();
+        crds.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&crd)).await.unwrap();
+        await_condition(crds.clone(), &name, conditions::is_crd_established()).await.unwrap();
+    }
+    server
+}
+
+/// A namespace `bench` with pool `lab` (`cidr`), TenantCluster `t`, and `count` IPAllocations
+/// of 1 to 4 addresses, each with its finalizer and Pending, as the IPAllocation controller
+/// leaves them.
+async fn pending(server: &MemoryApiServer, cidr: &str, count: usize) {
+    let client = server.client();
+    let ns: Namespace = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}),
+    )
+    .unwrap();
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    let pool: NetworkPool = serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "NetworkPool",
+        "metadata": {"name": "lab", "namespace": "bench", "finalizers": ["butler.butlerlabs.dev/networkpool"]},
+        "spec": {"cidr": cidr},
+    }))
+    .unwrap();
+    Api::<NetworkPool>::namespaced(client.clone(), "bench")
+        .create(&PostParams::default(), &pool)
+        .await
+        .unwrap();
+    let tenant: TenantCluster = serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": "t", "namespace": "bench"}, "spec": {},
+    }))
+    .unwrap();
+    Api::<TenantCluster>::namespaced(client.clone(), "bench")
+        .create(&PostParams::default(), &tenant)
+        .await
+        .unwrap();
+    let api: Api<IPAllocation> = Api::namespaced(client, "bench");
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let a: IPAllocation = serde_json::from_value(json!({
+                    "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
+                    "metadata": {"name": format!("a{i:05}"), "namespace": "bench", "finalizers": ["butler.butlerlabs.dev/ipallocation"]},
+                    "spec": {"poolRef": {"name": "lab"}, "tenantClusterRef": {"name": "t", "namespace": "bench"}, "type": "loadbalancer", "count": 1 + i % 4},
+                }))
+                .unwrap();
+                api.create(&PostParams::default(), &a).await.unwrap();
+                let status = Patch::Merge(json!({"status": {"phase": "Pending"}}));
+                api.patch_status(&format!("a{i:05}"), &PatchParams::default(), &status).await.unwrap();
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// Waits until all `count` are Allocated, listing every `every`.
+async fn wait_all_allocated(server: &MemoryApiServer, count: usize, within: Duration, every: Duration) {
+    let api: Api<IPAllocation> = Api::namespaced(server.client(), "bench");
+    let deadline = Instant::now() + within;
+    loop {
+        let list = api.list(&ListParams::default()).await.unwrap();
+        let done = list
+            .items
+            .iter()
+            .filter(|a| a.status.as_ref().and_then(|s| s.phase) == Some(IPAllocationPhase::Allocated))
+            .count();
+        if done == count {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{done} of {count} allocated within {within:?}");
+        tokio::time::sleep(every).await;
+    }
+}
+
+async fn serving_speed() {
+    const COUNT: usize = 1_000;
+    let server = cluster().await;
+    pending(&server, "10.0.0.0/16", COUNT).await;
+    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
+    let started = Instant::now();
+    let controllers = butler_controller::start(
+        server.client_as(AGENT),
+        Arc::new(Metrics::new("butler_controller", |_| {})),
+        butler_controller::Options::in_process("bench"),
+        shutdown,
+    );
+    let running = tokio::spawn(controllers.run);
+    wait_all_allocated(&server, COUNT, Duration::from_secs(60), Duration::from_millis(20)).await;
+    let elapsed = started.elapsed();
+    let _ = stop.send(true);
+    running.abort();
+    let requests = server.requests_from(AGENT);
+    let on_allocations = requests.iter().filter(|(_, path)| path.contains("/ipallocations")).count();
+    let writes = requests.iter().filter(|(m, path)| m == "PATCH" && path.contains("/ipallocations/")).count();
+    println!(
+        "{COUNT} Pending IPAllocations to Allocated: {:.2} s from the controllers' start (goal: under 3 s: {})",
+        elapsed.as_secs_f64(),
+        if elapsed < Duration::from_secs(3) { "met" } else { "NOT met" }
+    );
+    println!(
+        "requests of the controllers: {} in all, {on_allocations} on IPAllocations ({:.2} per allocation; goal: at most 2: {}), {writes} of them status writes",
+        requests.len(),
+        on_allocations as f64 / COUNT as f64,
+        if on_allocations <= 2 * COUNT { "met" } else { "NOT met" }
+    );
+}
+
+/// VmRSS and VmHWM of a process, in KiB.
+fn resident(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        status.lines().find(|l| l.starts_with(name))?.split_whitespace().nth(1)?.parse().ok()
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+fn controller_process(server: &MemoryApiServer) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_butler-controller"))
+        .args([
+            "run",
+            "--health-probe-bind-address",
+            "127.0.0.1:0",
+            "--metrics-bind-address",
+            "0",
+            "--leader-elect=false",
+        ])
+        .args(["--namespace", "default", "--webhook-port", "0"])
+        .env("KUBECONFIG", server.kubeconfig())
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the butler-controller binary runs")
+}
+
+async fn memory() {
+    const COUNT: usize = 10_000;
+    let server = cluster().await;
+    pending(&server, "10.0.0.0/14", COUNT).await;
+    let mut serving = controller_process(&server);
+    let started = Instant::now();
+    // Listing 10,000 objects is work for the server too: not too often.
+    wait_all_allocated(&server, COUNT, Duration::from_secs(300), Duration::from_secs(1)).await;
+    let served_in = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after_serving = resident(serving.id());
+    let _ = serving.kill();
+    let _ = serving.wait();
+    // A restart: the steady state of a controller that finds them all Allocated.
+    let mut restarted = controller_process(&server);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let steady = resident(restarted.id());
+    let _ = restarted.kill();
+    let _ = restarted.wait();
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "{COUNT} Pending IPAllocations served by the butler-controller process in {:.1} s",
+        served_in.as_secs_f64()
+    );
+    match (steady, after_serving) {
+        (Some((rss, _)), Some((served_rss, served_peak))) => println!(
+            "butler-controller resident memory with {COUNT} IPAllocations: {:.1} MiB (goal: under 60 MiB: {}); the process that served them keeps {:.1} MiB (peak {:.1} MiB)",
+            mib(rss),
+            if rss < 60 * 1024 { "met" } else { "NOT met" },
+            mib(served_rss),
+            mib(served_peak)
+        ),
+        _ => println!("butler-controller resident memory: not measured (no /proc on this system)"),
+    }
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        serving_speed().await;
+        memory().await;
+    });
+}
