@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use butler_core::api::{NetworkPool, ProviderConfigStatus, TeamStatus, TenantCluster};
+use butler_core::api::{NetworkPool, ProviderConfig, ProviderConfigStatus, TeamStatus, TenantCluster};
 use butler_runtime::apply::Applier;
 use butler_runtime::metrics::Metrics;
 use k8s_openapi::api::core::v1::Namespace;
@@ -83,6 +83,8 @@ pub struct Context {
     pub team_statuses: Mutex<HashMap<String, TeamStatus>>,
     /// The NetworkPools, for the ProviderConfigs' capacity.
     pub pools: Store<NetworkPool>,
+    /// The ProviderConfigs, for the TenantClusters' IPAM.
+    pub configs: Store<ProviderConfig>,
     /// The last probe of each ProviderConfig's platform, by UID.
     pub probes: Mutex<HashMap<String, ProbeRecord>>,
     /// The ProviderConfig statuses this process wrote last, by UID.

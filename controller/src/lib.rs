@@ -15,6 +15,7 @@ pub mod ipam;
 pub mod providerconfig;
 pub mod run;
 pub mod team;
+pub mod tenantcluster;
 pub mod webhooks;
 
 pub use run::{Controllers, Options, start};

@@ -30,6 +30,7 @@ use crate::error::Error;
 use crate::ipam::{self, Ipam, index::AllocationIndex};
 use crate::providerconfig;
 use crate::team::{self, plan::LABEL_TEAM, plan::team_of_namespace};
+use crate::tenantcluster;
 
 /// How the controllers run.
 #[derive(Clone, Debug)]
@@ -216,6 +217,7 @@ pub fn start(
     // NetworkPool controller, which is woken by every change (deletions too).
     let (allocation_store, allocation_writer) = reflector::store_shared::<IPAllocation>(1024);
     let allocation_subscriber = allocation_writer.subscribe().expect("a shared store has subscribers");
+    let allocations_for_clusters = allocation_writer.subscribe().expect("a shared store has subscribers");
     let allocations = Arc::new(AllocationIndex::new(allocation_store.clone()));
     let allocation_events = ipam::index::follow(&client, allocation_writer, allocations.clone());
     let by_pool = |a: IPAllocation| {
@@ -231,6 +233,15 @@ pub fn start(
     let ip_allocations = Controller::for_shared_stream(allocation_subscriber, allocation_store)
         .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
         .graceful_shutdown_on(shutdown.clone());
+    // The IPAM part of TenantClusters, woken by their allocations within a moment of a change.
+    let tenant_clusters =
+        Controller::new(Api::<TenantCluster>::all(client.clone()), watcher::Config::default().any_semantic())
+            .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+            .watches_shared_stream(allocations_for_clusters, |a: Arc<IPAllocation>| {
+                let r = &a.spec.tenant_cluster_ref;
+                Some(ObjectRef::<TenantCluster>::new(&r.name).within(&r.namespace))
+            })
+            .graceful_shutdown_on(shutdown.clone());
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     let ctx = Arc::new(Context {
         client: client.clone(),
@@ -240,6 +251,7 @@ pub fn start(
         metrics,
         team_statuses: Mutex::new(HashMap::new()),
         pools: pools.clone(),
+        configs: config_cache.clone(),
         probes: Mutex::new(HashMap::new()),
         config_statuses: Mutex::new(HashMap::new()),
         validated_secrets: Mutex::new(HashMap::new()),
@@ -251,11 +263,12 @@ pub fn start(
         ),
         synced: synced_rx.clone(),
     });
-    let controller = futures::future::join4(
+    let controller = futures::future::join5(
         drive(teams, |t, c| team::reconcile(t, c).boxed(), ctx.clone()),
         drive(configs, |p, c| providerconfig::reconcile(p, c).boxed(), ctx.clone()),
         drive(network_pools, |p, c| ipam::networkpool::reconcile(p, c).boxed(), ctx.clone()),
         drive(ip_allocations, |a, c| ipam::ipallocation::reconcile(a, c).boxed(), ctx.clone()),
+        drive(tenant_clusters, |t, c| tenantcluster::reconcile(t, c).boxed(), ctx.clone()),
     );
     // The Team cache belongs to its controller, which waits on it itself (a second waiter could
     // take its wake-up); the caches the reconciles compare with are waited on here, and the

@@ -9,6 +9,9 @@ pub const IP_ALLOCATION_FINALIZER: &str = "butler.butlerlabs.dev/ipallocation";
 /// Finalizer on a NetworkPool: blocks deletion while allocations from it are still active.
 pub const NETWORK_POOL_FINALIZER: &str = "butler.butlerlabs.dev/networkpool";
 
+/// Finalizer on a TenantCluster in IPAM mode: its IPAllocations go before it does.
+pub const TENANT_CLUSTER_FINALIZER: &str = "butler.butlerlabs.dev/tenantcluster";
+
 /// Label on an IPAllocation: the team namespace of the tenant cluster (for example `team-platform`).
 pub const LABEL_TEAM: &str = "butler.butlerlabs.dev/team";
 /// Label on an IPAllocation: the name of the TenantCluster it serves.

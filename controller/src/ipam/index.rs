@@ -95,6 +95,11 @@ impl AllocationIndex {
         names.iter().filter_map(|name| self.store.get(&ObjectRef::new(name).within(namespace))).collect()
     }
 
+    /// Every allocation that `keep` picks (a scan of the store).
+    pub fn all(&self, keep: impl Fn(&IPAllocation) -> bool) -> Vec<Arc<IPAllocation>> {
+        self.store.state().into_iter().filter(|a| keep(a)).collect()
+    }
+
     /// Waits until the first listing is filed.
     pub async fn wait_until_ready(&self) {
         let _ = self.ready.subscribe().wait_for(|r| *r).await;

@@ -77,7 +77,9 @@ impl Ipam {
             .collect()
     }
 
-    /// The pool as this process wrote it last, while the cache shows an older one.
+    /// The cached pool with the status this process wrote last, while the cache has not shown
+    /// that write: its metadata and spec (a deletion, an edit) always come from the cache. Only
+    /// for planning the status; a batch plans from an object it can commit against.
     pub fn pool(&self, cached: Arc<NetworkPool>) -> Arc<NetworkPool> {
         let mut pools = self.pools.lock().expect("not poisoned");
         let id = uid(cached.as_ref());
@@ -86,7 +88,9 @@ impl Ipam {
                 if at.elapsed() < WRITTEN_FOR
                     && ours.meta().resource_version != cached.meta().resource_version =>
             {
-                ours.clone()
+                let mut overlaid = cached.as_ref().clone();
+                overlaid.status = ours.status.clone();
+                Arc::new(overlaid)
             }
             Some(_) => {
                 pools.remove(&id);

@@ -6,4 +6,5 @@ mod ipam;
 mod providerconfig;
 mod support;
 mod team;
+mod tenant_ipam;
 mod webhooks;

@@ -66,7 +66,7 @@ pub async fn reconcile(pool: Arc<NetworkPool>, ctx: Arc<Context>) -> Result<Acti
     ctx.synced().await;
     let key = crate::context::failure_key(pool.as_ref());
     let started = ctx.metrics.reconcile_started("NetworkPool");
-    let result = run(ctx.ipam.pool(pool), &ctx).await;
+    let result = run(pool, &ctx).await;
     ctx.metrics.reconcile_finished("NetworkPool", started, result.as_ref().err().map(Error::reason));
     if result.is_ok() {
         ctx.failures.lock().expect("not poisoned").remove(&key);
@@ -79,7 +79,8 @@ fn named(pool: &NetworkPool) -> String {
     format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any())
 }
 
-async fn run(pool: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
+async fn run(cached: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
+    let pool = ctx.ipam.pool(cached.clone());
     let namespace = pool.namespace().unwrap_or_default();
     let api: Api<NetworkPool> = Api::namespaced(ctx.client.clone(), &namespace);
     if pool.meta().deletion_timestamp.is_some() {
@@ -116,7 +117,7 @@ async fn run(pool: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
                     status::plan(&pool, Shape::Valid { stats: &stats, problems: &served.problems }, now);
                 write_pool_status(ctx, &api, &pool, status, None, events).await?;
             } else {
-                batch(ctx, &api, pool.clone()).await?;
+                batch(ctx, &api, cached.clone()).await?;
                 again = AGAIN_SOON;
             }
         }

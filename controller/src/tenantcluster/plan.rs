@@ -1,0 +1,291 @@
+//! The IPAM part of a TenantCluster (spec/002 "Static IPAM"), as pure functions: which
+//! ProviderConfig settings apply, the initial load-balancer allocation (its size, its pool by
+//! priority and free addresses, its name and labels), what the cluster's status says, and what
+//! its deletion removes.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use butler_core::api::labels::{
+    ALLOCATION_ROLE_INITIAL, LABEL_ALLOCATION_ROLE, LABEL_ALLOCATION_TYPE, LABEL_NETWORK_POOL, LABEL_TEAM,
+    LABEL_TENANT,
+};
+use butler_core::api::{
+    AllocationMode, AllocationType, IPAllocation, IPAllocationPhase, IPAllocationSpec, LocalObjectReference,
+    NamespacedObjectReference, NetworkMode, NetworkPool, ProviderConfig, TenantCluster,
+};
+use butler_runtime::conditions::Wanted;
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+
+/// The condition this controller keeps on a TenantCluster.
+pub const IPAM_READY: &str = "IPAMReady";
+
+/// Load-balancer addresses when neither the cluster nor the ProviderConfig says (spec/002).
+pub const DEFAULT_LB_POOL_SIZE: i32 = 8;
+pub const DEFAULT_INITIAL_POOL_SIZE: i32 = 2;
+
+/// What the plan reads.
+pub struct Observed<'a> {
+    pub cluster: &'a TenantCluster,
+    /// The ProviderConfig of `spec.providerConfigRef`, if the cluster names one and it exists.
+    pub config: Option<&'a ProviderConfig>,
+    /// NetworkPools of the ProviderConfig's namespace, by name.
+    pub pool: &'a dyn Fn(&str) -> Option<&'a NetworkPool>,
+    /// The IPAllocations whose tenantClusterRef is this cluster.
+    pub allocations: Vec<&'a IPAllocation>,
+}
+
+/// What should be.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Whether IPAM applies: the finalizer is wanted.
+    pub ipam: bool,
+    pub create: Option<IPAllocation>,
+    /// Allocations of this cluster to delete, (namespace, name).
+    pub delete: Vec<(String, String)>,
+    pub condition: Option<Wanted>,
+    pub lb_allocation_ref: Option<NamespacedObjectReference>,
+    /// Ranges of the cluster's Allocated load-balancer allocations, `start-end`.
+    pub addresses: Vec<String>,
+    pub requeue: Option<Duration>,
+}
+
+/// The namespace and name of the cluster's ProviderConfig reference, if any.
+pub fn config_ref(cluster: &TenantCluster) -> Option<(String, String)> {
+    let r = cluster.spec.provider_config_ref.as_ref()?;
+    let ns = r.namespace.clone().filter(|n| !n.is_empty()).or(cluster.namespace())?;
+    Some((ns, r.name.clone()))
+}
+
+/// The name of the cluster's initial load-balancer allocation.
+pub fn initial_name(cluster: &TenantCluster) -> String {
+    format!("{}-{}-lb", cluster.namespace().unwrap_or_default(), cluster.name_any())
+}
+
+/// Whether `allocation` says it serves `cluster`.
+pub fn serves(allocation: &IPAllocation, cluster: &TenantCluster) -> bool {
+    let r = &allocation.spec.tenant_cluster_ref;
+    Some(&r.namespace) == cluster.namespace().as_ref() && r.name == cluster.name_any()
+}
+
+/// The initial load-balancer size: the cluster's `lbPoolSize`, else `defaultPoolSize`, else 8;
+/// elastic mode starts at `initialPoolSize` (else 2); clamped to `maxLoadBalancerIPs`.
+pub fn initial_size(cluster: &TenantCluster, config: &ProviderConfig) -> i32 {
+    let network = config.spec.network.as_ref();
+    let lb = network.and_then(|n| n.load_balancer.as_ref());
+    let elastic = lb.and_then(|l| l.allocation_mode) == Some(AllocationMode::Elastic);
+    let size = if elastic {
+        lb.and_then(|l| l.initial_pool_size).unwrap_or(DEFAULT_INITIAL_POOL_SIZE)
+    } else {
+        let own = cluster.spec.networking.as_ref().and_then(|n| n.lb_pool_size);
+        own.or(lb.and_then(|l| l.default_pool_size)).unwrap_or(DEFAULT_LB_POOL_SIZE)
+    };
+    let cap = network.and_then(|n| n.quota_per_tenant.as_ref()).and_then(|q| q.max_load_balancer_ips);
+    cap.map_or(size, |cap| size.min(cap)).max(1)
+}
+
+/// The pool names of the ProviderConfig, lowest priority value first (stable).
+fn pools_by_priority(config: &ProviderConfig) -> Vec<String> {
+    let mut refs: Vec<_> =
+        config.spec.network.iter().flat_map(|n| n.pool_refs.iter().flatten()).cloned().collect();
+    refs.sort_by_key(|r| r.priority.unwrap_or(0));
+    refs.into_iter().map(|r| r.name).collect()
+}
+
+fn available(pool: Option<&NetworkPool>) -> Option<i64> {
+    pool?.status.as_ref()?.available_ips
+}
+
+/// Plans the IPAM of a live cluster.
+pub fn plan(observed: &Observed<'_>) -> Plan {
+    let cluster = observed.cluster;
+    let Some(config) = observed.config else {
+        return match config_ref(cluster) {
+            None => Plan::default(),
+            Some((ns, name)) => Plan {
+                condition: Some(Wanted::new(
+                    IPAM_READY,
+                    false,
+                    "ProviderConfigNotFound",
+                    format!(
+                        "ProviderConfig {ns}/{name} of spec.providerConfigRef does not exist; create it or point the cluster at another"
+                    ),
+                )),
+                requeue: Some(Duration::from_secs(30)),
+                ..Plan::default()
+            },
+        };
+    };
+    let mode = config.spec.network.as_ref().and_then(|n| n.mode).unwrap_or_default();
+    if mode != NetworkMode::Ipam {
+        // Cloud mode: the provider's own load balancers; IPAM does nothing at all.
+        return Plan::default();
+    }
+    let namespace = config.namespace().unwrap_or_default();
+    let name = initial_name(cluster);
+    let size = initial_size(cluster, config);
+    let order = pools_by_priority(config);
+    let mut plan = Plan { ipam: true, ..Plan::default() };
+    let mut lb: Vec<&IPAllocation> = observed
+        .allocations
+        .iter()
+        .copied()
+        .filter(|a| {
+            a.spec.type_ == AllocationType::Loadbalancer && a.namespace().as_deref() == Some(&namespace)
+        })
+        .collect();
+    lb.sort_by_key(|a| a.name_any());
+    plan.addresses = lb
+        .iter()
+        .filter(|a| a.status.as_ref().and_then(|s| s.phase) == Some(IPAllocationPhase::Allocated))
+        .filter_map(|a| {
+            let s = a.status.as_ref()?;
+            Some(format!("{}-{}", s.start_address.as_ref()?, s.end_address.as_ref()?))
+        })
+        .collect();
+    let fits = |after: Option<&str>| {
+        let start = after.and_then(|p| order.iter().position(|n| n == p)).map_or(0, |i| i + 1);
+        order[start.min(order.len())..]
+            .iter()
+            .find(|n| available((observed.pool)(n)).is_some_and(|free| free >= i64::from(size)))
+            .cloned()
+    };
+    let initial = lb.iter().find(|a| a.name_any() == name);
+    match initial {
+        None => match fits(None) {
+            Some(pool) => {
+                plan.create = Some(allocation(cluster, &namespace, &name, &pool, size));
+                plan.condition = Some(Wanted::new(
+                    IPAM_READY,
+                    false,
+                    "Allocating",
+                    format!("asked NetworkPool {namespace}/{pool} for {size} load-balancer addresses"),
+                ));
+            }
+            None => {
+                let figures: Vec<String> = order
+                    .iter()
+                    .map(|n| match available((observed.pool)(n)) {
+                        Some(free) => format!("{n} {free} free"),
+                        None if (observed.pool)(n).is_some() => format!("{n} not counted yet"),
+                        None => format!("{n} missing"),
+                    })
+                    .collect();
+                plan.condition = Some(Wanted::new(
+                    IPAM_READY,
+                    false,
+                    "NoPoolCapacity",
+                    format!(
+                        "no NetworkPool of ProviderConfig {namespace}/{} has {size} free addresses ({}); add capacity or a pool",
+                        config.name_any(),
+                        figures.join(", ")
+                    ),
+                ));
+                plan.requeue = Some(Duration::from_secs(30));
+            }
+        },
+        Some(a) => {
+            plan.lb_allocation_ref =
+                Some(NamespacedObjectReference { name: name.clone(), namespace: namespace.clone() });
+            let status = a.status.as_ref();
+            let message = status
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            let (ready, reason, text) = match status.and_then(|s| s.phase) {
+                _ if a.metadata.deletion_timestamp.is_some() => {
+                    plan.requeue = Some(Duration::from_secs(1));
+                    (
+                        false,
+                        "Allocating",
+                        format!("IPAllocation {namespace}/{name} is being deleted; a new one follows"),
+                    )
+                }
+                Some(IPAllocationPhase::Allocated) => {
+                    (true, "Allocated", format!("load balancers: {message}"))
+                }
+                Some(IPAllocationPhase::Failed) => match fits(Some(&a.spec.pool_ref.name)) {
+                    // Fall through to the next pool that has room (this allocation is ours:
+                    // its name and labels are this cluster's).
+                    Some(next) if a.labels().get(LABEL_TENANT) == Some(&cluster.name_any()) => {
+                        plan.delete.push((namespace.clone(), name.clone()));
+                        (
+                            false,
+                            "Allocating",
+                            format!(
+                                "NetworkPool {} could not serve it ({message}); moving to {next}",
+                                a.spec.pool_ref.name
+                            ),
+                        )
+                    }
+                    _ => {
+                        plan.requeue = Some(Duration::from_secs(30));
+                        (false, "AllocationFailed", format!("IPAllocation {namespace}/{name}: {message}"))
+                    }
+                },
+                _ => (
+                    false,
+                    "Allocating",
+                    format!(
+                        "waiting for NetworkPool {namespace}/{} to serve IPAllocation {name}",
+                        a.spec.pool_ref.name
+                    ),
+                ),
+            };
+            plan.condition = Some(Wanted::new(IPAM_READY, ready, reason, text));
+        }
+    }
+    plan
+}
+
+/// The initial load-balancer allocation of a cluster, with spec/002's labels.
+fn allocation(cluster: &TenantCluster, namespace: &str, name: &str, pool: &str, size: i32) -> IPAllocation {
+    let team = cluster.namespace().unwrap_or_default();
+    let labels = [
+        (LABEL_TEAM, team.as_str()),
+        (LABEL_TENANT, cluster.name_any().as_str()),
+        (LABEL_NETWORK_POOL, pool),
+        (LABEL_ALLOCATION_TYPE, AllocationType::Loadbalancer.as_str()),
+        (LABEL_ALLOCATION_ROLE, ALLOCATION_ROLE_INITIAL),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    IPAllocation {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        spec: IPAllocationSpec {
+            pool_ref: LocalObjectReference { name: pool.into() },
+            tenant_cluster_ref: NamespacedObjectReference { name: cluster.name_any(), namespace: team },
+            type_: AllocationType::Loadbalancer,
+            count: Some(size),
+            pinned_range: None,
+        },
+        status: None,
+    }
+}
+
+/// What a cluster's deletion removes (spec/002 layer 1): the allocations its status names and
+/// those labelled for it, once each, and only those that say they serve it.
+pub fn cleanup(
+    cluster: &TenantCluster,
+    labelled: &[&IPAllocation],
+    named: &[&IPAllocation],
+) -> Vec<(String, String)> {
+    let mut out = BTreeSet::new();
+    for a in labelled.iter().chain(named.iter()) {
+        if serves(a, cluster) && a.metadata.deletion_timestamp.is_none() {
+            out.insert((a.namespace().unwrap_or_default(), a.name_any()));
+        }
+    }
+    out.into_iter().collect()
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

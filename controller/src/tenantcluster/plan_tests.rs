@@ -1,0 +1,185 @@
+use super::*;
+use serde_json::{Value, json};
+
+fn cluster(networking: Value) -> TenantCluster {
+    serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": "prod", "namespace": "team-platform"},
+        "spec": {"providerConfigRef": {"name": "pc", "namespace": "butler-system"}, "networking": networking},
+    }))
+    .unwrap()
+}
+
+fn config(network: Value) -> ProviderConfig {
+    serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+        "metadata": {"name": "pc", "namespace": "butler-system"},
+        "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"}, "network": network},
+    }))
+    .unwrap()
+}
+
+fn pool(name: &str, available: i64) -> NetworkPool {
+    serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "NetworkPool",
+        "metadata": {"name": name, "namespace": "butler-system"},
+        "spec": {"cidr": "10.0.0.0/24"}, "status": {"availableIPs": available},
+    }))
+    .unwrap()
+}
+
+fn allocation(name: &str, pool: &str, status: Value) -> IPAllocation {
+    serde_json::from_value(json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
+        "metadata": {"name": name, "namespace": "butler-system", "labels": {"butler.butlerlabs.dev/tenant": "prod"}},
+        "spec": {"poolRef": {"name": pool}, "tenantClusterRef": {"name": "prod", "namespace": "team-platform"}, "type": "loadbalancer", "count": 8},
+        "status": status,
+    }))
+    .unwrap()
+}
+
+fn run(
+    c: &TenantCluster,
+    pc: Option<&ProviderConfig>,
+    pools: &[NetworkPool],
+    allocations: &[IPAllocation],
+) -> Plan {
+    let lookup = |name: &str| pools.iter().find(|p| p.name_any() == name);
+    plan(&Observed { cluster: c, config: pc, pool: &lookup, allocations: allocations.iter().collect() })
+}
+
+const TWO_POOLS: &str =
+    r#"{"mode": "ipam", "poolRefs": [{"name": "second", "priority": 10}, {"name": "first", "priority": 0}]}"#;
+
+fn nothing(plan: Plan) -> bool {
+    !plan.ipam
+        && plan.create.is_none()
+        && plan.delete.is_empty()
+        && plan.condition.is_none()
+        && plan.addresses.is_empty()
+}
+
+#[test]
+fn cloud_mode_and_no_reference_do_nothing() {
+    let pc = config(json!({"mode": "cloud"}));
+    assert!(nothing(run(&cluster(json!({})), Some(&pc), &[], &[])));
+    assert!(nothing(run(&cluster(json!({})), Some(&config(json!({}))), &[], &[])), "cloud is the default");
+    let mut unreferenced = cluster(json!({}));
+    unreferenced.spec.provider_config_ref = None;
+    assert!(nothing(run(&unreferenced, None, &[], &[])));
+    let missing = run(&cluster(json!({})), None, &[], &[]);
+    assert_eq!(missing.condition.unwrap().reason, "ProviderConfigNotFound");
+    assert!(!missing.ipam);
+}
+
+#[test]
+fn the_size_follows_the_precedence_and_the_quota() {
+    let cases = [
+        (json!({}), json!({"mode": "ipam"}), 8),
+        (json!({}), json!({"mode": "ipam", "loadBalancer": {"defaultPoolSize": 4}}), 4),
+        (json!({"lbPoolSize": 16}), json!({"mode": "ipam", "loadBalancer": {"defaultPoolSize": 4}}), 16),
+        (
+            json!({"lbPoolSize": 16}),
+            json!({"mode": "ipam", "quotaPerTenant": {"maxLoadBalancerIPs": 10}}),
+            10,
+        ),
+        (
+            json!({"lbPoolSize": 16}),
+            json!({"mode": "ipam", "loadBalancer": {"allocationMode": "elastic"}}),
+            2,
+        ),
+        (
+            json!({}),
+            json!({"mode": "ipam", "loadBalancer": {"allocationMode": "elastic", "initialPoolSize": 3}}),
+            3,
+        ),
+    ];
+    for (networking, network, size) in cases {
+        assert_eq!(
+            initial_size(&cluster(networking.clone()), &config(network.clone())),
+            size,
+            "{networking} {network}"
+        );
+    }
+}
+
+#[test]
+fn the_first_pool_by_priority_with_room_gets_the_request() {
+    let pc = config(serde_json::from_str(TWO_POOLS).unwrap());
+    let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 20), pool("second", 100)], &[]);
+    let created = planned.create.unwrap();
+    assert_eq!(created.name_any(), "team-platform-prod-lb");
+    assert_eq!(created.namespace().as_deref(), Some("butler-system"));
+    assert_eq!(created.spec.pool_ref.name, "first");
+    assert_eq!(created.spec.count, Some(8));
+    let labels = created.labels();
+    assert_eq!(labels[LABEL_TEAM], "team-platform");
+    assert_eq!(labels[LABEL_TENANT], "prod");
+    assert_eq!(labels[LABEL_NETWORK_POOL], "first");
+    assert_eq!(labels[LABEL_ALLOCATION_TYPE], "loadbalancer");
+    assert_eq!(labels[LABEL_ALLOCATION_ROLE], "initial");
+    assert!(planned.ipam);
+    // The first is too full: the second.
+    let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 7), pool("second", 100)], &[]);
+    assert_eq!(planned.create.unwrap().spec.pool_ref.name, "second");
+    // Neither: a condition with the figures.
+    let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 7)], &[]);
+    assert!(planned.create.is_none());
+    let condition = planned.condition.unwrap();
+    assert_eq!(condition.reason, "NoPoolCapacity");
+    assert_eq!(
+        condition.message,
+        "no NetworkPool of ProviderConfig butler-system/pc has 8 free addresses (first 7 free, second missing); add capacity or a pool"
+    );
+}
+
+#[test]
+fn an_allocated_block_is_reported_and_a_failed_one_moves_to_the_next_pool() {
+    let pc = config(serde_json::from_str(TWO_POOLS).unwrap());
+    let allocated = allocation(
+        "team-platform-prod-lb",
+        "first",
+        json!({"phase": "Allocated", "startAddress": "10.0.0.8", "endAddress": "10.0.0.15",
+               "conditions": [{"type": "Ready", "status": "True", "reason": "Allocated", "message": "10.0.0.8/29 (8 addresses) from NetworkPool butler-system/first", "lastTransitionTime": "2026-11-23T10:00:00Z"}]}),
+    );
+    let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 0)], std::slice::from_ref(&allocated));
+    assert_eq!(planned.addresses, ["10.0.0.8-10.0.0.15"]);
+    assert_eq!(planned.lb_allocation_ref.unwrap().name, "team-platform-prod-lb");
+    let condition = planned.condition.unwrap();
+    assert!(condition.status);
+    assert_eq!(
+        condition.message,
+        "load balancers: 10.0.0.8/29 (8 addresses) from NetworkPool butler-system/first"
+    );
+    assert!(planned.create.is_none());
+
+    let failed = allocation("team-platform-prod-lb", "first", json!({"phase": "Failed"}));
+    let planned = run(
+        &cluster(json!({})),
+        Some(&pc),
+        &[pool("first", 8), pool("second", 100)],
+        std::slice::from_ref(&failed),
+    );
+    assert_eq!(planned.delete, [("butler-system".to_string(), "team-platform-prod-lb".to_string())]);
+    // No later pool with room: it stays, and says why.
+    let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 8), pool("second", 2)], &[failed]);
+    assert!(planned.delete.is_empty());
+    assert_eq!(planned.condition.unwrap().reason, "AllocationFailed");
+}
+
+#[test]
+fn cleanup_takes_each_allocation_of_the_cluster_once_and_nothing_else() {
+    let c = cluster(json!({}));
+    let initial = allocation("team-platform-prod-lb", "first", json!({}));
+    let growth = allocation("team-platform-prod-lb-1", "first", json!({}));
+    let mut foreign = allocation("someone-else", "first", json!({}));
+    foreign.spec.tenant_cluster_ref.name = "other".into();
+    let victims = cleanup(&c, &[&initial, &growth, &foreign], &[&initial]);
+    assert_eq!(
+        victims,
+        [
+            ("butler-system".to_string(), "team-platform-prod-lb".to_string()),
+            ("butler-system".to_string(), "team-platform-prod-lb-1".to_string())
+        ]
+    );
+}
