@@ -21,8 +21,12 @@ pub fn prune_and_default(schema: &Value, object: &mut Value) {
             prune_node(child, value);
         }
     }
+    // A root that preserves unknown fields (CRDs that ship no schema, as MetalLB's once did)
+    // keeps every top-level field, as the API server does.
+    let keep_all = preserves(schema);
     map.retain(|key, _| {
-        matches!(key.as_str(), "apiVersion" | "kind" | "metadata")
+        keep_all
+            || matches!(key.as_str(), "apiVersion" | "kind" | "metadata")
             || properties.is_some_and(|p| p.contains_key(key))
     });
     default_object(schema, map);
@@ -316,4 +320,24 @@ fn check(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause>) {
 /// Bounds as the API server prints them: integers without a fraction.
 fn number(n: f64) -> String {
     if n.fract() == 0.0 { format!("{}", n as i64) } else { n.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_root_that_preserves_unknown_fields_keeps_them_at_every_depth() {
+        let schema = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        let mut object = json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": {"name": "p"},
+            "spec": {"addresses": ["10.0.0.0-10.0.0.3"], "autoAssign": true}, "status": {"availableIPv4": 4}});
+        let before = object.clone();
+        prune_and_default(&schema, &mut object);
+        assert_eq!(object, before);
+        let strict = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"a": {"type": "integer"}}}}});
+        let mut object = json!({"spec": {"a": 1, "b": 2}, "other": 1});
+        prune_and_default(&strict, &mut object);
+        assert_eq!(object, json!({"spec": {"a": 1}}));
+    }
 }

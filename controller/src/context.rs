@@ -95,6 +95,8 @@ pub struct Context {
     pub failures: Mutex<HashMap<String, u32>>,
     /// The IPAM controllers' index, clock and own writes.
     pub ipam: crate::ipam::Ipam,
+    /// Clients of the tenant clusters, for elastic IPAM and MetalLB.
+    pub tenants: crate::tenantcluster::tenant::TenantClients,
     /// True once the caches above have their first listing.
     pub synced: tokio::sync::watch::Receiver<bool>,
 }

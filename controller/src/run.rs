@@ -241,6 +241,7 @@ pub fn start(
                 let r = &a.spec.tenant_cluster_ref;
                 Some(ObjectRef::<TenantCluster>::new(&r.name).within(&r.namespace))
             })
+            .reconcile_all_on(options.clock.moved())
             .graceful_shutdown_on(shutdown.clone());
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     let ctx = Arc::new(Context {
@@ -261,6 +262,7 @@ pub fn start(
             options.clock.clone(),
             format!("{FIELD_MANAGER} ({})", options.instance),
         ),
+        tenants: Default::default(),
         synced: synced_rx.clone(),
     });
     let controller = futures::future::join5(

@@ -3,7 +3,9 @@
 //! is told its addresses as soon as the NetworkPool controller serves it (a watch on
 //! IPAllocations), and on deletion gives back every allocation it holds. Cloud mode does nothing.
 
+pub mod elastic;
 pub mod plan;
+pub mod tenant;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +22,13 @@ use serde_json::json;
 
 use crate::context::Context;
 use crate::error::Error;
+use butler_runtime::conditions::Wanted;
+use butler_runtime::error::describe;
 use plan::{IPAM_READY, Observed};
+
+/// The conditions the tenant's side keeps.
+pub const METALLB_SYNCED: &str = "MetalLBSynced";
+pub const ELASTIC: &str = "ElasticIPAM";
 
 /// Everything is watched or timed by the plan; this is the safety net.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -113,10 +121,18 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
     for (ns, name) in &planned.delete {
         delete_allocation(ctx, &cluster, ns, name, &allocations).await?;
     }
-    // Status: only the IPAM fields and condition.
+    // The tenant's side, once the cluster holds its block.
+    let mut wanted: Vec<_> = planned.condition.iter().cloned().collect();
+    let mut requeue = planned.requeue;
+    let holds = planned.condition.as_ref().is_some_and(|c| c.status);
+    if holds && let Some(config) = config.as_deref() {
+        let (more, wake) = tenant_side(ctx, &cluster, config, &lookup, &allocations).await?;
+        wanted.extend(more);
+        requeue = [requeue, wake].into_iter().flatten().min();
+    }
+    // Status: only the IPAM fields and conditions.
     let existing = cluster.status.clone().unwrap_or_default();
     let now = Time(ctx.ipam.clock.now());
-    let wanted: Vec<_> = planned.condition.iter().cloned().collect();
     let merged = conditions::merge(&existing.conditions, &wanted, cluster.meta().generation, &now, &[]);
     let addresses = (!planned.addresses.is_empty()).then(|| planned.addresses.clone());
     let status = TenantClusterStatus {
@@ -136,7 +152,152 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
         )?;
     }
     let ready = conditions::is_true(&status.conditions, IPAM_READY);
-    Ok(Action::requeue(planned.requeue.unwrap_or(if ready { RESYNC } else { Duration::from_secs(30) })))
+    Ok(Action::requeue(requeue.unwrap_or(if ready { RESYNC } else { Duration::from_secs(30) })))
+}
+
+/// How often a Ready cluster is looked at (spec/002's table): young ones often, since elastic
+/// IPAM runs at each reconcile.
+fn by_age(cluster: &TenantCluster, now: jiff::Timestamp) -> Duration {
+    let age = cluster
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(Duration::ZERO, |t| now.duration_since(t.0).unsigned_abs());
+    match age.as_secs() {
+        0..3600 => Duration::from_secs(60),
+        3600..86400 => Duration::from_secs(300),
+        _ => Duration::from_secs(900),
+    }
+}
+
+/// Elastic IPAM and the MetalLB projection on the tenant: the conditions they report and when
+/// to look again. An unreachable tenant is skipped with a condition and looked at again later.
+async fn tenant_side<'a>(
+    ctx: &Context,
+    cluster: &TenantCluster,
+    config: &butler_core::api::ProviderConfig,
+    pool: &(dyn Fn(&str) -> Option<&'a butler_core::api::NetworkPool> + Sync),
+    allocations: &[Arc<IPAllocation>],
+) -> Result<(Vec<Wanted>, Option<Duration>), Error> {
+    let now = ctx.ipam.clock.now();
+    let kubeconfig = format!("{}/{}-kubeconfig", cluster.namespace().unwrap_or_default(), cluster.name_any());
+    let tenant = match ctx.tenants.get(&ctx.client, cluster).await {
+        Ok(Some(client)) => client,
+        Ok(None) => {
+            let message = format!(
+                "the Secret {kubeconfig} (key value) does not exist yet; MetalLB is set up once it does"
+            );
+            return Ok((
+                vec![Wanted::new(METALLB_SYNCED, false, "WaitingForKubeconfig", message)],
+                Some(Duration::from_secs(30)),
+            ));
+        }
+        Err(message) => {
+            return Ok((
+                vec![Wanted::new(METALLB_SYNCED, false, "KubeconfigInvalid", message)],
+                Some(Duration::from_secs(60)),
+            ));
+        }
+    };
+    let unreachable = |e: kube::Error| {
+        let message =
+            format!("the tenant cluster (through {kubeconfig}) does not answer: {}; retried", describe(&e));
+        (
+            vec![Wanted::new(METALLB_SYNCED, false, "TenantUnreachable", message)],
+            Some(Duration::from_secs(60)),
+        )
+    };
+    let refs: Vec<&IPAllocation> = allocations.iter().map(Arc::as_ref).collect();
+    let mut wanted = Vec::new();
+    let mut wake = Some(by_age(cluster, now));
+    let mut released: Vec<String> = Vec::new();
+    let elastic_mode =
+        config.spec.network.as_ref().and_then(|n| n.load_balancer.as_ref()).and_then(|l| l.allocation_mode)
+            == Some(butler_core::api::AllocationMode::Elastic);
+    if elastic_mode {
+        let services = match tenant::services(&tenant).await {
+            Ok(services) => services,
+            Err(e) => return Ok(unreachable(e)),
+        };
+        let full = tenant::metallb_full(&tenant).await;
+        let decision = elastic::decide(
+            cluster,
+            config,
+            pool,
+            &refs,
+            &elastic::Tenant { services: &services, metallb_full: full },
+            now,
+        );
+        for grown in &decision.create {
+            let ns = grown.namespace().unwrap_or_default();
+            match Api::<IPAllocation>::namespaced(ctx.client.clone(), &ns)
+                .create(&PostParams::default(), grown)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is(&e, 409) => {}
+                Err(e) => {
+                    return Err(Error::kube(
+                        format!(
+                            "creating IPAllocation {ns}/{} for TenantCluster {}",
+                            grown.name_any(),
+                            named(cluster)
+                        ),
+                        e,
+                    ));
+                }
+            }
+            tracing::info!(cluster = %named(cluster), allocation = %grown.name_any(), "elastic growth: LoadBalancer Services wait for addresses");
+        }
+        let namespace = config.namespace().unwrap_or_default();
+        for name in &decision.release {
+            tracing::info!(cluster = %named(cluster), allocation = %name, "elastic shrink: unused for 10 minutes");
+            delete_allocation(ctx, cluster, &namespace, name, allocations).await?;
+            released.push(name.clone());
+        }
+        let api: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), &namespace);
+        for (name, mark) in &decision.marks {
+            let value = mark.map(|t| t.to_string());
+            let patch = json!({"metadata": {"annotations": {elastic::IDLE_SINCE: value}}});
+            match api.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await {
+                Ok(_) => {}
+                Err(e) if is(&e, 404) => {}
+                Err(e) => {
+                    return Err(Error::kube(format!("marking IPAllocation {namespace}/{name} idle"), e));
+                }
+            }
+        }
+        let waiting = services.iter().filter(|s| s.addresses.is_empty()).count();
+        wanted.push(match &decision.shortfall {
+            Some(why) => Wanted::new(ELASTIC, false, "DemandNotMet", why.clone()),
+            None => Wanted::new(
+                ELASTIC,
+                true,
+                "Satisfied",
+                format!("{} LoadBalancer Services, {waiting} waiting for an address", services.len()),
+            ),
+        });
+        wake = [wake, decision.wake].into_iter().flatten().min();
+    }
+    let kept: Vec<&IPAllocation> =
+        refs.iter().copied().filter(|a| !released.contains(&a.name_any())).collect();
+    let addresses = elastic::metallb_addresses(&kept);
+    match tenant::sync_metallb(&tenant, &addresses).await {
+        Ok(()) => wanted.push(Wanted::new(
+            METALLB_SYNCED,
+            true,
+            "Synced",
+            format!("{}/{}: {}", tenant::METALLB_NAMESPACE, tenant::METALLB_POOL, addresses.join(", ")),
+        )),
+        Err(kube::Error::Api(e)) if e.code == 404 => wanted.push(Wanted::new(
+            METALLB_SYNCED,
+            false,
+            "MetalLBMissing",
+            format!("the tenant has no MetalLB (namespace {} or the IPAddressPool kind is missing): {}; install MetalLB", tenant::METALLB_NAMESPACE, e.message),
+        )),
+        Err(e) => return Ok(unreachable(e)),
+    }
+    Ok((wanted, wake))
 }
 
 /// Deletes one allocation of `cluster`, only if it still says it serves the cluster (by UID,
@@ -207,5 +368,6 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
     butler_runtime::finalizer::remove(api, cluster, TENANT_CLUSTER_FINALIZER)
         .await
         .map_err(|e| Error::kube(format!("removing the finalizer of TenantCluster {}", named(cluster)), e))?;
+    ctx.tenants.forget(cluster);
     Ok(Action::await_change())
 }

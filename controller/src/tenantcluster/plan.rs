@@ -31,7 +31,7 @@ pub struct Observed<'a> {
     /// The ProviderConfig of `spec.providerConfigRef`, if the cluster names one and it exists.
     pub config: Option<&'a ProviderConfig>,
     /// NetworkPools of the ProviderConfig's namespace, by name.
-    pub pool: &'a dyn Fn(&str) -> Option<&'a NetworkPool>,
+    pub pool: &'a (dyn Fn(&str) -> Option<&'a NetworkPool> + Sync),
     /// The IPAllocations whose tenantClusterRef is this cluster.
     pub allocations: Vec<&'a IPAllocation>,
 }
@@ -86,7 +86,7 @@ pub fn initial_size(cluster: &TenantCluster, config: &ProviderConfig) -> i32 {
 }
 
 /// The pool names of the ProviderConfig, lowest priority value first (stable).
-fn pools_by_priority(config: &ProviderConfig) -> Vec<String> {
+pub(super) fn pools_by_priority(config: &ProviderConfig) -> Vec<String> {
     let mut refs: Vec<_> =
         config.spec.network.iter().flat_map(|n| n.pool_refs.iter().flatten()).cloned().collect();
     refs.sort_by_key(|r| r.priority.unwrap_or(0));
@@ -146,10 +146,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         .collect();
     let fits = |after: Option<&str>| {
         let start = after.and_then(|p| order.iter().position(|n| n == p)).map_or(0, |i| i + 1);
-        order[start.min(order.len())..]
-            .iter()
-            .find(|n| available((observed.pool)(n)).is_some_and(|free| free >= i64::from(size)))
-            .cloned()
+        first_pool_with_room(&order[start.min(order.len())..], observed.pool, size)
     };
     let initial = lb.iter().find(|a| a.name_any() == name);
     match initial {
@@ -239,8 +236,23 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     plan
 }
 
-/// The initial load-balancer allocation of a cluster, with spec/002's labels.
-fn allocation(cluster: &TenantCluster, namespace: &str, name: &str, pool: &str, size: i32) -> IPAllocation {
+/// The first of `order` whose NetworkPool has `size` free addresses.
+pub(super) fn first_pool_with_room<'a>(
+    order: &[String],
+    pool: &(dyn Fn(&str) -> Option<&'a NetworkPool> + Sync),
+    size: i32,
+) -> Option<String> {
+    order.iter().find(|n| available(pool(n)).is_some_and(|free| free >= i64::from(size))).cloned()
+}
+
+/// A load-balancer allocation of a cluster, with spec/002's labels (role initial).
+pub(super) fn allocation(
+    cluster: &TenantCluster,
+    namespace: &str,
+    name: &str,
+    pool: &str,
+    size: i32,
+) -> IPAllocation {
     let team = cluster.namespace().unwrap_or_default();
     let labels = [
         (LABEL_TEAM, team.as_str()),

@@ -166,3 +166,231 @@ async fn two_hundred_clusters_at_once_share_no_address() {
     assert!(blocks.windows(2).all(|w| w[0].1 < w[1].0), "overlapping blocks");
     assert_eq!(blocks.iter().map(|(s, e)| e - s + 1).sum::<u32>(), 800);
 }
+
+/// A tenant cluster: a second in-memory API server (also when the management cluster is a real
+/// one: the controllers run in this process) with MetalLB's IPAddressPool kind and namespace.
+async fn tenant_server() -> butler_apiserver::MemoryApiServer {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let server =
+        butler_apiserver::MemoryApiServer::start_with(butler_apiserver::ServerOptions::named("tenant")).await;
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "ipaddresspools.metallb.io"},
+        "spec": {"group": "metallb.io", "scope": "Namespaced",
+            "names": {"plural": "ipaddresspools", "singular": "ipaddresspool", "kind": "IPAddressPool", "listKind": "IPAddressPoolList"},
+            "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    kube::runtime::wait::await_condition(
+        crds,
+        "ipaddresspools.metallb.io",
+        kube::runtime::wait::conditions::is_crd_established(),
+    )
+    .await
+    .unwrap();
+    let ns: Namespace = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "metallb-system"}}),
+    )
+    .unwrap();
+    Api::<Namespace>::all(server.client()).create(&PostParams::default(), &ns).await.unwrap();
+    server
+}
+
+/// The Secret `{cluster}-kubeconfig` that reaches `tenant`.
+async fn kubeconfig_secret(
+    s: &Scenario,
+    team: &str,
+    cluster: &str,
+    tenant: &butler_apiserver::MemoryApiServer,
+) {
+    use k8s_openapi::api::core::v1::Secret;
+    let text = std::fs::read_to_string(tenant.kubeconfig()).unwrap();
+    let secret: Secret = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team}, "stringData": {"value": text}}))
+    .unwrap();
+    Api::<Secret>::namespaced(s.client.clone(), team).create(&PostParams::default(), &secret).await.unwrap();
+}
+
+fn metallb(tenant: &butler_apiserver::MemoryApiServer) -> Api<kube::api::DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("metallb.io", "v1beta1", "IPAddressPool");
+    Api::namespaced_with(
+        tenant.client(),
+        "metallb-system",
+        &kube::api::ApiResource::from_gvk_with_plural(&gvk, "ipaddresspools"),
+    )
+}
+
+/// Waits until the tenant's default-pool lists exactly `wanted`.
+async fn pool_is(tenant: &butler_apiserver::MemoryApiServer, wanted: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = metallb(tenant).get_opt("default-pool").await.unwrap();
+        let addresses: Vec<String> = found
+            .as_ref()
+            .and_then(|p| p.data["spec"]["addresses"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|a| a.as_str().map(String::from))
+            .collect();
+        if addresses == wanted {
+            return;
+        }
+        assert!(Instant::now() < deadline, "default-pool is {addresses:?}, not {wanted:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_tenants_metallb_pool_follows_the_allocations_and_drift_is_reverted() {
+    let s = Scenario::start().await;
+    let tenant = tenant_server().await;
+    let system = s.cluster.namespace("tc-metallb-system").await;
+    let team = s.cluster.namespace("tc-metallb-team").await;
+    pool(&s, &system, "lab", "10.60.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
+    )
+    .await;
+    kubeconfig_secret(&s, &team, "web", &tenant).await;
+    cluster(&s, &team, "web", &system).await;
+    pool_is(&tenant, &["10.60.0.0-10.60.0.3"]).await;
+    // Someone edits it on the tenant: the next reconcile puts it back.
+    let edit = json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "spec": {"addresses": ["192.168.0.0/24"]}});
+    metallb(&tenant)
+        .patch(
+            "default-pool",
+            &kube::api::PatchParams::apply("someone").force(),
+            &kube::api::Patch::Apply(edit),
+        )
+        .await
+        .unwrap();
+    s.clock.advance(Duration::from_secs(61));
+    pool_is(&tenant, &["10.60.0.0-10.60.0.3"]).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let web = wait_for(&clusters, "web", "MetalLBSynced", |c| {
+        c.and_then(|c| c.status.as_ref())
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "MetalLBSynced" && c.status == "True"))
+    })
+    .await
+    .unwrap();
+    assert!(
+        web.status
+            .unwrap()
+            .conditions
+            .iter()
+            .any(|c| c.message == "metallb-system/default-pool: 10.60.0.0-10.60.0.3")
+    );
+}
+
+/// LoadBalancer Services on the tenant, as MetalLB would leave them: `ip` assigned or waiting.
+async fn lb_service(tenant: &butler_apiserver::MemoryApiServer, name: &str, ip: Option<&str>) {
+    use k8s_openapi::api::core::v1::Service;
+    let api: Api<Service> = Api::namespaced(tenant.client(), "default");
+    let service: Service = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}}))
+    .unwrap();
+    api.create(&PostParams::default(), &service).await.unwrap();
+    if let Some(ip) = ip {
+        let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+        api.patch_status(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(status))
+            .await
+            .unwrap();
+    }
+}
+
+fn growth_names(list: &[IPAllocation]) -> Vec<String> {
+    let mut names: Vec<String> = list
+        .iter()
+        .filter(|a| {
+            a.labels().get("butler.butlerlabs.dev/allocation-role").map(String::as_str) == Some("growth")
+        })
+        .filter(|a| a.metadata.deletion_timestamp.is_none())
+        .map(|a| a.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn growth_is(api: &Api<IPAllocation>, wanted: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let names = growth_names(&api.list(&ListParams::default()).await.unwrap().items);
+        if names == wanted {
+            return;
+        }
+        assert!(Instant::now() < deadline, "growth allocations {names:?}, not {wanted:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn elastic_ipam_grows_for_waiting_services_minus_supply_and_shrinks_after_ten_idle_minutes() {
+    let s = Scenario::start().await;
+    let tenant = tenant_server().await;
+    let system = s.cluster.namespace("tc-elastic-system").await;
+    let team = s.cluster.namespace("tc-elastic-team").await;
+    pool(&s, &system, "lab", "10.70.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
+        "loadBalancer": {"allocationMode": "elastic", "initialPoolSize": 2, "growthIncrement": 1},
+        "quotaPerTenant": {"maxLoadBalancerIPs": 8}}),
+    )
+    .await;
+    kubeconfig_secret(&s, &team, "app", &tenant).await;
+    cluster(&s, &team, "app", &system).await;
+    pool_is(&tenant, &["10.70.0.0-10.70.0.1"]).await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
+    let growth = |n: u32| format!("{team}-app-lb-{n}");
+    // Both initial addresses in use, a third Service waits: not before 30 seconds.
+    lb_service(&tenant, "ingress", Some("10.70.0.0")).await;
+    lb_service(&tenant, "web", Some("10.70.0.1")).await;
+    lb_service(&tenant, "api", None).await;
+    s.clock.advance(Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    growth_is(&api, &[]).await;
+    s.clock.advance(Duration::from_secs(30));
+    growth_is(&api, &[growth(1)]).await;
+    pool_is(&tenant, &["10.70.0.0-10.70.0.1", "10.70.0.2-10.70.0.2"]).await;
+    // Two more wait while the first growth block is still unused (MetalLB has not assigned it):
+    // three waiting, one address on its way, two more blocks, in one batch.
+    lb_service(&tenant, "b", None).await;
+    lb_service(&tenant, "c", None).await;
+    s.clock.advance(Duration::from_secs(31));
+    growth_is(&api, &[growth(1), growth(2), growth(3)]).await;
+    // The Services go; the growth blocks are idle: kept for 10 minutes, then released.
+    use k8s_openapi::api::core::v1::Service;
+    let services: Api<Service> = Api::namespaced(tenant.client(), "default");
+    for name in ["api", "b", "c"] {
+        services.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    s.clock.advance(Duration::from_secs(1));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|a| a.annotations().contains_key("butler.butlerlabs.dev/idle-since"))
+        .count()
+        < 3
+    {
+        assert!(Instant::now() < deadline, "the idle blocks were not marked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.clock.advance(Duration::from_secs(540));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    growth_is(&api, &[growth(1), growth(2), growth(3)]).await;
+    s.clock.advance(Duration::from_secs(61));
+    growth_is(&api, &[]).await;
+    pool_is(&tenant, &["10.70.0.0-10.70.0.1"]).await;
+}

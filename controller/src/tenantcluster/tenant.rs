@@ -1,0 +1,118 @@
+//! The tenant cluster's side: its API reached through the Secret `{name}-kubeconfig` (key
+//! `value`, the Cluster API convention), its LoadBalancer Services, and MetalLB's
+//! `metallb-system/default-pool`, projected from the management cluster's allocations by
+//! server-side apply with the field manager `butler-controller/ipam` and force (an edit on the
+//! tenant is reverted; other pools are never touched).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use butler_core::api::TenantCluster;
+use butler_core::api::labels::FIELD_MANAGER_IPAM;
+use butler_runtime::error::describe;
+use k8s_openapi::api::core::v1::{Secret, Service as KubeService};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use super::elastic::Service;
+
+pub const METALLB_NAMESPACE: &str = "metallb-system";
+pub const METALLB_POOL: &str = "default-pool";
+
+/// Clients of tenant clusters, by TenantCluster UID, with the Secret's resourceVersion they
+/// were made from.
+#[derive(Default)]
+pub struct TenantClients(Mutex<HashMap<String, (String, Client)>>);
+
+impl TenantClients {
+    /// The client of a cluster; `Ok(None)` while its kubeconfig Secret does not exist.
+    pub async fn get(&self, management: &Client, cluster: &TenantCluster) -> Result<Option<Client>, String> {
+        let namespace = cluster.namespace().unwrap_or_default();
+        let name = format!("{}-kubeconfig", cluster.name_any());
+        let secrets: Api<Secret> = Api::namespaced(management.clone(), &namespace);
+        let what = format!("the Secret {namespace}/{name}");
+        let Some(secret) =
+            secrets.get_opt(&name).await.map_err(|e| format!("cannot read {what}: {}", describe(&e)))?
+        else {
+            return Ok(None);
+        };
+        let uid = cluster.meta().uid.clone().unwrap_or_default();
+        let version = secret.metadata.resource_version.clone().unwrap_or_default();
+        if let Some((seen, client)) = self.0.lock().expect("not poisoned").get(&uid)
+            && *seen == version
+        {
+            return Ok(Some(client.clone()));
+        }
+        let value =
+            secret.data.as_ref().and_then(|d| d.get("value")).ok_or(format!("{what} has no key value"))?;
+        let text =
+            String::from_utf8(value.0.clone()).map_err(|_| format!("{what}: the key value is not text"))?;
+        let kubeconfig = Kubeconfig::from_yaml(&text)
+            .map_err(|e| format!("{what}: the key value is not a kubeconfig: {e}"))?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| format!("{what}: {e}"))?;
+        let client = Client::try_from(config).map_err(|e| format!("{what}: {e}"))?;
+        self.0.lock().expect("not poisoned").insert(uid, (version, client.clone()));
+        Ok(Some(client))
+    }
+
+    /// Forgets the client of a cluster that is gone.
+    pub fn forget(&self, cluster: &TenantCluster) {
+        self.0.lock().expect("not poisoned").remove(&cluster.meta().uid.clone().unwrap_or_default());
+    }
+}
+
+/// The tenant's LoadBalancer Services.
+pub async fn services(tenant: &Client) -> Result<Vec<Service>, kube::Error> {
+    let list = Api::<KubeService>::all(tenant.clone()).list(&ListParams::default()).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|s| s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer"))
+        .map(|s| Service {
+            name: format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()),
+            created: s.metadata.creation_timestamp.as_ref().map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0),
+            addresses: s
+                .status
+                .as_ref()
+                .and_then(|st| st.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.as_ref())
+                .map(|ingress| ingress.iter().filter_map(|i| i.ip.as_ref()?.parse().ok()).collect())
+                .unwrap_or_default(),
+        })
+        .collect())
+}
+
+fn pools(tenant: &Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("metallb.io", "v1beta1", "IPAddressPool");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "ipaddresspools");
+    Api::namespaced_with(tenant.clone(), METALLB_NAMESPACE, &resource)
+}
+
+/// Whether MetalLB says `default-pool` has no free address (its status, MetalLB 0.14+).
+pub async fn metallb_full(tenant: &Client) -> bool {
+    let Ok(Some(pool)) = pools(tenant).get_opt(METALLB_POOL).await else { return false };
+    let status = &pool.data["status"];
+    let free = |key: &str| status[key].as_i64();
+    match (free("availableIPv4"), free("availableIPv6")) {
+        (None, None) => false,
+        (v4, v6) => v4.unwrap_or(0) + v6.unwrap_or(0) == 0,
+    }
+}
+
+/// Applies `default-pool` with exactly `addresses`.
+pub async fn sync_metallb(tenant: &Client, addresses: &[String]) -> Result<(), kube::Error> {
+    let pool = json!({
+        "apiVersion": "metallb.io/v1beta1",
+        "kind": "IPAddressPool",
+        "metadata": {"name": METALLB_POOL, "namespace": METALLB_NAMESPACE},
+        "spec": {"addresses": addresses},
+    });
+    pools(tenant)
+        .patch(METALLB_POOL, &PatchParams::apply(FIELD_MANAGER_IPAM).force(), &Patch::Apply(pool))
+        .await
+        .map(|_| ())
+}
