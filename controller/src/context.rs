@@ -97,6 +97,8 @@ pub struct Context {
     pub ipam: crate::ipam::Ipam,
     /// Clients of the tenant clusters, for elastic IPAM and MetalLB.
     pub tenants: crate::tenantcluster::tenant::TenantClients,
+    /// Watches of tenants in elastic mode, which wake their TenantClusters.
+    pub tenant_watches: crate::tenantcluster::watch::TenantWatches,
     /// True once the caches above have their first listing.
     pub synced: tokio::sync::watch::Receiver<bool>,
 }

@@ -233,7 +233,9 @@ pub fn start(
     let ip_allocations = Controller::for_shared_stream(allocation_subscriber, allocation_store)
         .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
         .graceful_shutdown_on(shutdown.clone());
-    // The IPAM part of TenantClusters, woken by their allocations within a moment of a change.
+    // The IPAM part of TenantClusters, woken by their allocations within a moment of a change,
+    // and by their tenant's Services and MetalLB pools in elastic mode.
+    let (tenant_watches, tenants_woken) = tenantcluster::watch::TenantWatches::new();
     let tenant_clusters =
         Controller::new(Api::<TenantCluster>::all(client.clone()), watcher::Config::default().any_semantic())
             .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
@@ -242,6 +244,7 @@ pub fn start(
                 Some(ObjectRef::<TenantCluster>::new(&r.name).within(&r.namespace))
             })
             .reconcile_all_on(options.clock.moved())
+            .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(tenants_woken))
             .graceful_shutdown_on(shutdown.clone());
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     let ctx = Arc::new(Context {
@@ -263,6 +266,7 @@ pub fn start(
             format!("{FIELD_MANAGER} ({})", options.instance),
         ),
         tenants: Default::default(),
+        tenant_watches,
         synced: synced_rx.clone(),
     });
     let controller = futures::future::join5(

@@ -1,5 +1,8 @@
 //! Stand-ins for what a real cluster runs and the in-memory server does not: the cert-manager
-//! CRDs that providers' components use, and the Deployment controller's Available condition.
+//! CRDs that providers' components use, the Deployment controller's Available condition, and
+//! MetalLB on a tenant cluster ([`metallb`]).
+
+pub mod metallb;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

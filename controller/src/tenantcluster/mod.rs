@@ -6,6 +6,7 @@
 pub mod elastic;
 pub mod plan;
 pub mod tenant;
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -181,8 +182,8 @@ async fn tenant_side<'a>(
 ) -> Result<(Vec<Wanted>, Option<Duration>), Error> {
     let now = ctx.ipam.clock.now();
     let kubeconfig = format!("{}/{}-kubeconfig", cluster.namespace().unwrap_or_default(), cluster.name_any());
-    let tenant = match ctx.tenants.get(&ctx.client, cluster).await {
-        Ok(Some(client)) => client,
+    let (tenant, version) = match ctx.tenants.get(&ctx.client, cluster).await {
+        Ok(Some(found)) => found,
         Ok(None) => {
             let message = format!(
                 "the Secret {kubeconfig} (key value) does not exist yet; MetalLB is set up once it does"
@@ -215,6 +216,7 @@ async fn tenant_side<'a>(
         config.spec.network.as_ref().and_then(|n| n.load_balancer.as_ref()).and_then(|l| l.allocation_mode)
             == Some(butler_core::api::AllocationMode::Elastic);
     if elastic_mode {
+        ctx.tenant_watches.follow(cluster, &version, tenant.clone());
         let services = match tenant::services(&tenant).await {
             Ok(services) => services,
             Err(e) => return Ok(unreachable(e)),
@@ -369,5 +371,6 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
         .await
         .map_err(|e| Error::kube(format!("removing the finalizer of TenantCluster {}", named(cluster)), e))?;
     ctx.tenants.forget(cluster);
+    ctx.tenant_watches.stop(cluster);
     Ok(Action::await_change())
 }

@@ -27,8 +27,13 @@ pub const METALLB_POOL: &str = "default-pool";
 pub struct TenantClients(Mutex<HashMap<String, (String, Client)>>);
 
 impl TenantClients {
-    /// The client of a cluster; `Ok(None)` while its kubeconfig Secret does not exist.
-    pub async fn get(&self, management: &Client, cluster: &TenantCluster) -> Result<Option<Client>, String> {
+    /// The client of a cluster and the Secret's resourceVersion it was made from; `Ok(None)`
+    /// while its kubeconfig Secret does not exist.
+    pub async fn get(
+        &self,
+        management: &Client,
+        cluster: &TenantCluster,
+    ) -> Result<Option<(Client, String)>, String> {
         let namespace = cluster.namespace().unwrap_or_default();
         let name = format!("{}-kubeconfig", cluster.name_any());
         let secrets: Api<Secret> = Api::namespaced(management.clone(), &namespace);
@@ -43,7 +48,7 @@ impl TenantClients {
         if let Some((seen, client)) = self.0.lock().expect("not poisoned").get(&uid)
             && *seen == version
         {
-            return Ok(Some(client.clone()));
+            return Ok(Some((client.clone(), version)));
         }
         let value =
             secret.data.as_ref().and_then(|d| d.get("value")).ok_or(format!("{what} has no key value"))?;
@@ -55,8 +60,8 @@ impl TenantClients {
             .await
             .map_err(|e| format!("{what}: {e}"))?;
         let client = Client::try_from(config).map_err(|e| format!("{what}: {e}"))?;
-        self.0.lock().expect("not poisoned").insert(uid, (version, client.clone()));
-        Ok(Some(client))
+        self.0.lock().expect("not poisoned").insert(uid, (version.clone(), client.clone()));
+        Ok(Some((client, version)))
     }
 
     /// Forgets the client of a cluster that is gone.
@@ -103,8 +108,14 @@ pub async fn metallb_full(tenant: &Client) -> bool {
     }
 }
 
-/// Applies `default-pool` with exactly `addresses`.
+/// Applies `default-pool` with exactly `addresses`, unless it has them already (an apply that
+/// changes nothing would still wake the watches of the tenant).
 pub async fn sync_metallb(tenant: &Client, addresses: &[String]) -> Result<(), kube::Error> {
+    if let Some(existing) = pools(tenant).get_opt(METALLB_POOL).await?
+        && existing.data["spec"]["addresses"] == json!(addresses)
+    {
+        return Ok(());
+    }
     let pool = json!({
         "apiVersion": "metallb.io/v1beta1",
         "kind": "IPAddressPool",

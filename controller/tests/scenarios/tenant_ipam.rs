@@ -170,33 +170,9 @@ async fn two_hundred_clusters_at_once_share_no_address() {
 /// A tenant cluster: a second in-memory API server (also when the management cluster is a real
 /// one: the controllers run in this process) with MetalLB's IPAddressPool kind and namespace.
 async fn tenant_server() -> butler_apiserver::MemoryApiServer {
-    use k8s_openapi::api::core::v1::Namespace;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let server =
         butler_apiserver::MemoryApiServer::start_with(butler_apiserver::ServerOptions::named("tenant")).await;
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "ipaddresspools.metallb.io"},
-        "spec": {"group": "metallb.io", "scope": "Namespaced",
-            "names": {"plural": "ipaddresspools", "singular": "ipaddresspool", "kind": "IPAddressPool", "listKind": "IPAddressPoolList"},
-            "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
-    }))
-    .unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
-    crds.create(&PostParams::default(), &crd).await.unwrap();
-    kube::runtime::wait::await_condition(
-        crds,
-        "ipaddresspools.metallb.io",
-        kube::runtime::wait::conditions::is_crd_established(),
-    )
-    .await
-    .unwrap();
-    let ns: Namespace = serde_json::from_value(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "metallb-system"}}),
-    )
-    .unwrap();
-    Api::<Namespace>::all(server.client()).create(&PostParams::default(), &ns).await.unwrap();
+    butler_apiserver::stand_ins::metallb::install(&server.client()).await.unwrap();
     server
 }
 
@@ -393,4 +369,51 @@ async fn elastic_ipam_grows_for_waiting_services_minus_supply_and_shrinks_after_
     s.clock.advance(Duration::from_secs(61));
     growth_is(&api, &[]).await;
     pool_is(&tenant, &["10.70.0.0-10.70.0.1"]).await;
+}
+
+#[tokio::test]
+async fn a_service_that_metallb_cannot_serve_gets_its_address_without_waiting_out_thirty_seconds() {
+    let s = Scenario::start().await;
+    let tenant = tenant_server().await;
+    let metallb = tokio::spawn(butler_apiserver::stand_ins::metallb::run(tenant.client()));
+    let system = s.cluster.namespace("tc-fast-system").await;
+    let team = s.cluster.namespace("tc-fast-team").await;
+    pool(&s, &system, "lab", "10.80.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
+        "loadBalancer": {"allocationMode": "elastic", "initialPoolSize": 2, "growthIncrement": 1}}),
+    )
+    .await;
+    kubeconfig_secret(&s, &team, "app", &tenant).await;
+    cluster(&s, &team, "app", &system).await;
+    pool_is(&tenant, &["10.80.0.0-10.80.0.1"]).await;
+    for name in ["ingress", "web", "api"] {
+        lb_service(&tenant, name, None).await;
+    }
+    // MetalLB serves two and reports its pool empty; the third is served once the pool grows,
+    // with the clock standing still (no 30 seconds pass).
+    use k8s_openapi::api::core::v1::Service;
+    let services: Api<Service> = Api::namespaced(tenant.client(), "default");
+    let served = wait_for(&services, "api", "an address", |svc| {
+        svc.and_then(|s| s.status.as_ref()?.load_balancer.as_ref()?.ingress.as_ref())
+            .is_some_and(|i| !i.is_empty())
+    })
+    .await
+    .unwrap();
+    let ip = served.status.clone().unwrap().load_balancer.unwrap().ingress.unwrap()[0].ip.clone().unwrap();
+    assert_eq!(ip, "10.80.0.2");
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
+    growth_is(&api, &[format!("{team}-app-lb-1")]).await;
+    // Grown on MetalLB's word, not after the 30 seconds a waiting Service otherwise needs.
+    let grown = api.get(&format!("{team}-app-lb-1")).await.unwrap();
+    let waited = grown
+        .metadata
+        .creation_timestamp
+        .unwrap()
+        .0
+        .duration_since(served.metadata.creation_timestamp.unwrap().0);
+    assert!(waited.as_secs() < 20, "grown {waited:?} after the Service was created");
+    metallb.abort();
 }
