@@ -297,8 +297,10 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        serving_speed().await;
-        elastic_latency().await;
+        if std::env::var("ONLY_MEMORY").is_err() {
+            serving_speed().await;
+            elastic_latency().await;
+        }
         memory().await;
     });
 }

@@ -2,7 +2,7 @@
 //! kept from a watch, so that a pool's reconcile reads its own allocations and never scans them
 //! all.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use butler_core::api::IPAllocation;
@@ -15,70 +15,75 @@ use tokio::sync::watch;
 
 type PoolKey = (String, String);
 
-#[derive(Default)]
-struct Inner {
-    /// Names of the allocations by (namespace, pool).
-    by_pool: HashMap<PoolKey, BTreeSet<String>>,
+struct Inner<V> {
+    /// Allocations by (namespace, pool): name and the value kept of each.
+    by_pool: HashMap<PoolKey, BTreeMap<String, V>>,
     /// The pool each allocation is filed under, by (namespace, name).
     pool_of: HashMap<PoolKey, String>,
-    /// Objects of a relist, swapped in when it is complete.
-    relist: Option<Vec<(PoolKey, String)>>,
+    /// Entries of a relist, swapped in when it is complete.
+    relist: Option<Vec<(PoolKey, String, V)>>,
 }
 
-/// IPAllocations filed by (namespace, spec.poolRef.name): names here, objects in the store that
-/// the IPAllocation controller shares, so each object is held once.
-pub struct AllocationIndex {
-    store: Store<IPAllocation>,
-    inner: RwLock<Inner>,
-    ready: watch::Sender<bool>,
+impl<V> Default for Inner<V> {
+    fn default() -> Self {
+        Inner { by_pool: HashMap::new(), pool_of: HashMap::new(), relist: None }
+    }
 }
 
 fn key(a: &IPAllocation) -> PoolKey {
     (a.namespace().unwrap_or_default(), a.name_any())
 }
 
-impl Inner {
+impl<V> Inner<V> {
     fn remove(&mut self, object: &PoolKey) {
         if let Some(pool) = self.pool_of.remove(object) {
             let bucket = (object.0.clone(), pool);
-            if let Some(names) = self.by_pool.get_mut(&bucket) {
-                names.remove(&object.1);
-                if names.is_empty() {
+            if let Some(entries) = self.by_pool.get_mut(&bucket) {
+                entries.remove(&object.1);
+                if entries.is_empty() {
                     self.by_pool.remove(&bucket);
                 }
             }
         }
     }
 
-    fn insert(&mut self, object: PoolKey, pool: String) {
+    fn insert(&mut self, object: PoolKey, pool: String, value: V) {
         self.remove(&object);
-        self.by_pool.entry((object.0.clone(), pool.clone())).or_default().insert(object.1.clone());
+        self.by_pool.entry((object.0.clone(), pool.clone())).or_default().insert(object.1.clone(), value);
         self.pool_of.insert(object, pool);
     }
 }
 
-impl AllocationIndex {
-    /// An index over the objects of `store` (filled by the same watch).
-    pub fn new(store: Store<IPAllocation>) -> AllocationIndex {
-        AllocationIndex { store, inner: RwLock::default(), ready: watch::Sender::new(false) }
+/// IPAllocations filed by (namespace, spec.poolRef.name), each with a value taken from it
+/// (`()` where the objects live in a store, a block where only that is needed).
+pub struct PoolFiled<V> {
+    extract: fn(&IPAllocation) -> V,
+    inner: RwLock<Inner<V>>,
+    ready: watch::Sender<bool>,
+}
+
+impl<V: Clone> PoolFiled<V> {
+    pub fn new(extract: fn(&IPAllocation) -> V) -> PoolFiled<V> {
+        PoolFiled { extract, inner: RwLock::default(), ready: watch::Sender::new(false) }
     }
 
     /// Files one watch event.
     pub fn apply(&self, event: &watcher::Event<IPAllocation>) {
         let mut inner = self.inner.write().expect("not poisoned");
         match event {
-            watcher::Event::Apply(a) => inner.insert(key(a), a.spec.pool_ref.name.clone()),
+            watcher::Event::Apply(a) => inner.insert(key(a), a.spec.pool_ref.name.clone(), (self.extract)(a)),
             watcher::Event::Delete(a) => inner.remove(&key(a)),
             watcher::Event::Init => inner.relist = Some(Vec::new()),
             watcher::Event::InitApply(a) => {
-                inner.relist.get_or_insert_default().push((key(a), a.spec.pool_ref.name.clone()))
+                let entry = (key(a), a.spec.pool_ref.name.clone(), (self.extract)(a));
+                inner.relist.get_or_insert_default().push(entry)
             }
             watcher::Event::InitDone => {
                 let listed = inner.relist.take().unwrap_or_default();
                 inner.by_pool.clear();
                 inner.pool_of.clear();
-                for (object, pool) in listed {
-                    inner.insert(object, pool);
+                for (object, pool, value) in listed {
+                    inner.insert(object, pool, value);
                 }
                 drop(inner);
                 self.ready.send_replace(true);
@@ -86,13 +91,47 @@ impl AllocationIndex {
         }
     }
 
+    /// The allocations filed under pool `pool` of `namespace`: name and value.
+    pub fn of_pool(&self, namespace: &str, pool: &str) -> Vec<(String, V)> {
+        let inner = self.inner.read().expect("not poisoned");
+        inner
+            .by_pool
+            .get(&(namespace.to_string(), pool.to_string()))
+            .map(|m| m.iter().map(|(n, v)| (n.clone(), v.clone())).collect())
+            .unwrap_or_default()
+    }
+
+    /// Waits until the first listing is filed.
+    pub async fn wait_until_ready(&self) {
+        let _ = self.ready.subscribe().wait_for(|r| *r).await;
+    }
+}
+
+/// IPAllocations filed by pool over the objects of the store that the IPAllocation controller
+/// shares, so each object is held once.
+pub struct AllocationIndex {
+    store: Store<IPAllocation>,
+    filed: PoolFiled<()>,
+}
+
+impl AllocationIndex {
+    /// An index over the objects of `store` (filled by the same watch).
+    pub fn new(store: Store<IPAllocation>) -> AllocationIndex {
+        AllocationIndex { store, filed: PoolFiled::new(|_| ()) }
+    }
+
+    /// Files one watch event.
+    pub fn apply(&self, event: &watcher::Event<IPAllocation>) {
+        self.filed.apply(event);
+    }
+
     /// The allocations that name pool `pool` in `namespace`, by name.
     pub fn of_pool(&self, namespace: &str, pool: &str) -> Vec<Arc<IPAllocation>> {
-        let inner = self.inner.read().expect("not poisoned");
-        let Some(names) = inner.by_pool.get(&(namespace.to_string(), pool.to_string())) else {
-            return Vec::new();
-        };
-        names.iter().filter_map(|name| self.store.get(&ObjectRef::new(name).within(namespace))).collect()
+        self.filed
+            .of_pool(namespace, pool)
+            .into_iter()
+            .filter_map(|(name, ())| self.store.get(&ObjectRef::new(&name).within(namespace)))
+            .collect()
     }
 
     /// Every allocation that `keep` picks (a scan of the store).
@@ -102,7 +141,7 @@ impl AllocationIndex {
 
     /// Waits until the first listing is filed.
     pub async fn wait_until_ready(&self) {
-        let _ = self.ready.subscribe().wait_for(|r| *r).await;
+        self.filed.wait_until_ready().await;
     }
 }
 
@@ -114,7 +153,8 @@ pub fn follow(
     writer: Writer<IPAllocation>,
     index: Arc<AllocationIndex>,
 ) -> impl Stream<Item = Result<IPAllocation, watcher::Error>> + Send + 'static {
-    watcher(Api::<IPAllocation>::all(client.clone()), watcher::Config::default())
+    // Pages of 100: the first listing of many allocations does not raise the heap's peak.
+    watcher(Api::<IPAllocation>::all(client.clone()), watcher::Config::default().page_size(100))
         .default_backoff()
         // Nothing here reads who manages which field: most of each object's size.
         .modify(|a| a.metadata.managed_fields = None)

@@ -284,6 +284,13 @@ async fn tenant_side<'a>(
     let kept: Vec<&IPAllocation> =
         refs.iter().copied().filter(|a| !released.contains(&a.name_any())).collect();
     let addresses = elastic::metallb_addresses(&kept);
+    if addresses.is_empty() {
+        // Nothing Allocated (the blocks are on their way, or going with the cluster): the pool
+        // is left as it is rather than emptied, and no other pool is touched.
+        let message = "no Allocated load-balancer block to give MetalLB; default-pool left as it is";
+        wanted.push(Wanted::new(METALLB_SYNCED, false, "NothingAllocated", message));
+        return Ok((wanted, wake));
+    }
     match tenant::sync_metallb(&tenant, &addresses).await {
         Ok(()) => wanted.push(Wanted::new(
             METALLB_SYNCED,

@@ -2,24 +2,28 @@
 //! never a list per request. The decisions are the pure functions of [`providerconfig`] and
 //! [`tenantcluster`]; this module turns AdmissionReviews into their inputs and back.
 
+pub mod networkpool;
 pub mod providerconfig;
 pub mod registration;
 pub mod serving;
 pub mod tenantcluster;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use butler_core::api::{ProviderConfig, Team, TenantCluster};
+use butler_core::api::{IPAllocation, NetworkPool, ProviderConfig, Team, TenantCluster};
 use butler_runtime::webhook::Webhooks;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use kube::ResourceExt;
+use kube::api::Api;
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 
+use crate::ipam::index::PoolFiled;
 use crate::run::reflect;
 use crate::team::plan::team_of_namespace;
 
@@ -30,6 +34,13 @@ pub struct Caches {
     pub teams: Store<Team>,
     pub configs: Store<ProviderConfig>,
     pub clusters: Store<TenantCluster>,
+    /// The blocks allocations hold, by pool: only the addresses are kept, not the objects.
+    pub blocks: Arc<PoolFiled<Option<(IpAddr, IpAddr)>>>,
+}
+
+/// The block an allocation's status says it holds.
+fn held_block(a: &IPAllocation) -> Option<(IpAddr, IpAddr)> {
+    crate::ipam::networkpool::serve::held(a)?.ok()
 }
 
 impl Caches {
@@ -39,14 +50,26 @@ impl Caches {
         let (teams, team_events) = reflect::<Team>(client, all());
         let (configs, config_events) = reflect::<ProviderConfig>(client, all());
         let (clusters, cluster_events) = reflect::<TenantCluster>(client, all());
-        let caches = Caches { teams, configs, clusters };
+        let blocks = Arc::new(PoolFiled::new(held_block));
+        let filing = blocks.clone();
+        // Small pages: only the blocks are kept, and a first listing of many allocations in
+        // large pages would leave the process's heap at its peak for good.
+        let block_events = watcher(Api::<IPAllocation>::all(client.clone()), all().page_size(50))
+            .default_backoff()
+            .inspect(move |event| {
+                if let Ok(event) = event {
+                    filing.apply(event);
+                }
+            });
+        let caches = Caches { teams, configs, clusters, blocks };
         let run = async move {
             let drain =
                 |s: futures::stream::BoxStream<'static, ()>| s.for_each(|_| futures::future::ready(()));
             futures::join!(
                 drain(team_events.map(|_| ()).boxed()),
                 drain(config_events.map(|_| ()).boxed()),
-                drain(cluster_events.map(|_| ()).boxed())
+                drain(cluster_events.map(|_| ()).boxed()),
+                drain(block_events.map(|_| ()).boxed())
             );
         }
         .boxed();
@@ -55,6 +78,7 @@ impl Caches {
             let _ = waiting.teams.wait_until_ready().await;
             let _ = waiting.configs.wait_until_ready().await;
             let _ = waiting.clusters.wait_until_ready().await;
+            waiting.blocks.wait_until_ready().await;
         }
         .boxed();
         (caches, run, ready)
@@ -70,6 +94,7 @@ impl Caches {
 pub const VALIDATE_PROVIDERCONFIG: &str = "/validate-butler-butlerlabs-dev-v1alpha1-providerconfig";
 pub const VALIDATE_TENANTCLUSTER: &str = "/validate-butler-butlerlabs-dev-v1alpha1-tenantcluster";
 pub const MUTATE_TENANTCLUSTER: &str = "/mutate-butler-butlerlabs-dev-v1alpha1-tenantcluster";
+pub const VALIDATE_NETWORKPOOL: &str = "/validate-butler-butlerlabs-dev-v1alpha1-networkpool";
 
 fn typed<K: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<K, String> {
     let object = object.ok_or("the request carries no object")?;
@@ -153,11 +178,31 @@ pub fn mutate_tenantcluster(ctx: &Caches, request: &AdmissionRequest<DynamicObje
     }
 }
 
+/// The NetworkPool webhook: a readable spec, and no change that strands held blocks.
+pub fn validate_networkpool(ctx: &Caches, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    let decision = typed::<NetworkPool>(request.object.as_ref()).and_then(|pool| {
+        let old = match request.operation {
+            Operation::Update => Some(typed::<NetworkPool>(request.old_object.as_ref())?),
+            _ => None,
+        };
+        let namespace = pool.namespace().unwrap_or_default();
+        let held: Vec<(String, (IpAddr, IpAddr))> = ctx
+            .blocks
+            .of_pool(&namespace, &pool.name_any())
+            .into_iter()
+            .filter_map(|(name, block)| Some((name, block?)))
+            .collect();
+        networkpool::validate(&pool, old.as_ref(), &held)
+    });
+    answer(request, decision)
+}
+
 /// The routes of the webhook server.
 pub fn routes(caches: Caches) -> Webhooks {
-    let (a, b, c) = (caches.clone(), caches.clone(), caches);
+    let (a, b, c, d) = (caches.clone(), caches.clone(), caches.clone(), caches);
     Webhooks::new()
         .route(VALIDATE_PROVIDERCONFIG, Arc::new(move |r| validate_providerconfig(&a, r)))
         .route(VALIDATE_TENANTCLUSTER, Arc::new(move |r| validate_tenantcluster(&b, r)))
         .route(MUTATE_TENANTCLUSTER, Arc::new(move |r| mutate_tenantcluster(&c, r)))
+        .route(VALIDATE_NETWORKPOOL, Arc::new(move |r| validate_networkpool(&d, r)))
 }

@@ -7,7 +7,7 @@ use base64::Engine;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Value, json};
 
-use super::{MUTATE_TENANTCLUSTER, VALIDATE_PROVIDERCONFIG, VALIDATE_TENANTCLUSTER};
+use super::{MUTATE_TENANTCLUSTER, VALIDATE_NETWORKPOOL, VALIDATE_PROVIDERCONFIG, VALIDATE_TENANTCLUSTER};
 
 /// The names of the configurations (those of the core provider's components before).
 pub const VALIDATING: &str = "butler-validating-webhook-configuration";
@@ -80,6 +80,8 @@ pub fn configurations(
                 rule("providerconfigs", &["CREATE", "UPDATE", "DELETE"])),
             webhook("validation.tenantcluster.butler.butlerlabs.dev", endpoint, VALIDATE_TENANTCLUSTER, ca_pem, fail,
                 rule("tenantclusters", &["CREATE", "UPDATE"])),
+            webhook("validation.networkpool.butler.butlerlabs.dev", endpoint, VALIDATE_NETWORKPOOL, ca_pem, fail,
+                rule("networkpools", &["CREATE", "UPDATE"])),
         ],
     });
     let mutating = json!({

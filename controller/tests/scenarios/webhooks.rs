@@ -232,3 +232,70 @@ async fn mounted_certificates_are_served_and_a_renewal_is_picked_up() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_pool_change_that_would_strand_a_live_block_is_refused() {
+    let s = Scenario::start().await;
+    if !s.cluster.is_in_memory() {
+        println!("skipped on a real cluster: the webhook configurations would send its requests here");
+        return;
+    }
+    use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool};
+    use kube::api::{Patch, PatchParams};
+    let ns = s.cluster.namespace("hooks-pool").await;
+    let served = serve_webhooks(&s, &ns).await;
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
+    let refused = pools
+        .create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: NetworkPool\nmetadata: {{name: bad, namespace: {ns}}}\nspec: {{cidr: 10.0.0.0}}\n")))
+        .await
+        .unwrap_err();
+    assert!(
+        api_message(&refused).contains("spec.cidr \"10.0.0.0\" is not a CIDR"),
+        "{}",
+        api_message(&refused)
+    );
+    pools
+        .create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: NetworkPool\nmetadata: {{name: lab, namespace: {ns}}}\nspec: {{cidr: 10.9.0.0/24}}\n")))
+        .await
+        .unwrap();
+    let tenant: TenantCluster = from_yaml(&format!(
+        "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: t, namespace: {ns}}}\nspec: {{}}\n"
+    ));
+    Api::<TenantCluster>::namespaced(s.client.clone(), &ns)
+        .create(&PostParams::default(), &tenant)
+        .await
+        .unwrap();
+    let allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    let allocation: IPAllocation = from_yaml(&format!(
+        "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: IPAllocation\nmetadata: {{name: held, namespace: {ns}}}\nspec: {{poolRef: {{name: lab}}, tenantClusterRef: {{name: t, namespace: {ns}}}, type: loadbalancer, count: 4}}\n"
+    ));
+    allocations.create(&PostParams::default(), &allocation).await.unwrap();
+    wait_for(&allocations, "held", "Allocated", |a| {
+        a.and_then(|a| a.status.as_ref()).and_then(|s| s.phase) == Some(IPAllocationPhase::Allocated)
+    })
+    .await;
+    // (Each attempt changes the spec: one that got in before the webhook's cache saw the block
+    // leaves the next still a change to judge.)
+    let attempt = std::sync::atomic::AtomicU32::new(0);
+    let message =
+        eventually(|| {
+            let n = attempt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let strand = Patch::Merge(
+                json!({"spec": {"reserved": [{"cidr": "10.9.0.0/28", "description": format!("try {n}")}]}}),
+            );
+            let pools = pools.clone();
+            async move {
+                pools.patch("lab", &PatchParams::default(), &strand).await.err().map(|e| api_message(&e))
+            }
+        })
+        .await;
+    assert!(
+        message.contains("this change would strand 1 IPAllocations of the pool: held (10.9.0.0-10.9.0.3 conflicts with reserved range 10.9.0.0/28"),
+        "{message}"
+    );
+    // One that leaves the block alone is fine.
+    let fine = Patch::Merge(json!({"spec": {"reserved": [{"cidr": "10.9.0.128/28"}]}}));
+    pools.patch("lab", &PatchParams::default(), &fine).await.unwrap();
+    let _ = served.stop.send(true);
+    served.running.abort();
+}
