@@ -95,6 +95,11 @@ pub struct TenantNetworking {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub lb_pool_size: Option<i32>,
+    /// Node addresses to allocate from the ProviderConfig's pools (IPAM mode), clamped to its
+    /// `quotaPerTenant.maxNodeIPs`. When empty, the nodes get none from Butler.
+    #[serde(default, rename = "nodeIPs", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub node_ips: Option<i32>,
 }
 
 /// An addon to install on a tenant cluster.

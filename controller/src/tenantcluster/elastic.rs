@@ -193,7 +193,8 @@ pub fn decide<'a>(
                 break;
             };
             let name = format!("{}-{next}", initial_name(cluster));
-            let mut grown = allocation(cluster, &namespace, &name, &pool_name, increment);
+            let mut grown =
+                allocation(cluster, &namespace, &name, &pool_name, increment, AllocationType::Loadbalancer);
             grown.labels_mut().insert(LABEL_ALLOCATION_ROLE.into(), ALLOCATION_ROLE_GROWTH.into());
             decision.create.push(grown);
             total += i64::from(increment);

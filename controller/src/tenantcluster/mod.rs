@@ -100,7 +100,7 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
     } else {
         cluster.clone()
     };
-    if let Some(allocation) = &planned.create {
+    for allocation in &planned.create {
         let ns = allocation.namespace().unwrap_or_default();
         let allocations: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), &ns);
         match allocations.create(&PostParams::default(), allocation).await {
@@ -139,6 +139,7 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
     let status = TenantClusterStatus {
         conditions: merged,
         lb_allocation_ref: planned.lb_allocation_ref.clone().or(existing.lb_allocation_ref.clone()),
+        ip_allocation_ref: planned.ip_allocation_ref.clone().or(existing.ip_allocation_ref.clone()),
         load_balancer_addresses: addresses,
         ..existing.clone()
     };
@@ -146,6 +147,7 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
         let patch = json!({"status": {
             "conditions": status.conditions,
             "lbAllocationRef": status.lb_allocation_ref,
+            "ipAllocationRef": status.ip_allocation_ref,
             "loadBalancerAddresses": status.load_balancer_addresses,
         }});
         api.patch_status(&cluster.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await.map_err(

@@ -41,11 +41,12 @@ pub struct Observed<'a> {
 pub struct Plan {
     /// Whether IPAM applies: the finalizer is wanted.
     pub ipam: bool,
-    pub create: Option<IPAllocation>,
+    pub create: Vec<IPAllocation>,
     /// Allocations of this cluster to delete, (namespace, name).
     pub delete: Vec<(String, String)>,
     pub condition: Option<Wanted>,
     pub lb_allocation_ref: Option<NamespacedObjectReference>,
+    pub ip_allocation_ref: Option<NamespacedObjectReference>,
     /// Ranges of the cluster's Allocated load-balancer allocations, `start-end`.
     pub addresses: Vec<String>,
     pub requeue: Option<Duration>,
@@ -123,8 +124,6 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         return Plan::default();
     }
     let namespace = config.namespace().unwrap_or_default();
-    let name = initial_name(cluster);
-    let size = initial_size(cluster, config);
     let order = pools_by_priority(config);
     let mut plan = Plan { ipam: true, ..Plan::default() };
     let mut lb: Vec<&IPAllocation> = observed
@@ -144,21 +143,109 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             Some(format!("{}-{}", s.start_address.as_ref()?, s.end_address.as_ref()?))
         })
         .collect();
+    let mut wanted = vec![Block {
+        type_: AllocationType::Loadbalancer,
+        name: initial_name(cluster),
+        size: initial_size(cluster, config),
+        what: "load balancers",
+    }];
+    if let Some(size) = node_size(cluster, config) {
+        wanted.push(Block { type_: AllocationType::Nodes, name: nodes_name(cluster), size, what: "nodes" });
+    }
+    let mut states = Vec::new();
+    for block in &wanted {
+        let state = one_block(observed, config, &namespace, &order, block, &mut plan);
+        let reference =
+            Some(NamespacedObjectReference { name: block.name.clone(), namespace: namespace.clone() });
+        if state.exists {
+            match block.type_ {
+                AllocationType::Loadbalancer => plan.lb_allocation_ref = reference,
+                AllocationType::Nodes => plan.ip_allocation_ref = reference,
+            }
+        }
+        states.push(state);
+    }
+    // Ready when every block is; else the first that is not says why.
+    let condition = match states.iter().find(|s| !s.ready) {
+        Some(s) => Wanted::new(IPAM_READY, false, s.reason, s.message.clone()),
+        None => {
+            let messages: Vec<String> = states.iter().map(|s| s.message.clone()).collect();
+            Wanted::new(IPAM_READY, true, "Allocated", messages.join("; "))
+        }
+    };
+    plan.condition = Some(condition);
+    plan
+}
+
+/// A block the cluster wants.
+struct Block {
+    type_: AllocationType,
+    name: String,
+    size: i32,
+    what: &'static str,
+}
+
+/// Where a wanted block stands.
+struct BlockState {
+    exists: bool,
+    ready: bool,
+    reason: &'static str,
+    message: String,
+}
+
+/// The name of the cluster's node-address allocation.
+pub fn nodes_name(cluster: &TenantCluster) -> String {
+    format!("{}-{}-nodes", cluster.namespace().unwrap_or_default(), cluster.name_any())
+}
+
+/// The node addresses the cluster asks for (`spec.networking.nodeIPs`), clamped to
+/// `quotaPerTenant.maxNodeIPs`; `None` when it asks for none.
+pub fn node_size(cluster: &TenantCluster, config: &ProviderConfig) -> Option<i32> {
+    let asked = cluster.spec.networking.as_ref()?.node_ips?;
+    let cap =
+        config.spec.network.as_ref().and_then(|n| n.quota_per_tenant.as_ref()).and_then(|q| q.max_node_ips);
+    Some(cap.map_or(asked, |cap| asked.min(cap)).max(1))
+}
+
+/// Plans one block: create it in the first pool with room, follow it, or move it to the next
+/// pool when its own refused it.
+fn one_block(
+    observed: &Observed<'_>,
+    config: &ProviderConfig,
+    namespace: &str,
+    order: &[String],
+    block: &Block,
+    plan: &mut Plan,
+) -> BlockState {
+    let cluster = observed.cluster;
+    let (name, size) = (&block.name, block.size);
     let fits = |after: Option<&str>| {
         let start = after.and_then(|p| order.iter().position(|n| n == p)).map_or(0, |i| i + 1);
         first_pool_with_room(&order[start.min(order.len())..], observed.pool, size)
     };
-    let initial = lb.iter().find(|a| a.name_any() == name);
-    match initial {
-        None => match fits(None) {
+    let mut wait = |d: u64| {
+        plan.requeue = Some(plan.requeue.map_or(Duration::from_secs(d), |r| r.min(Duration::from_secs(d))))
+    };
+    let existing = observed
+        .allocations
+        .iter()
+        .copied()
+        .find(|a| a.name_any() == *name && a.namespace().as_deref() == Some(namespace));
+    let state = |ready: bool, reason: &'static str, message: String| BlockState {
+        exists: existing.is_some(),
+        ready,
+        reason,
+        message,
+    };
+    let Some(a) = existing else {
+        return match fits(None) {
             Some(pool) => {
-                plan.create = Some(allocation(cluster, &namespace, &name, &pool, size));
-                plan.condition = Some(Wanted::new(
-                    IPAM_READY,
+                plan.create.push(allocation(cluster, namespace, name, &pool, size, block.type_));
+                state(
                     false,
                     "Allocating",
-                    format!("asked NetworkPool {namespace}/{pool} for {size} load-balancer addresses"),
-                ));
+                    format!("asked NetworkPool {namespace}/{pool} for {size} {} addresses", block.what),
+                )
             }
             None => {
                 let figures: Vec<String> = order
@@ -169,71 +256,63 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
                         None => format!("{n} missing"),
                     })
                     .collect();
-                plan.condition = Some(Wanted::new(
-                    IPAM_READY,
+                wait(30);
+                state(
                     false,
                     "NoPoolCapacity",
                     format!(
-                        "no NetworkPool of ProviderConfig {namespace}/{} has {size} free addresses ({}); add capacity or a pool",
+                        "no NetworkPool of ProviderConfig {namespace}/{} has {size} free addresses for {} ({}); add capacity or a pool",
                         config.name_any(),
+                        block.what,
                         figures.join(", ")
                     ),
-                ));
-                plan.requeue = Some(Duration::from_secs(30));
+                )
             }
-        },
-        Some(a) => {
-            plan.lb_allocation_ref =
-                Some(NamespacedObjectReference { name: name.clone(), namespace: namespace.clone() });
-            let status = a.status.as_ref();
-            let message = status
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-                .map(|c| c.message.clone())
-                .unwrap_or_default();
-            let (ready, reason, text) = match status.and_then(|s| s.phase) {
-                _ if a.metadata.deletion_timestamp.is_some() => {
-                    plan.requeue = Some(Duration::from_secs(1));
-                    (
-                        false,
-                        "Allocating",
-                        format!("IPAllocation {namespace}/{name} is being deleted; a new one follows"),
-                    )
-                }
-                Some(IPAllocationPhase::Allocated) => {
-                    (true, "Allocated", format!("load balancers: {message}"))
-                }
-                Some(IPAllocationPhase::Failed) => match fits(Some(&a.spec.pool_ref.name)) {
-                    // Fall through to the next pool that has room (this allocation is ours:
-                    // its name and labels are this cluster's).
-                    Some(next) if a.labels().get(LABEL_TENANT) == Some(&cluster.name_any()) => {
-                        plan.delete.push((namespace.clone(), name.clone()));
-                        (
-                            false,
-                            "Allocating",
-                            format!(
-                                "NetworkPool {} could not serve it ({message}); moving to {next}",
-                                a.spec.pool_ref.name
-                            ),
-                        )
-                    }
-                    _ => {
-                        plan.requeue = Some(Duration::from_secs(30));
-                        (false, "AllocationFailed", format!("IPAllocation {namespace}/{name}: {message}"))
-                    }
-                },
-                _ => (
+        };
+    };
+    let status = a.status.as_ref();
+    let message = status
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    match status.and_then(|s| s.phase) {
+        _ if a.metadata.deletion_timestamp.is_some() => {
+            wait(1);
+            state(
+                false,
+                "Allocating",
+                format!("IPAllocation {namespace}/{name} is being deleted; a new one follows"),
+            )
+        }
+        Some(IPAllocationPhase::Allocated) => state(true, "Allocated", format!("{}: {message}", block.what)),
+        Some(IPAllocationPhase::Failed) => match fits(Some(&a.spec.pool_ref.name)) {
+            // Fall through to the next pool that has room (this allocation is ours: its name
+            // and labels are this cluster's).
+            Some(next) if a.labels().get(LABEL_TENANT) == Some(&cluster.name_any()) => {
+                plan.delete.push((namespace.to_string(), name.clone()));
+                state(
                     false,
                     "Allocating",
                     format!(
-                        "waiting for NetworkPool {namespace}/{} to serve IPAllocation {name}",
+                        "NetworkPool {} could not serve {name} ({message}); moving to {next}",
                         a.spec.pool_ref.name
                     ),
-                ),
-            };
-            plan.condition = Some(Wanted::new(IPAM_READY, ready, reason, text));
-        }
+                )
+            }
+            _ => {
+                wait(30);
+                state(false, "AllocationFailed", format!("IPAllocation {namespace}/{name}: {message}"))
+            }
+        },
+        _ => state(
+            false,
+            "Allocating",
+            format!(
+                "waiting for NetworkPool {namespace}/{} to serve IPAllocation {name}",
+                a.spec.pool_ref.name
+            ),
+        ),
     }
-    plan
 }
 
 /// The first of `order` whose NetworkPool has `size` free addresses.
@@ -245,20 +324,21 @@ pub(super) fn first_pool_with_room<'a>(
     order.iter().find(|n| available(pool(n)).is_some_and(|free| free >= i64::from(size))).cloned()
 }
 
-/// A load-balancer allocation of a cluster, with spec/002's labels (role initial).
+/// An allocation of a cluster, with spec/002's labels (role initial).
 pub(super) fn allocation(
     cluster: &TenantCluster,
     namespace: &str,
     name: &str,
     pool: &str,
     size: i32,
+    type_: AllocationType,
 ) -> IPAllocation {
     let team = cluster.namespace().unwrap_or_default();
     let labels = [
         (LABEL_TEAM, team.as_str()),
         (LABEL_TENANT, cluster.name_any().as_str()),
         (LABEL_NETWORK_POOL, pool),
-        (LABEL_ALLOCATION_TYPE, AllocationType::Loadbalancer.as_str()),
+        (LABEL_ALLOCATION_TYPE, type_.as_str()),
         (LABEL_ALLOCATION_ROLE, ALLOCATION_ROLE_INITIAL),
     ]
     .into_iter()
@@ -274,7 +354,7 @@ pub(super) fn allocation(
         spec: IPAllocationSpec {
             pool_ref: LocalObjectReference { name: pool.into() },
             tenant_cluster_ref: NamespacedObjectReference { name: cluster.name_any(), namespace: team },
-            type_: AllocationType::Loadbalancer,
+            type_,
             count: Some(size),
             pinned_range: None,
         },

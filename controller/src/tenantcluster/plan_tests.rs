@@ -53,7 +53,7 @@ const TWO_POOLS: &str =
 
 fn nothing(plan: Plan) -> bool {
     !plan.ipam
-        && plan.create.is_none()
+        && plan.create.is_empty()
         && plan.delete.is_empty()
         && plan.condition.is_none()
         && plan.addresses.is_empty()
@@ -107,7 +107,7 @@ fn the_size_follows_the_precedence_and_the_quota() {
 fn the_first_pool_by_priority_with_room_gets_the_request() {
     let pc = config(serde_json::from_str(TWO_POOLS).unwrap());
     let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 20), pool("second", 100)], &[]);
-    let created = planned.create.unwrap();
+    let created = planned.create[0].clone();
     assert_eq!(created.name_any(), "team-platform-prod-lb");
     assert_eq!(created.namespace().as_deref(), Some("butler-system"));
     assert_eq!(created.spec.pool_ref.name, "first");
@@ -121,15 +121,15 @@ fn the_first_pool_by_priority_with_room_gets_the_request() {
     assert!(planned.ipam);
     // The first is too full: the second.
     let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 7), pool("second", 100)], &[]);
-    assert_eq!(planned.create.unwrap().spec.pool_ref.name, "second");
+    assert_eq!(planned.create[0].spec.pool_ref.name, "second");
     // Neither: a condition with the figures.
     let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 7)], &[]);
-    assert!(planned.create.is_none());
+    assert!(planned.create.is_empty());
     let condition = planned.condition.unwrap();
     assert_eq!(condition.reason, "NoPoolCapacity");
     assert_eq!(
         condition.message,
-        "no NetworkPool of ProviderConfig butler-system/pc has 8 free addresses (first 7 free, second missing); add capacity or a pool"
+        "no NetworkPool of ProviderConfig butler-system/pc has 8 free addresses for load balancers (first 7 free, second missing); add capacity or a pool"
     );
 }
 
@@ -151,7 +151,7 @@ fn an_allocated_block_is_reported_and_a_failed_one_moves_to_the_next_pool() {
         condition.message,
         "load balancers: 10.0.0.8/29 (8 addresses) from NetworkPool butler-system/first"
     );
-    assert!(planned.create.is_none());
+    assert!(planned.create.is_empty());
 
     let failed = allocation("team-platform-prod-lb", "first", json!({"phase": "Failed"}));
     let planned = run(
@@ -182,4 +182,41 @@ fn cleanup_takes_each_allocation_of_the_cluster_once_and_nothing_else() {
             ("butler-system".to_string(), "team-platform-prod-lb-1".to_string())
         ]
     );
+}
+
+#[test]
+fn node_addresses_are_asked_when_the_cluster_wants_them_within_the_quota() {
+    let pc =
+        config(json!({"mode": "ipam", "poolRefs": [{"name": "first"}], "quotaPerTenant": {"maxNodeIPs": 5}}));
+    let planned = run(&cluster(json!({"nodeIPs": 9})), Some(&pc), &[pool("first", 100)], &[]);
+    let made: Vec<(String, String, Option<i32>)> = planned
+        .create
+        .iter()
+        .map(|a| (a.name_any(), a.labels()[LABEL_ALLOCATION_TYPE].clone(), a.spec.count))
+        .collect();
+    assert_eq!(
+        made,
+        [
+            ("team-platform-prod-lb".to_string(), "loadbalancer".to_string(), Some(8)),
+            ("team-platform-prod-nodes".to_string(), "nodes".to_string(), Some(5))
+        ]
+    );
+    // Ready only when both blocks are.
+    let lb = allocation(
+        "team-platform-prod-lb",
+        "first",
+        json!({"phase": "Allocated", "startAddress": "10.0.0.0", "endAddress": "10.0.0.7"}),
+    );
+    let mut nodes = allocation("team-platform-prod-nodes", "first", json!({"phase": "Pending"}));
+    nodes.spec.type_ = AllocationType::Nodes;
+    let planned =
+        run(&cluster(json!({"nodeIPs": 9})), Some(&pc), &[pool("first", 100)], &[lb.clone(), nodes.clone()]);
+    let condition = planned.condition.unwrap();
+    assert!(!condition.status);
+    assert!(condition.message.contains("team-platform-prod-nodes"), "{}", condition.message);
+    assert_eq!(planned.ip_allocation_ref.unwrap().name, "team-platform-prod-nodes");
+    nodes.status = lb.status.clone();
+    let planned = run(&cluster(json!({"nodeIPs": 9})), Some(&pc), &[pool("first", 100)], &[lb, nodes]);
+    assert!(planned.condition.unwrap().status);
+    assert_eq!(planned.addresses, ["10.0.0.0-10.0.0.7"], "node blocks are not load-balancer addresses");
 }

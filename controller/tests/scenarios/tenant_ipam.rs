@@ -417,3 +417,46 @@ async fn a_service_that_metallb_cannot_serve_gets_its_address_without_waiting_ou
     assert!(waited.as_secs() < 20, "grown {waited:?} after the Service was created");
     metallb.abort();
 }
+
+#[tokio::test]
+async fn a_cluster_that_asks_for_node_addresses_gets_them_within_the_quota() {
+    let s = Scenario::start().await;
+    let system = s.cluster.namespace("tc-nodes-system").await;
+    let team = s.cluster.namespace("tc-nodes-team").await;
+    pool(&s, &system, "lab", "10.90.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4},
+        "quotaPerTenant": {"maxNodeIPs": 3}}),
+    )
+    .await;
+    make::<TenantCluster>(
+        &s,
+        &team,
+        json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": "db", "namespace": team},
+        "spec": {"providerConfigRef": {"name": "pc", "namespace": system}, "networking": {"nodeIPs": 5}}}),
+    )
+    .await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let db = wait_for(&clusters, "db", "IPAMReady", ipam_ready).await.unwrap();
+    let status = db.status.unwrap();
+    let nodes = status.ip_allocation_ref.unwrap();
+    assert_eq!(
+        (nodes.name.as_str(), nodes.namespace.as_str()),
+        (format!("{team}-db-nodes").as_str(), system.as_str())
+    );
+    let allocation =
+        Api::<IPAllocation>::namespaced(s.client.clone(), &system).get(&nodes.name).await.unwrap();
+    let st = allocation.status.clone().unwrap();
+    assert_eq!(
+        (st.allocated_count, allocation.labels()["butler.butlerlabs.dev/allocation-type"].as_str()),
+        (Some(3), "nodes")
+    );
+    assert_eq!(
+        status.load_balancer_addresses.unwrap().len(),
+        1,
+        "node blocks are not load-balancer addresses"
+    );
+}
