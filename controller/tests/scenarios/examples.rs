@@ -1,6 +1,7 @@
 //! The seed examples of spec/000 and spec/001 through an API server that calls the controller's
 //! webhooks: each is accepted, and each rule of the documents refuses the object that breaks
-//! it, with a message that says what to do.
+//! it, with a message that says what to do. The IPAM examples of spec/002 allocate as the
+//! document says.
 
 use std::path::Path;
 
@@ -163,4 +164,70 @@ async fn every_seed_example_is_admitted_and_every_rule_refuses_what_breaks_it() 
     let refusal = api_message(&configs.delete("aws-us-east", &DeleteParams::default()).await.unwrap_err());
     assert!(refusal.contains(&format!("TenantClusters use this ProviderConfig: {ns}/on-aws")), "{refusal}");
     assert!(configs.get("aws-us-east").await.unwrap().metadata.deletion_timestamp.is_none(), "not deleted");
+}
+
+#[tokio::test]
+async fn the_ipam_seed_examples_allocate_as_the_document_says() {
+    use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool};
+    let s = Scenario::start().await;
+    let system = s.cluster.namespace("seed-ipam").await;
+    let team = s.cluster.namespace("seed-ipam-team").await;
+    for (_, document) in fixtures("002-example-single-pool-static") {
+        create(&s, &system, document).await.unwrap();
+    }
+    // The pinned example, for a cluster of this scenario's team.
+    let (_, mut pinned) = fixtures("002-example-pinned-range").remove(0);
+    pinned["spec"]["tenantClusterRef"]["namespace"] = json!(team);
+    pinned["metadata"]["labels"]["butler.butlerlabs.dev/team"] = json!(team);
+    create(&s, &system, pinned).await.unwrap();
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let cluster: TenantCluster = from_yaml(&format!(
+        "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: api-prod, namespace: {team}}}\nspec:\n  providerConfigRef: {{name: harvester-lab, namespace: {system}}}\n"
+    ));
+    clusters.create(&PostParams::default(), &cluster).await.unwrap();
+    let allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
+    let allocated = |name: String| {
+        let allocations = allocations.clone();
+        async move {
+            wait_for(&allocations, &name, "Allocated", |a| {
+                a.and_then(|a| a.status.as_ref()).and_then(|s| s.phase) == Some(IPAllocationPhase::Allocated)
+            })
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .cidr
+            .unwrap()
+        }
+    };
+    assert_eq!(allocated("team-platform-api-lb".into()).await, "10.40.2.0/29", "the pinned range, exactly");
+    assert_eq!(allocated(format!("{team}-api-prod-lb")).await, "10.40.1.0/29", "defaultPoolSize 8, best fit");
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &system);
+    let pool = wait_for(&pools, "lab-pool", "both counted", |p| {
+        p.and_then(|p| p.status.as_ref()).and_then(|s| s.allocation_count) == Some(2)
+    })
+    .await
+    .unwrap();
+    let status = pool.status.unwrap();
+    // 10.40.1.0-10.40.3.254 holds 767 addresses (the document's "766" is a slip).
+    assert_eq!(
+        (status.total_ips, status.allocated_ips, status.available_ips),
+        (Some(767), Some(16), Some(751))
+    );
+    let tiers: Vec<(String, String)> =
+        status.conditions.iter().map(|c| (c.type_.clone(), c.status.clone())).collect();
+    assert_eq!(
+        tiers,
+        [
+            ("CapacityWarning".to_string(), "False".to_string()),
+            ("CapacityCritical".to_string(), "False".to_string()),
+            ("CapacityExhausted".to_string(), "False".to_string()),
+            ("Ready".to_string(), "True".to_string())
+        ]
+    );
+    clusters.delete("api-prod", &DeleteParams::default()).await.unwrap();
+    // Both go with the cluster: the one its status names, and the pinned one labelled for it.
+    wait_for(&allocations, &format!("{team}-api-prod-lb"), "released with its cluster", |a| a.is_none())
+        .await;
+    wait_for(&allocations, "team-platform-api-lb", "released with its cluster", |a| a.is_none()).await;
 }
