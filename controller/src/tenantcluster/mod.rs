@@ -202,13 +202,22 @@ async fn tenant_side<'a>(
             ));
         }
     };
+    // An unreachable tenant is looked at again after 5 s, doubling to 10 minutes.
+    let key = format!("tenant of TenantCluster {}", named(cluster));
     let unreachable = |e: kube::Error| {
-        let message =
-            format!("the tenant cluster (through {kubeconfig}) does not answer: {}; retried", describe(&e));
-        (
-            vec![Wanted::new(METALLB_SYNCED, false, "TenantUnreachable", message)],
-            Some(Duration::from_secs(60)),
-        )
+        let failures = {
+            let mut failures = ctx.failures.lock().expect("not poisoned");
+            let count = failures.entry(key.clone()).or_default();
+            *count = count.saturating_add(1);
+            *count
+        };
+        let again = Duration::from_secs(5u64.saturating_mul(1 << failures.min(7)).min(600));
+        let message = format!(
+            "the tenant cluster (through {kubeconfig}) does not answer: {}; tried {failures} times, next in {}s",
+            describe(&e),
+            again.as_secs()
+        );
+        (vec![Wanted::new(METALLB_SYNCED, false, "TenantUnreachable", message)], Some(again))
     };
     let refs: Vec<&IPAllocation> = allocations.iter().map(Arc::as_ref).collect();
     let mut wanted = Vec::new();
@@ -294,12 +303,15 @@ async fn tenant_side<'a>(
         return Ok((wanted, wake));
     }
     match tenant::sync_metallb(&tenant, &addresses).await {
-        Ok(()) => wanted.push(Wanted::new(
+        Ok(()) => {
+            ctx.failures.lock().expect("not poisoned").remove(&key);
+            wanted.push(Wanted::new(
             METALLB_SYNCED,
             true,
             "Synced",
             format!("{}/{}: {}", tenant::METALLB_NAMESPACE, tenant::METALLB_POOL, addresses.join(", ")),
-        )),
+            ));
+        }
         Err(kube::Error::Api(e)) if e.code == 404 => wanted.push(Wanted::new(
             METALLB_SYNCED,
             false,

@@ -460,3 +460,41 @@ async fn a_cluster_that_asks_for_node_addresses_gets_them_within_the_quota() {
         "node blocks are not load-balancer addresses"
     );
 }
+
+#[tokio::test]
+async fn an_unreachable_tenant_is_skipped_with_a_condition_and_its_cluster_keeps_its_block() {
+    let s = Scenario::start().await;
+    let system = s.cluster.namespace("tc-down-system").await;
+    let team = s.cluster.namespace("tc-down-team").await;
+    pool(&s, &system, "lab", "10.95.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"allocationMode": "elastic"}}),
+    )
+    .await;
+    // A tenant that has gone away: its kubeconfig names a port nothing listens on.
+    let tenant = tenant_server().await;
+    kubeconfig_secret(&s, &team, "gone", &tenant).await;
+    drop(tenant);
+    cluster(&s, &team, "gone", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let gone = wait_for(&clusters, "gone", "TenantUnreachable", |c| {
+        c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+            s.conditions.iter().any(|c| c.type_ == "MetalLBSynced" && c.reason == "TenantUnreachable")
+        })
+    })
+    .await
+    .unwrap();
+    let status = gone.status.unwrap();
+    let message = &status.conditions.iter().find(|c| c.type_ == "MetalLBSynced").unwrap().message;
+    assert!(
+        message.contains(&format!("through {team}/gone-kubeconfig) does not answer"))
+            && message.contains("next in"),
+        "{message}"
+    );
+    assert!(
+        status.conditions.iter().any(|c| c.type_ == "IPAMReady" && c.status == "True"),
+        "its block stands"
+    );
+}
