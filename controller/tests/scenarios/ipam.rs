@@ -1,8 +1,7 @@
 //! The NetworkPool and IPAllocation controllers (spec/002): blocks served oldest first and best
 //! fit, refused when the pool is exhausted and served once space frees, pinned ranges and their
-//! conflicts, capacity tiers and their events under a moved clock, orphans collected, a pool
-//! held while allocations use it, and never one address twice: not with two replicas, not with
-//! a controller killed mid-batch (every IPAllocation is read back and compared).
+//! conflicts, capacity tiers and their events under a moved clock, orphans collected, and a pool
+//! held while allocations use it. Races are in `ipam_races`.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -15,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::support::{Scenario, wait_for};
 
-async fn pool(s: &Scenario, ns: &str, name: &str, spec: Value) -> NetworkPool {
+pub(crate) async fn pool(s: &Scenario, ns: &str, name: &str, spec: Value) -> NetworkPool {
     let pool: NetworkPool = serde_json::from_value(json!({
         "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "NetworkPool",
         "metadata": {"name": name, "namespace": ns}, "spec": spec,
@@ -24,7 +23,7 @@ async fn pool(s: &Scenario, ns: &str, name: &str, spec: Value) -> NetworkPool {
     Api::<NetworkPool>::namespaced(s.client.clone(), ns).create(&PostParams::default(), &pool).await.unwrap()
 }
 
-async fn tenant(s: &Scenario, ns: &str, name: &str) {
+pub(crate) async fn tenant(s: &Scenario, ns: &str, name: &str) {
     let tc: TenantCluster = serde_json::from_value(json!({
         "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
         "metadata": {"name": name, "namespace": ns}, "spec": {},
@@ -33,7 +32,13 @@ async fn tenant(s: &Scenario, ns: &str, name: &str) {
     Api::<TenantCluster>::namespaced(s.client.clone(), ns).create(&PostParams::default(), &tc).await.unwrap();
 }
 
-fn allocation_object(ns: &str, name: &str, pool: &str, tenant: &str, extra: Value) -> IPAllocation {
+pub(crate) fn allocation_object(
+    ns: &str,
+    name: &str,
+    pool: &str,
+    tenant: &str,
+    extra: Value,
+) -> IPAllocation {
     let mut spec = json!({"poolRef": {"name": pool}, "tenantClusterRef": {"name": tenant, "namespace": ns}, "type": "loadbalancer"});
     spec.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
     serde_json::from_value(json!({
@@ -43,16 +48,16 @@ fn allocation_object(ns: &str, name: &str, pool: &str, tenant: &str, extra: Valu
     .unwrap()
 }
 
-async fn allocate(s: &Scenario, ns: &str, name: &str, pool: &str, tenant: &str, extra: Value) {
+pub(crate) async fn allocate(s: &Scenario, ns: &str, name: &str, pool: &str, tenant: &str, extra: Value) {
     let a = allocation_object(ns, name, pool, tenant, extra);
     Api::<IPAllocation>::namespaced(s.client.clone(), ns).create(&PostParams::default(), &a).await.unwrap();
 }
 
-fn phase(a: Option<&IPAllocation>) -> Option<IPAllocationPhase> {
+pub(crate) fn phase(a: Option<&IPAllocation>) -> Option<IPAllocationPhase> {
     a?.status.as_ref()?.phase
 }
 
-fn cidr(a: &IPAllocation) -> String {
+pub(crate) fn cidr(a: &IPAllocation) -> String {
     a.status.as_ref().and_then(|s| s.cidr.clone()).unwrap_or_default()
 }
 
@@ -82,7 +87,11 @@ async fn allocated(api: &Api<IPAllocation>, name: &str) -> IPAllocation {
 }
 
 /// Waits until every IPAllocation of the namespace is Allocated; returns them.
-async fn all_allocated(api: &Api<IPAllocation>, count: usize, within: Duration) -> Vec<IPAllocation> {
+pub(crate) async fn all_allocated(
+    api: &Api<IPAllocation>,
+    count: usize,
+    within: Duration,
+) -> Vec<IPAllocation> {
     let deadline = Instant::now() + within;
     loop {
         let list = api.list(&ListParams::default()).await.unwrap().items;
@@ -96,7 +105,7 @@ async fn all_allocated(api: &Api<IPAllocation>, count: usize, within: Duration) 
 }
 
 /// Pairs of allocations whose blocks share an address.
-fn overlaps(list: &[IPAllocation]) -> Vec<(String, String)> {
+pub(crate) fn overlaps(list: &[IPAllocation]) -> Vec<(String, String)> {
     let mut blocks: Vec<(u32, u32, String)> = list
         .iter()
         .filter_map(|a| {
@@ -333,105 +342,4 @@ async fn a_spec_change_that_strands_an_allocation_is_reported_and_nothing_is_rel
         "{message}"
     );
     assert_eq!(cidr(&api.get("low").await.unwrap()), "10.90.0.0/30");
-}
-
-/// Creates allocations `a-{i}` of 1 to 4 addresses for tenant `t` in pool `lab`.
-async fn many(s: &Scenario, ns: &str, range: std::ops::Range<usize>) {
-    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), ns);
-    let creates = range.map(|i| {
-        let api = api.clone();
-        let a = allocation_object(ns, &format!("a-{i:03}"), "lab", "t", json!({"count": 1 + (i % 4)}));
-        async move { api.create(&PostParams::default(), &a).await.unwrap() }
-    });
-    futures::future::join_all(creates).await;
-}
-
-#[tokio::test]
-async fn replicas_with_lagging_caches_never_hand_out_an_address_twice() {
-    let mut s = Scenario::start().await;
-    s.start_replica("lagging", Duration::from_millis(150));
-    s.start_replica("lagging-more", Duration::from_millis(400));
-    let ns = s.cluster.namespace("ipam-replicas").await;
-    pool(&s, &ns, "lab", json!({"cidr": "10.100.0.0/20"})).await;
-    tenant(&s, &ns, "t").await;
-    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
-    // One by one in reverse order of name: within a second, the allocation created later is the
-    // older by spec/002's order (creationTimestamp, then name), which replicas that see the
-    // creations at different moments disagree about.
-    for i in (0..200).rev() {
-        let a = allocation_object(&ns, &format!("a-{i:03}"), "lab", "t", json!({"count": 1 + (i % 4)}));
-        api.create(&PostParams::default(), &a).await.unwrap();
-    }
-    all_allocated(&api, 200, Duration::from_secs(60)).await;
-    // Churn: every third released while 100 more arrive.
-    let deletes = (0..200).step_by(3).map(|i| {
-        let api = api.clone();
-        async move { api.delete(&format!("a-{i:03}"), &DeleteParams::default()).await.unwrap() }
-    });
-    futures::future::join(futures::future::join_all(deletes), many(&s, &ns, 200..300)).await;
-    let list = all_allocated(&api, 300 - 67, Duration::from_secs(60)).await;
-    assert_eq!(overlaps(&list), Vec::<(String, String)>::new());
-}
-
-#[tokio::test]
-async fn a_controller_killed_mid_batch_converges_without_overlaps() {
-    let mut s = Scenario::start().await;
-    let ns = s.cluster.namespace("ipam-killed").await;
-    pool(&s, &ns, "lab", json!({"cidr": "10.110.0.0/20"})).await;
-    tenant(&s, &ns, "t").await;
-    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
-    many(&s, &ns, 0..200).await;
-    // Killed as soon as some blocks are written, wherever it is.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let list = api.list(&ListParams::default()).await.unwrap().items;
-        if list.iter().any(|a| phase(Some(a)) == Some(IPAllocationPhase::Allocated)) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "nothing allocated");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    s.kill_controllers();
-    s.start_controllers();
-    let list = all_allocated(&api, 200, Duration::from_secs(60)).await;
-    assert_eq!(overlaps(&list), Vec::<(String, String)>::new());
-}
-
-#[tokio::test]
-async fn a_block_in_the_journal_of_a_killed_planner_goes_to_its_allocation_only() {
-    let mut s = Scenario::start().await;
-    s.kill_controllers();
-    let ns = s.cluster.namespace("ipam-journal").await;
-    pool(&s, &ns, "lab", json!({"cidr": "10.120.0.0/24"})).await;
-    tenant(&s, &ns, "t").await;
-    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
-    // `older` would get the first block by age; `claimed` was given it by a planner that was
-    // killed after its commit, before its write (which may still land).
-    allocate(&s, &ns, "older", "lab", "t", json!({"count": 8})).await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let mut claimed = allocation_object(&ns, "claimed", "lab", "t", json!({"count": 8}));
-    claimed.metadata.finalizers = Some(vec!["butler.butlerlabs.dev/ipallocation".into()]);
-    api.create(&PostParams::default(), &claimed).await.unwrap();
-    let pending = json!({"status": {"phase": "Pending"}});
-    let claimed = api
-        .patch_status("claimed", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(pending))
-        .await
-        .unwrap();
-    let journal = json!({"status": {"inFlight": [{
-        "name": "claimed", "uid": claimed.metadata.uid, "resourceVersion": claimed.metadata.resource_version,
-        "startAddress": "10.120.0.0", "endAddress": "10.120.0.7"}]}});
-    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
-    pools
-        .patch_status("lab", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(journal))
-        .await
-        .unwrap();
-    s.start_controllers();
-    let list = all_allocated(&api, 2, Duration::from_secs(30)).await;
-    let block = |name: &str| cidr(list.iter().find(|a| a.name_any() == name).unwrap());
-    assert_eq!((block("claimed").as_str(), block("older").as_str()), ("10.120.0.0/29", "10.120.0.8/29"));
-    wait_for(&pools, "lab", "the journal emptied", |p| {
-        p.and_then(|p| p.status.as_ref())
-            .is_some_and(|s| s.in_flight.is_empty() && s.allocation_count == Some(2))
-    })
-    .await;
 }

@@ -3,8 +3,11 @@
 
 mod examples;
 mod ipam;
+mod ipam_races;
 mod providerconfig;
 mod support;
 mod team;
+mod tenant_elastic;
 mod tenant_ipam;
+mod tenants;
 mod webhooks;

@@ -17,47 +17,42 @@
 //!
 //! Then orphans are collected: an Allocated allocation whose TenantCluster answers 404.
 
+mod batch;
+mod orphans;
 pub mod serve;
 pub mod spec;
 pub mod status;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use butler_core::api::labels::NETWORK_POOL_FINALIZER;
-use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool, NetworkPoolStatus, TenantCluster};
+use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool, NetworkPoolStatus};
 use butler_runtime::conditions::{self, READY, Wanted};
-use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::context::Context;
 use crate::error::Error;
-use serve::{Served, Write, held};
+use serve::Write;
 use status::{CapacityEvent, Shape};
 
 /// spec/002's intervals: after serving or collecting, and otherwise.
 const AGAIN_SOON: Duration = Duration::from_secs(5);
 const RESYNC: Duration = Duration::from_secs(60);
-/// Status writes of one batch in flight at once.
-const PARALLEL_WRITES: usize = 16;
-/// Commits tried before the reconcile gives way to a competing planner.
-const COMMITS: usize = 4;
-/// Writes of one commit: the journal stays far below an object's size limit (about 150 bytes
+/// Writes one plan makes: the journal stays far below an object's size limit (about 150 bytes
 /// an entry against etcd's 1.5 MiB), and a crash leaves little to resolve.
 const CHUNK: usize = 500;
 
-fn is_conflict(e: &kube::Error) -> bool {
+pub(super) fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-fn is_not_found(e: &kube::Error) -> bool {
+pub(super) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
@@ -75,7 +70,7 @@ pub async fn reconcile(pool: Arc<NetworkPool>, ctx: Arc<Context>) -> Result<Acti
 }
 
 /// `namespace/name` of a pool, for messages.
-fn named(pool: &NetworkPool) -> String {
+pub(super) fn named(pool: &NetworkPool) -> String {
     format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any())
 }
 
@@ -103,7 +98,7 @@ async fn run(cached: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
             // Nothing is handed out from an invalid spec; waiting allocations say why.
             let writes = refuse(&pool, &refs, &why, now);
             if !writes.is_empty() {
-                write_allocations(ctx, &namespace, writes).await;
+                batch::write_allocations(ctx, &namespace, writes).await;
                 again = AGAIN_SOON;
             }
             let (status, events) = status::plan(&pool, Shape::Invalid(&why), now);
@@ -117,12 +112,12 @@ async fn run(cached: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
                     status::plan(&pool, Shape::Valid { stats: &stats, problems: &served.problems }, now);
                 write_pool_status(ctx, &api, &pool, status, None, events).await?;
             } else {
-                batch(ctx, &api, cached.clone()).await?;
+                batch::batch(ctx, &api, cached.clone()).await?;
                 again = AGAIN_SOON;
             }
         }
     }
-    if collect_orphans(ctx, &namespace, &view).await? {
+    if orphans::collect(ctx, &namespace, &view).await? {
         again = AGAIN_SOON;
     }
     Ok(Action::requeue(again))
@@ -158,173 +153,8 @@ fn refuse(pool: &NetworkPool, refs: &[&IPAllocation], why: &str, now: jiff::Time
         .collect()
 }
 
-/// One batch (see the module's documentation), in chunks of at most [`CHUNK`] writes over one
-/// list: each chunk commits against the pool as this batch wrote it last, so a commit that
-/// succeeds proves no one else committed since the list. A conflict, or a write whose outcome
-/// is not a written object, lists again; a competing planner that keeps committing first makes
-/// it give way until the next reconcile.
-async fn batch(ctx: &Context, api: &Api<NetworkPool>, mut pool: Arc<NetworkPool>) -> Result<(), Error> {
-    let namespace = pool.namespace().unwrap_or_default();
-    let name = pool.name_any();
-    let allocations: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut listed: Option<Vec<IPAllocation>> = None;
-    let mut conflicts = 0;
-    loop {
-        // 1. A consistent list (no resourceVersion: read from storage, not a cache).
-        let items = match listed.as_mut() {
-            Some(items) => items,
-            None => listed.insert(list_consistent(&allocations, &name).await.map_err(|e| {
-                Error::kube(format!("listing the IPAllocations of NetworkPool {}", named(&pool)), e)
-            })?),
-        };
-        let now = ctx.ipam.clock.now();
-        let allocator = match spec::allocator(&pool) {
-            Ok(allocator) => allocator,
-            // The spec changed under us; the next reconcile reports it.
-            Err(_) => return Ok(()),
-        };
-        let refs: Vec<&IPAllocation> = items.iter().collect();
-        let served = serve::serve(&pool, allocator, &refs, now, &ctx.ipam.allocated_by, CHUNK);
-        // 2. Commit the journal, unless nothing is handed out (refusals need none).
-        let hands_out = served.writes.iter().any(|w| w.status.phase == Some(IPAllocationPhase::Allocated));
-        let committed = if hands_out {
-            let patch = json!({
-                "metadata": {"resourceVersion": pool.meta().resource_version},
-                "status": {"inFlight": served.journal},
-            });
-            match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
-                Ok(written) => Arc::new(written),
-                Err(e) if is_conflict(&e) => {
-                    conflicts += 1;
-                    if conflicts >= COMMITS {
-                        tracing::debug!(pool = %named(&pool), "another planner kept committing first; planning again later");
-                        return Ok(());
-                    }
-                    pool =
-                        Arc::new(api.get(&name).await.map_err(|e| {
-                            Error::kube(format!("reading NetworkPool {}/{name}", namespace), e)
-                        })?);
-                    listed = None;
-                    continue;
-                }
-                Err(e) => {
-                    return Err(Error::kube(
-                        format!("committing the journal of NetworkPool {}", named(&pool)),
-                        e,
-                    ));
-                }
-            }
-        } else {
-            pool.clone()
-        };
-        // 3. The allocations; what was written replaces what was listed.
-        let Served { allocator, writes, journal, problems, more } = served;
-        let count = writes.len();
-        let landed = write_allocations(ctx, &namespace, writes).await;
-        let mut resolved = HashSet::new();
-        let mut all_written = landed.len() == count;
-        let mut written = std::collections::HashMap::new();
-        for (uid, outcome) in landed {
-            resolved.insert(uid.clone());
-            match outcome {
-                Some(object) => {
-                    written.insert(uid, object);
-                }
-                None => all_written = false,
-            }
-        }
-        for item in items.iter_mut() {
-            if let Some(object) = item.metadata.uid.as_ref().and_then(|u| written.remove(u)) {
-                *item = object;
-            }
-        }
-        // 4. The pool: its figures, and the journal left of writes whose outcome is unknown.
-        let stats = allocator.stats();
-        let (mut status, events) =
-            status::plan(&committed, Shape::Valid { stats: &stats, problems: &problems }, now);
-        status.in_flight = journal.into_iter().filter(|e| !resolved.contains(&e.uid)).collect();
-        // The journal is written only by the planner that committed, conditional on its commit.
-        let journal = hands_out.then(|| committed.meta().resource_version.clone());
-        if !hands_out {
-            status.in_flight = committed.status.clone().unwrap_or_default().in_flight;
-        }
-        let next = write_pool_status(ctx, api, &committed, status, journal, events).await?;
-        if !more {
-            return Ok(());
-        }
-        match next {
-            PoolWrite::Written(pool_now) => pool = Arc::new(*pool_now),
-            PoolWrite::Unchanged => pool = committed,
-            // Someone else committed: the list is no proof any more.
-            PoolWrite::Conflict => {
-                pool = Arc::new(
-                    api.get(&name)
-                        .await
-                        .map_err(|e| Error::kube(format!("reading NetworkPool {}/{name}", namespace), e))?,
-                );
-                all_written = false;
-            }
-        }
-        if !all_written {
-            listed = None;
-        }
-    }
-}
-
-/// The IPAllocations of a pool, from storage (no resourceVersion: a consistent read), in pages
-/// so that a large namespace is never held twice over; managed fields are dropped.
-async fn list_consistent(api: &Api<IPAllocation>, pool: &str) -> Result<Vec<IPAllocation>, kube::Error> {
-    let mut out = Vec::new();
-    let mut params = ListParams::default().limit(500);
-    loop {
-        let page = api.list(&params).await?;
-        out.extend(page.items.into_iter().filter(|a| a.spec.pool_ref.name == pool).map(|mut a| {
-            a.metadata.managed_fields = None;
-            a
-        }));
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(out),
-        }
-    }
-}
-
-/// Writes allocation statuses, each conditional on the resourceVersion it was planned from.
-/// Returns the UIDs whose outcome is known, with the object as written, or `None` when the
-/// write was refused because the object changed or went (such a write can never land later).
-async fn write_allocations(
-    ctx: &Context,
-    namespace: &str,
-    writes: Vec<Write>,
-) -> Vec<(String, Option<IPAllocation>)> {
-    let api: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), namespace);
-    futures::stream::iter(writes)
-        .map(|w| {
-            let api = api.clone();
-            async move {
-                let patch = json!({"metadata": {"resourceVersion": w.resource_version}, "status": w.status});
-                match api.patch_status(&w.name, &PatchParams::default(), &Patch::Merge(patch)).await {
-                    Ok(mut written) => {
-                        written.metadata.managed_fields = None;
-                        ctx.ipam.wrote(written.clone());
-                        Some((w.uid, Some(written)))
-                    }
-                    Err(e) if is_conflict(&e) || is_not_found(&e) => Some((w.uid, None)),
-                    Err(e) => {
-                        tracing::warn!(allocation = %format!("{namespace}/{}", w.name), error = %e, "cannot write the status; its block stays taken until it is known");
-                        None
-                    }
-                }
-            }
-        })
-        .buffer_unordered(PARALLEL_WRITES)
-        .filter_map(futures::future::ready)
-        .collect()
-        .await
-}
-
 /// What became of a pool status write.
-enum PoolWrite {
+pub(super) enum PoolWrite {
     Written(Box<NetworkPool>),
     Unchanged,
     /// Refused: the pool changed since (another planner committed).
@@ -333,7 +163,7 @@ enum PoolWrite {
 
 /// Writes the pool's status when it changed and publishes its events. With `journal` (the
 /// resourceVersion the write requires), the journal is written too; without, it is left as it is.
-async fn write_pool_status(
+pub(super) async fn write_pool_status(
     ctx: &Context,
     api: &Api<NetworkPool>,
     pool: &NetworkPool,
@@ -390,66 +220,6 @@ async fn write_pool_status(
         }
     }
     Ok(PoolWrite::Written(Box::new(written)))
-}
-
-/// Deletes Allocated allocations whose TenantCluster is gone (404 from the API server, not an
-/// absence from a cache, not any error). Returns whether it deleted any.
-async fn collect_orphans(ctx: &Context, namespace: &str, view: &[Arc<IPAllocation>]) -> Result<bool, Error> {
-    let mut collected = false;
-    for a in view {
-        let allocated = a.status.as_ref().and_then(|s| s.phase) == Some(IPAllocationPhase::Allocated);
-        if !allocated || a.meta().deletion_timestamp.is_some() || held(a).is_none() {
-            continue;
-        }
-        let tenant = &a.spec.tenant_cluster_ref;
-        if ctx.teams.clusters.get(&ObjectRef::new(&tenant.name).within(&tenant.namespace)).is_some() {
-            continue;
-        }
-        let clusters: Api<TenantCluster> = Api::namespaced(ctx.client.clone(), &tenant.namespace);
-        match clusters.get(&tenant.name).await {
-            Err(e) if is_not_found(&e) => {}
-            Ok(_) => continue,
-            Err(e) => {
-                tracing::debug!(allocation = %a.name_any(), error = %e, "cannot tell whether its TenantCluster exists; kept");
-                continue;
-            }
-        }
-        let api: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), namespace);
-        let params = DeleteParams {
-            preconditions: Some(Preconditions { uid: a.meta().uid.clone(), resource_version: None }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&a.name_any(), &params).await {
-            Ok(_) => {
-                collected = true;
-                let note = format!(
-                    "IPAllocation {namespace}/{} released: its TenantCluster {}/{} no longer exists",
-                    a.name_any(),
-                    tenant.namespace,
-                    tenant.name
-                );
-                tracing::info!("{note}");
-                if let Some(pool) = ctx.pools.get(&ObjectRef::new(&a.spec.pool_ref.name).within(namespace)) {
-                    let event = Event {
-                        type_: EventType::Normal,
-                        reason: "OrphanReleased".into(),
-                        note: Some(note),
-                        action: "CollectOrphans".into(),
-                        secondary: Some(a.object_ref(&())),
-                    };
-                    let _ = ctx.recorder.publish(&event, &pool.object_ref(&())).await;
-                }
-            }
-            Err(e) if is_not_found(&e) || is_conflict(&e) => {}
-            Err(e) => {
-                return Err(Error::kube(
-                    format!("deleting the orphaned IPAllocation {namespace}/{}", a.name_any()),
-                    e,
-                ));
-            }
-        }
-    }
-    Ok(collected)
 }
 
 /// Deletion waits while allocations name the pool, then the finalizer goes.

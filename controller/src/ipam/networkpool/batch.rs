@@ -1,0 +1,191 @@
+//! A batch of the NetworkPool controller (see the parent module): one consistent list, then
+//! chunks, each committed to the pool's journal before its writes.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool};
+use futures::StreamExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::serve::{self, Served, Write};
+use super::status::{self, Shape};
+use super::{CHUNK, PoolWrite, is_conflict, is_not_found, named, spec, write_pool_status};
+use crate::context::Context;
+use crate::error::Error;
+
+/// Status writes of one batch in flight at once.
+const PARALLEL_WRITES: usize = 16;
+/// Commits tried before the reconcile gives way to a competing planner.
+const COMMITS: usize = 4;
+
+/// One batch (see the module's documentation), in chunks of at most `CHUNK` writes over one
+/// list: each chunk commits against the pool as this batch wrote it last, so a commit that
+/// succeeds proves no one else committed since the list. A conflict, or a write whose outcome
+/// is not a written object, lists again; a competing planner that keeps committing first makes
+/// it give way until the next reconcile.
+pub(super) async fn batch(
+    ctx: &Context,
+    api: &Api<NetworkPool>,
+    mut pool: Arc<NetworkPool>,
+) -> Result<(), Error> {
+    let namespace = pool.namespace().unwrap_or_default();
+    let name = pool.name_any();
+    let allocations: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut listed: Option<Vec<IPAllocation>> = None;
+    let mut conflicts = 0;
+    loop {
+        // 1. A consistent list (no resourceVersion: read from storage, not a cache).
+        let items = match listed.as_mut() {
+            Some(items) => items,
+            None => listed.insert(list_consistent(&allocations, &name).await.map_err(|e| {
+                Error::kube(format!("listing the IPAllocations of NetworkPool {}", named(&pool)), e)
+            })?),
+        };
+        let now = ctx.ipam.clock.now();
+        let allocator = match spec::allocator(&pool) {
+            Ok(allocator) => allocator,
+            // The spec changed under us; the next reconcile reports it.
+            Err(_) => return Ok(()),
+        };
+        let refs: Vec<&IPAllocation> = items.iter().collect();
+        let served = serve::serve(&pool, allocator, &refs, now, &ctx.ipam.allocated_by, CHUNK);
+        // 2. Commit the journal, unless nothing is handed out (refusals need none).
+        let hands_out = served.writes.iter().any(|w| w.status.phase == Some(IPAllocationPhase::Allocated));
+        let committed = if hands_out {
+            let patch = json!({
+                "metadata": {"resourceVersion": pool.meta().resource_version},
+                "status": {"inFlight": served.journal},
+            });
+            match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
+                Ok(written) => Arc::new(written),
+                Err(e) if is_conflict(&e) => {
+                    conflicts += 1;
+                    if conflicts >= COMMITS {
+                        tracing::debug!(pool = %named(&pool), "another planner kept committing first; planning again later");
+                        return Ok(());
+                    }
+                    pool =
+                        Arc::new(api.get(&name).await.map_err(|e| {
+                            Error::kube(format!("reading NetworkPool {}/{name}", namespace), e)
+                        })?);
+                    listed = None;
+                    continue;
+                }
+                Err(e) => {
+                    return Err(Error::kube(
+                        format!("committing the journal of NetworkPool {}", named(&pool)),
+                        e,
+                    ));
+                }
+            }
+        } else {
+            pool.clone()
+        };
+        // 3. The allocations; what was written replaces what was listed.
+        let Served { allocator, writes, journal, problems, more } = served;
+        let count = writes.len();
+        let landed = write_allocations(ctx, &namespace, writes).await;
+        let mut resolved = HashSet::new();
+        let mut all_written = landed.len() == count;
+        let mut written = std::collections::HashMap::new();
+        for (uid, outcome) in landed {
+            resolved.insert(uid.clone());
+            match outcome {
+                Some(object) => {
+                    written.insert(uid, object);
+                }
+                None => all_written = false,
+            }
+        }
+        for item in items.iter_mut() {
+            if let Some(object) = item.metadata.uid.as_ref().and_then(|u| written.remove(u)) {
+                *item = object;
+            }
+        }
+        // 4. The pool: its figures, and the journal left of writes whose outcome is unknown.
+        let stats = allocator.stats();
+        let (mut status, events) =
+            status::plan(&committed, Shape::Valid { stats: &stats, problems: &problems }, now);
+        status.in_flight = journal.into_iter().filter(|e| !resolved.contains(&e.uid)).collect();
+        // The journal is written only by the planner that committed, conditional on its commit.
+        let journal = hands_out.then(|| committed.meta().resource_version.clone());
+        if !hands_out {
+            status.in_flight = committed.status.clone().unwrap_or_default().in_flight;
+        }
+        let next = write_pool_status(ctx, api, &committed, status, journal, events).await?;
+        if !more {
+            return Ok(());
+        }
+        match next {
+            PoolWrite::Written(pool_now) => pool = Arc::new(*pool_now),
+            PoolWrite::Unchanged => pool = committed,
+            // Someone else committed: the list is no proof any more.
+            PoolWrite::Conflict => {
+                pool = Arc::new(
+                    api.get(&name)
+                        .await
+                        .map_err(|e| Error::kube(format!("reading NetworkPool {}/{name}", namespace), e))?,
+                );
+                all_written = false;
+            }
+        }
+        if !all_written {
+            listed = None;
+        }
+    }
+}
+
+/// The IPAllocations of a pool, from storage (no resourceVersion: a consistent read), in pages
+/// so that a large namespace is never held twice over; managed fields are dropped.
+async fn list_consistent(api: &Api<IPAllocation>, pool: &str) -> Result<Vec<IPAllocation>, kube::Error> {
+    let mut out = Vec::new();
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await?;
+        out.extend(page.items.into_iter().filter(|a| a.spec.pool_ref.name == pool).map(|mut a| {
+            a.metadata.managed_fields = None;
+            a
+        }));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Writes allocation statuses, each conditional on the resourceVersion it was planned from.
+/// Returns the UIDs whose outcome is known, with the object as written, or `None` when the
+/// write was refused because the object changed or went (such a write can never land later).
+pub(super) async fn write_allocations(
+    ctx: &Context,
+    namespace: &str,
+    writes: Vec<Write>,
+) -> Vec<(String, Option<IPAllocation>)> {
+    let api: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), namespace);
+    futures::stream::iter(writes)
+        .map(|w| {
+            let api = api.clone();
+            async move {
+                let patch = json!({"metadata": {"resourceVersion": w.resource_version}, "status": w.status});
+                match api.patch_status(&w.name, &PatchParams::default(), &Patch::Merge(patch)).await {
+                    Ok(mut written) => {
+                        written.metadata.managed_fields = None;
+                        ctx.ipam.wrote(written.clone());
+                        Some((w.uid, Some(written)))
+                    }
+                    Err(e) if is_conflict(&e) || is_not_found(&e) => Some((w.uid, None)),
+                    Err(e) => {
+                        tracing::warn!(allocation = %format!("{namespace}/{}", w.name), error = %e, "cannot write the status; its block stays taken until it is known");
+                        None
+                    }
+                }
+            }
+        })
+        .buffer_unordered(PARALLEL_WRITES)
+        .filter_map(futures::future::ready)
+        .collect()
+        .await
+}

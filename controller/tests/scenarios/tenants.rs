@@ -1,0 +1,157 @@
+//! What the TenantCluster scenarios share: pools, a ProviderConfig and clusters on the
+//! management side, and a tenant cluster (a second in-memory API server with MetalLB's kind)
+//! reached through the cluster's kubeconfig Secret.
+
+use std::time::{Duration, Instant};
+
+use butler_core::api::{IPAllocation, NetworkPool, ProviderConfig, TenantCluster};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support::{Scenario, wait_for};
+
+pub(crate) async fn make<K>(s: &Scenario, ns: &str, object: Value) -> K
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).unwrap();
+    Api::<K>::namespaced(s.client.clone(), ns).create(&PostParams::default(), &object).await.unwrap()
+}
+
+pub(crate) async fn pool(s: &Scenario, ns: &str, name: &str, cidr: &str) {
+    make::<NetworkPool>(
+        s,
+        ns,
+        json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "NetworkPool",
+        "metadata": {"name": name, "namespace": ns}, "spec": {"cidr": cidr}}),
+    )
+    .await;
+    // Counted, so that clusters can choose by free addresses.
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), ns);
+    wait_for(&pools, name, "counted", |p| {
+        p.and_then(|p| p.status.as_ref()).is_some_and(|s| s.available_ips.is_some())
+    })
+    .await;
+}
+
+pub(crate) async fn config(s: &Scenario, ns: &str, network: Value) {
+    make::<ProviderConfig>(s, ns, json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+        "metadata": {"name": "pc", "namespace": ns},
+        "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"}, "network": network}})).await;
+}
+
+pub(crate) async fn cluster(s: &Scenario, team: &str, name: &str, config_ns: &str) {
+    make::<TenantCluster>(
+        s,
+        team,
+        json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": name, "namespace": team},
+        "spec": {"providerConfigRef": {"name": "pc", "namespace": config_ns}}}),
+    )
+    .await;
+}
+
+pub(crate) fn ipam_ready(c: Option<&TenantCluster>) -> bool {
+    c.and_then(|c| c.status.as_ref())
+        .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "IPAMReady" && c.status == "True"))
+}
+
+/// A tenant cluster: a second in-memory API server (also when the management cluster is a real
+/// one: the controllers run in this process) with MetalLB's IPAddressPool kind and namespace.
+pub(crate) async fn tenant_server() -> butler_apiserver::MemoryApiServer {
+    let server =
+        butler_apiserver::MemoryApiServer::start_with(butler_apiserver::ServerOptions::named("tenant")).await;
+    butler_apiserver::stand_ins::metallb::install(&server.client()).await.unwrap();
+    server
+}
+
+/// The Secret `{cluster}-kubeconfig` that reaches `tenant`.
+pub(crate) async fn kubeconfig_secret(
+    s: &Scenario,
+    team: &str,
+    cluster: &str,
+    tenant: &butler_apiserver::MemoryApiServer,
+) {
+    use k8s_openapi::api::core::v1::Secret;
+    let text = std::fs::read_to_string(tenant.kubeconfig()).unwrap();
+    let secret: Secret = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team}, "stringData": {"value": text}}))
+    .unwrap();
+    Api::<Secret>::namespaced(s.client.clone(), team).create(&PostParams::default(), &secret).await.unwrap();
+}
+
+pub(crate) fn metallb(tenant: &butler_apiserver::MemoryApiServer) -> Api<kube::api::DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("metallb.io", "v1beta1", "IPAddressPool");
+    Api::namespaced_with(
+        tenant.client(),
+        "metallb-system",
+        &kube::api::ApiResource::from_gvk_with_plural(&gvk, "ipaddresspools"),
+    )
+}
+
+/// Waits until the tenant's default-pool lists exactly `wanted`.
+pub(crate) async fn pool_is(tenant: &butler_apiserver::MemoryApiServer, wanted: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = metallb(tenant).get_opt("default-pool").await.unwrap();
+        let addresses: Vec<String> = found
+            .as_ref()
+            .and_then(|p| p.data["spec"]["addresses"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|a| a.as_str().map(String::from))
+            .collect();
+        if addresses == wanted {
+            return;
+        }
+        assert!(Instant::now() < deadline, "default-pool is {addresses:?}, not {wanted:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// LoadBalancer Services on the tenant, as MetalLB would leave them: `ip` assigned or waiting.
+pub(crate) async fn lb_service(tenant: &butler_apiserver::MemoryApiServer, name: &str, ip: Option<&str>) {
+    use k8s_openapi::api::core::v1::Service;
+    let api: Api<Service> = Api::namespaced(tenant.client(), "default");
+    let service: Service = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}}))
+    .unwrap();
+    api.create(&PostParams::default(), &service).await.unwrap();
+    if let Some(ip) = ip {
+        let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+        api.patch_status(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(status))
+            .await
+            .unwrap();
+    }
+}
+
+pub(crate) fn growth_names(list: &[IPAllocation]) -> Vec<String> {
+    let mut names: Vec<String> = list
+        .iter()
+        .filter(|a| {
+            a.labels().get("butler.butlerlabs.dev/allocation-role").map(String::as_str) == Some("growth")
+        })
+        .filter(|a| a.metadata.deletion_timestamp.is_none())
+        .map(|a| a.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+pub(crate) async fn growth_is(api: &Api<IPAllocation>, wanted: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let names = growth_names(&api.list(&ListParams::default()).await.unwrap().items);
+        if names == wanted {
+            return;
+        }
+        assert!(Instant::now() < deadline, "growth allocations {names:?}, not {wanted:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
