@@ -3,12 +3,15 @@
 //! and the infrastructure providers of the embedded repository) installed from the repository
 //! compiled in; then the core provider's controller (`butler-controller`), its webhooks called
 //! by the API server through the core components' Service, sets up a first Team and a
-//! ProviderConfig.
+//! ProviderConfig, and gives a first TenantCluster its load-balancer addresses from a
+//! NetworkPool, projected to its tenant's MetalLB (a second in-memory server).
 //! Prints what `kubectl get` would show, then stops; with `--serve` it keeps running and prints
 //! a kubeconfig for kubectl. No kubelet runs here: the stand-ins report the
 //! providers' Deployments Available, as a cluster's Deployment controller would.
 //!
 //! `make run` runs it (`make sandbox` with `--serve`).
+
+mod ipam;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -265,6 +268,9 @@ async fn main() -> Result<(), Failure> {
         status.ready.unwrap_or_default()
     );
 
+    // IPAM: a pool, a ProviderConfig in IPAM mode, a TenantCluster and its tenant's MetalLB.
+    let (_tenant, metallb) = ipam::first_tenant_cluster(&client, Duration::from_secs(30)).await?;
+
     if serve {
         println!(
             "\nThe API server keeps running; in another shell:\n  export KUBECONFIG={}\n  kubectl get coreproviders,infrastructureproviders -A\nCtrl-C stops it.",
@@ -276,5 +282,6 @@ async fn main() -> Result<(), Failure> {
     let _ = running.await;
     let _ = controllers_running.await;
     let _ = webhooks_running.await;
+    metallb.abort();
     Ok(())
 }
