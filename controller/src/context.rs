@@ -99,8 +99,36 @@ pub struct Context {
     pub tenants: crate::tenantcluster::tenant::TenantClients,
     /// Watches of tenants in elastic mode, which wake their TenantClusters.
     pub tenant_watches: crate::tenantcluster::watch::TenantWatches,
+    /// The namespaces this instance acts in.
+    pub scope: Scope,
     /// True once the caches above have their first listing.
     pub synced: tokio::sync::watch::Receiver<bool>,
+}
+
+/// The namespaces an instance of the controllers acts in: all by default; an embedding (a
+/// test sharing a cluster with others) may narrow it, and objects outside are left to others.
+#[derive(Clone, Default)]
+pub struct Scope(Option<Arc<NamespaceTest>>);
+
+/// Whether a namespace is in a [`Scope`].
+type NamespaceTest = dyn Fn(&str) -> bool + Send + Sync;
+
+impl Scope {
+    /// Only the namespaces `keep` picks.
+    pub fn only(keep: impl Fn(&str) -> bool + Send + Sync + 'static) -> Scope {
+        Scope(Some(Arc::new(keep)))
+    }
+
+    /// Whether objects of `namespace` are this instance's to reconcile.
+    pub fn holds(&self, namespace: &str) -> bool {
+        self.0.as_ref().is_none_or(|keep| keep(namespace))
+    }
+}
+
+impl std::fmt::Debug for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Scope(some namespaces)" } else { "Scope(all)" })
+    }
 }
 
 /// The key of an object in [`Context::failures`]: `{Kind} {namespace/}{name}`.

@@ -121,8 +121,12 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     butler_runtime::process::execute(settings, metrics.clone(), webhooks, move |leading| {
-        let options =
-            Options { instance: leading.instance, concurrency: args.concurrency, clock: Default::default() };
+        let options = Options {
+            instance: leading.instance,
+            concurrency: args.concurrency,
+            clock: Default::default(),
+            scope: Default::default(),
+        };
         let controllers = start(leading.client, metrics, options, leading.shutdown);
         Started { run: controllers.run, ready: controllers.ready }
     })

@@ -41,12 +41,19 @@ pub struct Options {
     pub concurrency: u16,
     /// The time the controllers read (moved by tests).
     pub clock: Arc<Clock>,
+    /// The namespaces they act in (all unless narrowed).
+    pub scope: crate::context::Scope,
 }
 
 impl Options {
     /// Options for the controllers running inside another process (a test, the sandbox).
     pub fn in_process(instance: &str) -> Options {
-        Options { instance: instance.into(), concurrency: 0, clock: Arc::default() }
+        Options {
+            instance: instance.into(),
+            concurrency: 0,
+            clock: Arc::default(),
+            scope: Default::default(),
+        }
     }
 }
 
@@ -267,6 +274,7 @@ pub fn start(
         ),
         tenants: Default::default(),
         tenant_watches,
+        scope: options.scope.clone(),
         synced: synced_rx.clone(),
     });
     let controller = futures::future::join5(

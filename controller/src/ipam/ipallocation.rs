@@ -31,6 +31,9 @@ fn requeue(phase: Option<IPAllocationPhase>) -> Duration {
 
 /// Reconciles one IPAllocation.
 pub async fn reconcile(allocation: Arc<IPAllocation>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.scope.holds(&allocation.namespace().unwrap_or_default()) {
+        return Ok(Action::await_change());
+    }
     ctx.synced().await;
     let started = ctx.metrics.reconcile_started("IPAllocation");
     let result = run(&allocation, &ctx).await;

@@ -32,6 +32,9 @@ const RESYNC: Duration = Duration::from_secs(3600);
 
 /// Reconciles one ProviderConfig.
 pub async fn reconcile(config: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.scope.holds(&config.namespace().unwrap_or_default()) {
+        return Ok(Action::await_change());
+    }
     ctx.synced().await;
     let key = crate::context::failure_key(config.as_ref());
     let started = ctx.metrics.reconcile_started("ProviderConfig");

@@ -30,6 +30,9 @@ const RESYNC: Duration = Duration::from_secs(3600);
 
 /// Reconciles one Team.
 pub async fn reconcile(team: Arc<Team>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.scope.holds(&plan::namespace_of(&team.name_any())) {
+        return Ok(Action::await_change());
+    }
     ctx.synced().await;
     let key = crate::context::failure_key(team.as_ref());
     let started = ctx.metrics.reconcile_started("Team");

@@ -40,6 +40,9 @@ fn is(e: &kube::Error, code: u16) -> bool {
 
 /// Reconciles the IPAM of one TenantCluster.
 pub async fn reconcile(cluster: Arc<TenantCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.scope.holds(&cluster.namespace().unwrap_or_default()) {
+        return Ok(Action::await_change());
+    }
     ctx.synced().await;
     let key = crate::context::failure_key(cluster.as_ref());
     let started = ctx.metrics.reconcile_started("TenantCluster");

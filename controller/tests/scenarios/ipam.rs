@@ -343,3 +343,26 @@ async fn a_spec_change_that_strands_an_allocation_is_reported_and_nothing_is_rel
     );
     assert_eq!(cidr(&api.get("low").await.unwrap()), "10.90.0.0/30");
 }
+
+#[tokio::test]
+async fn controllers_narrowed_to_some_namespaces_leave_the_others_alone() {
+    let mut s = Scenario::start().await;
+    s.kill_controllers();
+    let ours = s.cluster.namespace("scope-ours").await;
+    let theirs = s.cluster.namespace("scope-theirs").await;
+    let keep = ours.clone();
+    s.start_controllers_in(move |ns| ns == keep);
+    pool(&s, &ours, "lab", json!({"cidr": "10.11.0.0/24"})).await;
+    pool(&s, &theirs, "lab", json!({"cidr": "10.12.0.0/24"})).await;
+    let mine: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ours);
+    wait_for(&mine, "lab", "counted", |p| {
+        p.and_then(|p| p.status.as_ref()).is_some_and(|s| s.total_ips == Some(256))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let other = Api::<NetworkPool>::namespaced(s.client.clone(), &theirs).get("lab").await.unwrap();
+    assert!(
+        other.status.is_none() && other.finalizers().is_empty(),
+        "another namespace's pool was touched: {other:?}"
+    );
+}

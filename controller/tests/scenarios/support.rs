@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use butler_controller::clock::Clock;
+use butler_controller::context::Scope;
 use butler_controller::{Options, start};
 use butler_e2e::Cluster;
 use butler_runtime::metrics::Metrics;
@@ -61,16 +62,34 @@ impl Scenario {
         }
     }
 
-    fn spawn(&self, instance: &str, client: Client) -> (watch::Sender<bool>, JoinHandle<()>) {
+    /// The controllers' options: the scenario's clock and, on a real cluster, its namespaces.
+    fn options(&self, instance: &str) -> Options {
+        let mut options = Options { clock: self.clock.clone(), ..Options::in_process(instance) };
+        if !self.cluster.is_in_memory() {
+            // A real cluster is shared with the other scenarios' controllers: each acts in its
+            // scenario's namespaces only (all named `{base}-{run}`), so that a moved clock or a
+            // lagging replica of one scenario never acts on another's objects.
+            let suffix = self.cluster.unique("");
+            options.scope = Scope::only(move |ns| ns.ends_with(&suffix));
+        }
+        options
+    }
+
+    fn spawn(&self, options: Options, client: Client) -> (watch::Sender<bool>, JoinHandle<()>) {
         let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
-        let options = Options { clock: self.clock.clone(), ..Options::in_process(instance) };
         let controllers =
             start(client, Arc::new(Metrics::new("butler_controller", |_| {})), options, shutdown);
         (stop, tokio::spawn(controllers.run))
     }
 
     pub fn start_controllers(&mut self) {
-        self.controllers = Some(self.spawn("scenario", self.controller_client()));
+        self.controllers = Some(self.spawn(self.options("scenario"), self.controller_client()));
+    }
+
+    /// The controllers again, acting only in the namespaces `keep` picks.
+    pub fn start_controllers_in(&mut self, keep: impl Fn(&str) -> bool + Send + Sync + 'static) {
+        let options = Options { scope: Scope::only(keep), ..self.options("scoped") };
+        self.controllers = Some(self.spawn(options, self.controller_client()));
     }
 
     /// Kills the controllers wherever they are (no graceful end), as a crash would.
@@ -92,7 +111,7 @@ impl Scenario {
             }
             None => self.cluster.client(),
         };
-        let replica = self.spawn(instance, client);
+        let replica = self.spawn(self.options(instance), client);
         self.replicas.push(replica);
     }
 

@@ -58,6 +58,9 @@ pub(super) fn is_not_found(e: &kube::Error) -> bool {
 
 /// Reconciles one NetworkPool.
 pub async fn reconcile(pool: Arc<NetworkPool>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.scope.holds(&pool.namespace().unwrap_or_default()) {
+        return Ok(Action::await_change());
+    }
     ctx.synced().await;
     let key = crate::context::failure_key(pool.as_ref());
     let started = ctx.metrics.reconcile_started("NetworkPool");
