@@ -230,7 +230,11 @@ async fn every_provider_reads_back_from_every_release_shape() {
             ..Default::default()
         };
         check_provider(
-            &Repository::new(&label, ConfigMapSource::new(server.client(), "default", &selector), file),
+            &Repository::new(
+                &label,
+                ConfigMapSource::new(server.client(), "default", &selector).unwrap(),
+                file,
+            ),
             provider,
             None,
             false,

@@ -40,6 +40,10 @@ pub const CLUSTER_SCOPED_KINDS: &[&str] = &[
     "PersistentVolume",
     "Node",
     "ClusterIssuer",
+    "CertificateSigningRequest",
+    "VolumeAttachment",
+    "CSINode",
+    "PodSecurityPolicy",
 ];
 
 /// Why processing failed.

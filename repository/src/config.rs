@@ -44,6 +44,15 @@ fn config_home() -> Option<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
 }
 
+/// clusterctl's overrides folder: `overridesFolder` when it is set and not blank, else
+/// `$XDG_CONFIG_HOME/cluster-api/overrides` (wherever the config file is).
+fn overrides_folder(configured: Option<&str>, config_home: Option<PathBuf>) -> Option<PathBuf> {
+    match configured.map(str::trim).filter(|f| !f.is_empty()) {
+        Some(folder) => Some(PathBuf::from(folder)),
+        None => config_home.map(|home| home.join("cluster-api").join("overrides")),
+    }
+}
+
 impl ClusterctlConfig {
     /// clusterctl's default location: `$XDG_CONFIG_HOME/cluster-api/clusterctl.yaml` (or under
     /// `~/.config`), else the legacy `~/.cluster-api/clusterctl.yaml`.
@@ -60,7 +69,10 @@ impl ClusterctlConfig {
             Some(p) => p.to_path_buf(),
             None => match ClusterctlConfig::default_path() {
                 Some(p) => p,
-                None => return Ok(ClusterctlConfig::default()),
+                None => {
+                    let overrides_folder = overrides_folder(None, config_home());
+                    return Ok(ClusterctlConfig { overrides_folder, ..ClusterctlConfig::default() });
+                }
             },
         };
         let text = std::fs::read_to_string(&path)
@@ -100,11 +112,8 @@ impl ClusterctlConfig {
             config.images =
                 serde_json::from_value(images.clone()).map_err(|e| invalid(format!("images: {e}")))?;
         }
-        if let Some(folder) = map.get("overridesFolder").and_then(Value::as_str) {
-            config.overrides_folder = Some(PathBuf::from(folder));
-        } else if let Some(dir) = path.parent().map(|p| p.join("overrides")).filter(|p| p.is_dir()) {
-            config.overrides_folder = Some(dir);
-        }
+        config.overrides_folder =
+            overrides_folder(map.get("overridesFolder").and_then(Value::as_str), config_home());
         for (key, value) in map.iter().filter(|(k, _)| !RESERVED.contains(&k.as_str())) {
             let text = match value {
                 Value::String(s) => s.clone(),
@@ -154,11 +163,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_overrides_folder_is_clusterctls() {
+        let home = Some(PathBuf::from("/home/me/.config"));
+        assert_eq!(
+            overrides_folder(None, home.clone()),
+            Some(PathBuf::from("/home/me/.config/cluster-api/overrides"))
+        );
+        assert_eq!(
+            overrides_folder(Some("  "), home.clone()),
+            Some(PathBuf::from("/home/me/.config/cluster-api/overrides"))
+        );
+        assert_eq!(overrides_folder(Some("/srv/overrides"), home), Some(PathBuf::from("/srv/overrides")));
+        assert_eq!(overrides_folder(None, None), None);
+    }
+
+    #[test]
     fn providers_images_variables_and_overrides_are_read() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("overrides")).unwrap();
         let path = dir.path().join("clusterctl.yaml");
-        let text = "providers:\n- name: harvester\n  url: /repo/infrastructure-harvester/latest/infrastructure-components.yaml\n  type: InfrastructureProvider\n- name: mine\n  url: https://github.com/me/mine/releases/latest/infrastructure-components.yaml\n  type: InfrastructureProvider\nimages:\n  all:\n    repository: mirror.internal\nHARVESTER_VLAN: 40\nEMPTY:\nNAME: value\n";
+        let text = "overridesFolder: OVERRIDES\nproviders:\n- name: harvester\n  url: /repo/infrastructure-harvester/latest/infrastructure-components.yaml\n  type: InfrastructureProvider\n- name: mine\n  url: https://github.com/me/mine/releases/latest/infrastructure-components.yaml\n  type: InfrastructureProvider\nimages:\n  all:\n    repository: mirror.internal\nHARVESTER_VLAN: 40\nEMPTY:\nNAME: value\n";
+        let text = text.replace("OVERRIDES", &dir.path().join("overrides").display().to_string());
         std::fs::write(&path, text).unwrap();
         let config = ClusterctlConfig::load(Some(&path)).unwrap();
         assert_eq!(

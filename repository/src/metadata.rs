@@ -22,9 +22,16 @@ pub struct ReleaseSeries {
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
     pub api_version: String,
+    /// Providers publish metadata without it; clusterctl's decoder takes the kind from the
+    /// type it decodes into, so a missing kind is `Metadata`.
+    #[serde(default = "metadata_kind")]
     pub kind: String,
     #[serde(default)]
     pub release_series: Vec<ReleaseSeries>,
+}
+
+fn metadata_kind() -> String {
+    METADATA_KIND.to_string()
 }
 
 impl Metadata {
@@ -119,6 +126,14 @@ mod tests {
         assert_eq!(m.latest_for_contract("p", &versions, "v1alpha2").unwrap().to_string(), "v0.2.5");
         assert_eq!(m.latest_for_contract("p", &versions, "v1alpha3").unwrap().to_string(), "v0.3.0");
         assert!(m.latest_for_contract("p", &versions, "v1beta1").is_err());
+    }
+
+    #[test]
+    fn metadata_without_a_kind_is_read_as_clusterctl_reads_it() {
+        // clusterctl decodes into its Metadata type, which supplies a missing kind.
+        let without = GOOD.replace("kind: Metadata\n", "");
+        let m = Metadata::parse("infrastructure-x", without.as_bytes()).unwrap();
+        assert_eq!((m.kind.as_str(), m.release_series.len()), ("Metadata", 2));
     }
 
     #[test]

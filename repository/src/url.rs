@@ -92,7 +92,13 @@ impl ProviderUrl {
         let url = Url::parse(text)
             .map_err(|_| invalid(&format!("one of {GITHUB_FORM}; {GITLAB_FORM}; {LOCAL_FORM}")))?;
         match url.scheme() {
-            "file" => ProviderUrl::local(url.path(), text),
+            // The path as Go's url.Parse gives it: percent-decoded (`my%20repo` is `my repo`).
+            "file" => {
+                let path = percent_encoding::percent_decode_str(url.path())
+                    .decode_utf8()
+                    .map_err(|_| invalid(LOCAL_FORM))?;
+                ProviderUrl::local(&path, text)
+            }
             "https" | "http" => {
                 let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
                 let kind = if host == "github.com" {
@@ -216,6 +222,15 @@ mod tests {
             );
             assert_eq!(local.version.unwrap().to_string(), "v0.5.2");
         }
+        let spaced = ProviderUrl::parse(
+            "file:///home/me/my%20repo/infrastructure-aws/v0.5.2/infrastructure-components.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            spaced.location,
+            Location::Local { base: "/home/me/my repo".into(), label: "infrastructure-aws".into() },
+            "percent-decoded, as clusterctl reads it"
+        );
         let latest = ProviderUrl::parse("/repo/core-butler/latest/core-components.yaml").unwrap();
         assert_eq!(latest.version, None);
     }

@@ -33,7 +33,9 @@ pub fn repository(
             Repository::from_url(&label, &url, remote).map_err(|e| e.to_string())
         }
         (None, Some(selector)) => {
-            let source = AnySource::ConfigMap(ConfigMapSource::new(client.clone(), namespace, selector));
+            let source = ConfigMapSource::new(client.clone(), namespace, selector)
+                .map_err(|e| format!("spec.fetchConfig.selector.{e}"))?;
+            let source = AnySource::ConfigMap(source);
             Ok(Repository::new(&label, source, kind.components_file()))
         }
         (None, None) => {

@@ -30,32 +30,56 @@ pub struct ConfigMapSource {
     found: Mutex<Option<BTreeMap<Version, ConfigMap>>>,
 }
 
-/// A label selector as the API's query text.
-pub fn selector_text(selector: &LabelSelector) -> String {
+/// A label selector as the API's query text, refused as Kubernetes' `LabelSelectorAsSelector`
+/// refuses it: an operator other than the four, values for `Exists`/`DoesNotExist`, none for
+/// `In`/`NotIn`. The error names the expression.
+pub fn selector_text(selector: &LabelSelector) -> Result<String, String> {
     let mut terms: Vec<String> =
         selector.match_labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect();
-    for expr in selector.match_expressions.iter().flatten() {
-        let values = expr.values.clone().unwrap_or_default().join(",");
-        terms.push(match expr.operator.as_str() {
-            "In" => format!("{} in ({values})", expr.key),
-            "NotIn" => format!("{} notin ({values})", expr.key),
+    for (i, expr) in selector.match_expressions.iter().flatten().enumerate() {
+        let values = expr.values.clone().unwrap_or_default();
+        let field = format!("matchExpressions[{i}]");
+        let joined = values.join(",");
+        let term = match expr.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => {
+                return Err(format!(
+                    "{field}.values: an {} expression needs at least one value",
+                    expr.operator
+                ));
+            }
+            "Exists" | "DoesNotExist" if !values.is_empty() => {
+                return Err(format!("{field}.values: an {} expression takes no values", expr.operator));
+            }
+            "In" => format!("{} in ({joined})", expr.key),
+            "NotIn" => format!("{} notin ({joined})", expr.key),
             "Exists" => expr.key.clone(),
-            _ => format!("!{}", expr.key),
-        });
+            "DoesNotExist" => format!("!{}", expr.key),
+            other => {
+                return Err(format!(
+                    "{field}.operator {other:?} is not an operator of label selectors; use In, NotIn, Exists or DoesNotExist"
+                ));
+            }
+        };
+        terms.push(term);
     }
-    terms.join(",")
+    Ok(terms.join(","))
 }
 
 impl ConfigMapSource {
-    /// The ConfigMaps of `namespace` that `selector` matches.
-    pub fn new(client: kube::Client, namespace: &str, selector: &LabelSelector) -> ConfigMapSource {
-        ConfigMapSource {
+    /// The ConfigMaps of `namespace` that `selector` matches; an invalid selector is refused
+    /// (see [`selector_text`]).
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<ConfigMapSource, String> {
+        Ok(ConfigMapSource {
             client,
             namespace: namespace.into(),
-            selector: selector_text(selector),
+            selector: selector_text(selector)?,
             max_decompressed: 64 << 20,
             found: Mutex::new(None),
-        }
+        })
     }
 
     /// Limits the size of decompressed components.
@@ -178,6 +202,29 @@ mod tests {
             ]
         }))
         .unwrap();
-        assert_eq!(selector_text(&selector), "provider-components=azure,tier in (a,b),!old");
+        assert_eq!(selector_text(&selector).unwrap(), "provider-components=azure,tier in (a,b),!old");
+    }
+
+    #[test]
+    fn selectors_kubernetes_refuses_are_refused() {
+        let cases = [
+            (
+                serde_json::json!({"key": "k", "operator": "Gt", "values": ["1"]}),
+                "matchExpressions[0].operator \"Gt\" is not an operator of label selectors; use In, NotIn, Exists or DoesNotExist",
+            ),
+            (
+                serde_json::json!({"key": "k", "operator": "In"}),
+                "matchExpressions[0].values: an In expression needs at least one value",
+            ),
+            (
+                serde_json::json!({"key": "k", "operator": "Exists", "values": ["x"]}),
+                "matchExpressions[0].values: an Exists expression takes no values",
+            ),
+        ];
+        for (expression, wanted) in cases {
+            let selector: LabelSelector =
+                serde_json::from_value(serde_json::json!({"matchExpressions": [expression]})).unwrap();
+            assert_eq!(selector_text(&selector).unwrap_err(), wanted);
+        }
     }
 }

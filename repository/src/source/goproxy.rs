@@ -18,17 +18,18 @@ pub enum GoProxy {
 }
 
 impl GoProxy {
-    /// clusterctl's reading of `GOPROXY`: unset or empty is the default proxy; `off` or `direct`
-    /// disable it; a list (`,` or `|` separated) uses its first entry.
+    /// clusterctl's reading of `GOPROXY`: unset or empty is the default proxy; in a list (`,`
+    /// or `|` separated) empty entries are skipped and the first other one decides: `off` or
+    /// `direct` disable it, anything else is the proxy; a list of nothing but separators
+    /// disables it too.
     pub fn from_env_value(value: Option<&str>) -> GoProxy {
-        let value = value.unwrap_or_default().trim();
+        let value = value.unwrap_or_default();
         if value.is_empty() {
             return GoProxy::Url(DEFAULT_PROXY.to_string());
         }
-        let first = value.split([',', '|']).next().unwrap_or_default().trim();
-        match first {
-            "off" | "direct" | "" => GoProxy::Disabled,
-            url => GoProxy::Url(url.trim_end_matches('/').to_string()),
+        match value.split([',', '|']).map(str::trim).find(|entry| !entry.is_empty()) {
+            None | Some("off" | "direct") => GoProxy::Disabled,
+            Some(url) => GoProxy::Url(url.trim_end_matches('/').to_string()),
         }
     }
 
@@ -86,5 +87,9 @@ mod tests {
         );
         assert_eq!(GoProxy::from_env_value(Some("https://a|https://b")), GoProxy::Url("https://a".into()));
         assert_eq!(GoProxy::from_env_value(Some("direct,https://a")), GoProxy::Disabled);
+        // Empty entries are skipped, as clusterctl's GetSchemeAndHost does.
+        assert_eq!(GoProxy::from_env_value(Some(",,https://a,direct")), GoProxy::Url("https://a".into()));
+        assert_eq!(GoProxy::from_env_value(Some(" | ,direct")), GoProxy::Disabled);
+        assert_eq!(GoProxy::from_env_value(Some(",")), GoProxy::Disabled);
     }
 }

@@ -280,3 +280,24 @@ fn large_crds_are_processed_from_their_outline_with_the_same_result() {
     expected["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"] = json!("target");
     assert_eq!(outlined, expected);
 }
+
+#[test]
+fn the_cluster_scoped_kinds_of_clusterctl_get_no_namespace() {
+    // clusterctl's list of cluster-level kinds: never put in the target namespace.
+    let kinds = [
+        ("certificates.k8s.io/v1", "CertificateSigningRequest"),
+        ("storage.k8s.io/v1", "VolumeAttachment"),
+        ("storage.k8s.io/v1", "CSINode"),
+        ("policy/v1beta1", "PodSecurityPolicy"),
+        ("scheduling.k8s.io/v1", "PriorityClass"),
+    ];
+    let mut text = String::from("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: capx-system\n");
+    for (api_version, kind) in kinds {
+        text.push_str(&format!("---\napiVersion: {api_version}\nkind: {kind}\nmetadata:\n  name: x\n"));
+    }
+    let images = ImageOverrides::default();
+    let objects = process_components(&text, &options(Some("elsewhere"), &images)).unwrap().objects().unwrap();
+    for (_, kind) in kinds {
+        assert!(find(&objects, kind, "x")["metadata"].get("namespace").is_none(), "{kind} got a namespace");
+    }
+}

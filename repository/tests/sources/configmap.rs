@@ -43,7 +43,7 @@ async fn several_versions_under_one_selector_plain_and_compressed() {
                                      "annotations": {"provider.cluster.x-k8s.io/compressed": "true"}},
                         "data": {"metadata": METADATA},
                         "binaryData": {"components": base64_of(&packed)}})).await;
-    let source = ConfigMapSource::new(server.client(), "default", &selector("azure"));
+    let source = ConfigMapSource::new(server.client(), "default", &selector("azure")).unwrap();
     let mut versions: Vec<String> = source.versions().await.unwrap().iter().map(|v| v.to_string()).collect();
     versions.sort();
     assert_eq!(versions, ["v0.4.8", "v0.4.9"]);
@@ -68,8 +68,9 @@ async fn errors_name_the_selector_the_namespace_and_the_configmap() {
     let check = |label: &'static str, expect: &'static str| {
         let client = server.client();
         async move {
-            let source =
-                ConfigMapSource::new(client, "default", &selector(label)).with_max_decompressed(1 << 10);
+            let source = ConfigMapSource::new(client, "default", &selector(label))
+                .unwrap()
+                .with_max_decompressed(1 << 10);
             let error = match source.versions().await {
                 Err(e) => e,
                 Ok(versions) => match source.file(&versions[0], "infrastructure-components.yaml").await {
