@@ -33,11 +33,11 @@ impl ImageMeta {
     }
 }
 
-/// An image reference taken apart, short names normalised (`nginx:1.0` is
-/// `docker.io/library/nginx:1.0`).
+/// An image reference taken apart as written: a short name keeps no registry (`nginx:1.0` has
+/// an empty repository), as clusterctl's parser leaves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageRef {
-    /// Registry and path (`registry.k8s.io/cluster-api`).
+    /// Registry and path (`registry.k8s.io/cluster-api`); empty for a bare name.
     pub repository: String,
     pub name: String,
     pub tag: Option<String>,
@@ -64,13 +64,6 @@ impl ImageRef {
         if parts.iter().any(|p| p.is_empty()) {
             return Err(format!("{text:?} is not an image reference"));
         }
-        let has_registry = parts.len() > 1 && (parts[0].contains(['.', ':']) || parts[0] == "localhost");
-        if !has_registry {
-            parts.insert(0, "docker.io");
-            if parts.len() == 2 {
-                parts.insert(1, "library");
-            }
-        }
         let name = parts.pop().expect("a path has a last part").to_string();
         Ok(ImageRef { repository: parts.join("/"), name, tag, digest })
     }
@@ -78,7 +71,10 @@ impl ImageRef {
 
 impl fmt::Display for ImageRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.repository, self.name)?;
+        if !self.repository.is_empty() {
+            write!(f, "{}/", self.repository)?;
+        }
+        f.write_str(&self.name)?;
         if let Some(tag) = &self.tag {
             write!(f, ":{tag}")?;
         }
@@ -111,20 +107,19 @@ impl ImageOverrides {
         merged
     }
 
-    /// `image` with the overrides for `component` applied (normalised either way).
+    /// `image` with the overrides for `component` applied; as written when none applies. A
+    /// tag override keeps a digest, as clusterctl's does.
     pub fn apply(&self, component: &str, image: &str) -> Result<String, String> {
         let mut reference = ImageRef::parse(image)?;
-        if let Some(meta) = self.for_image(component, &reference) {
-            if let Some(repository) = meta.repository {
-                reference.repository = repository.trim_end_matches('/').to_string();
-            }
-            if let Some(name) = meta.name {
-                reference.name = name;
-            }
-            if let Some(tag) = meta.tag {
-                reference.tag = Some(tag);
-                reference.digest = None;
-            }
+        let Some(meta) = self.for_image(component, &reference) else { return Ok(image.to_string()) };
+        if let Some(repository) = meta.repository {
+            reference.repository = repository.trim_end_matches('/').to_string();
+        }
+        if let Some(name) = meta.name {
+            reference.name = name;
+        }
+        if let Some(tag) = meta.tag {
+            reference.tag = Some(tag);
         }
         Ok(reference.to_string())
     }
@@ -135,11 +130,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn references_are_taken_apart_and_short_names_normalised() {
+    fn references_are_taken_apart_as_written() {
         let cases = [
-            ("nginx:1.0", "docker.io/library/nginx:1.0"),
-            ("nginx", "docker.io/library/nginx"),
-            ("org/app:v1", "docker.io/org/app:v1"),
+            ("nginx:1.0", "nginx:1.0"),
+            ("nginx", "nginx"),
+            ("org/app:v1", "org/app:v1"),
             (
                 "registry.k8s.io/cluster-api/cluster-api-controller:v1.5.0",
                 "registry.k8s.io/cluster-api/cluster-api-controller:v1.5.0",
@@ -156,6 +151,8 @@ mod tests {
             ("localhost:5000/team", "app", Some("dev"))
         );
         assert!(ImageRef::parse("a//b").is_err());
+        let bare = ImageRef::parse("nginx:1").unwrap();
+        assert_eq!((bare.repository.as_str(), bare.name.as_str()), ("", "nginx"));
     }
 
     #[test]
@@ -167,16 +164,16 @@ mod tests {
         let apply = |component: &str, image: &str| overrides.apply(component, image).unwrap();
         assert_eq!(
             apply("infrastructure-aws", "gcr.io/k8s/capa-manager:v1@sha256:0"),
-            "mirror.internal/all/capa-manager:v9"
+            "mirror.internal/all/capa-manager:v9@sha256:0",
+            "a tag override keeps the digest, as clusterctl's"
         );
         assert_eq!(apply("infrastructure-aws", "quay.io/x/sidecar:v1"), "mirror.internal/side/side-car:v9");
         assert_eq!(
             apply("cert-manager", "quay.io/jetstack/cert-manager-controller:v1.5.3"),
             "mirror.internal/all/cert-manager-controller:v1.5.3"
         );
-        assert_eq!(
-            ImageOverrides::default().apply("x", "nginx:1"),
-            Ok("docker.io/library/nginx:1".to_string())
-        );
+        assert_eq!(ImageOverrides::default().apply("x", "nginx:1"), Ok("nginx:1".to_string()), "as written");
+        let tag_only: ImageOverrides = serde_saphyr::from_str("x:\n  tag: v2\n").unwrap();
+        assert_eq!(tag_only.apply("x", "nginx:1"), Ok("nginx:v2".to_string()));
     }
 }
