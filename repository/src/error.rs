@@ -9,6 +9,10 @@ use thiserror::Error;
 pub enum RepositoryError {
     #[error("{url:?} is not a provider repository URL; expected {expected}")]
     InvalidUrl { url: String, expected: String },
+    #[error(
+        "the local repository {base}/{label} is not {provider}'s: clusterctl reads a local repository from a folder named after the provider ({base}/{provider}/{{version}}/{{components file}})"
+    )]
+    LocalLabel { provider: String, base: String, label: String },
     #[error("{url:?} uses plain http; {source_kind} repositories must be read over https")]
     PlainHttp { url: String, source_kind: &'static str },
     #[error("GET {url} failed: HTTP {status}: {message}")]

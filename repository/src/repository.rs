@@ -63,6 +63,13 @@ impl Repository<AnySource> {
                 options.gitlab_token.clone(),
                 http,
             )),
+            Location::Local { base, label } if label != provider => {
+                return Err(RepositoryError::LocalLabel {
+                    provider: provider.to_string(),
+                    base: base.display().to_string(),
+                    label: label.clone(),
+                });
+            }
             Location::Local { base, label } => AnySource::Local(LocalSource::new(base, label)),
             Location::Embedded { label } => AnySource::Embedded(EmbeddedSource::new(label)?),
         };

@@ -113,15 +113,22 @@ impl ProviderUrl {
                 }
                 let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();
                 if kind == "GitHub" {
+                    // As clusterctl: whatever follows the version is a path, and the release
+                    // asset is its file name (release assets have no folders).
                     match segments.as_slice() {
-                        [owner, repo, "releases", version, file] if !owner.is_empty() && !file.is_empty() => {
+                        [owner, repo, "releases", version, path @ ..]
+                            if !owner.is_empty()
+                                && !repo.is_empty()
+                                && !path.is_empty()
+                                && path.iter().all(|p| !p.is_empty()) =>
+                        {
                             Ok(ProviderUrl {
                                 location: Location::GitHub {
                                     owner: owner.to_string(),
                                     repo: repo.to_string(),
                                 },
                                 version: version_segment(version, text)?,
-                                components_file: file.to_string(),
+                                components_file: path.last().expect("not empty").to_string(),
                             })
                         }
                         _ => Err(invalid(GITHUB_FORM)),
@@ -193,6 +200,15 @@ mod tests {
         );
         assert_eq!((gh.version, gh.components_file.as_str()), (None, "core-components.yaml"));
 
+        let nested = ProviderUrl::parse(
+            "https://github.com/o/r/releases/v1.2.3/config/default/infrastructure-components.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            nested.components_file, "infrastructure-components.yaml",
+            "a subfolder, as clusterctl reads it"
+        );
+        assert!(ProviderUrl::parse("https://github.com/o/r/releases/v1.2.3/a//b.yaml").is_err());
         let gh = ProviderUrl::parse("https://github.com/o/r/releases/v1.2.3/infrastructure-components.yaml")
             .unwrap();
         assert_eq!(gh.version.unwrap().to_string(), "v1.2.3");

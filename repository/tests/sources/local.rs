@@ -2,7 +2,7 @@ use std::path::Path;
 
 use butler_repository::{LocalSource, ProviderUrl, RemoteOptions, Repository, Source};
 
-use crate::support::METADATA;
+use crate::support::{METADATA, init};
 
 fn write(base: &Path, version: &str, files: &[(&str, &str)]) {
     let folder = base.join("infrastructure-x").join(version);
@@ -40,6 +40,7 @@ async fn versions_are_semver_folders_and_latest_needs_metadata() {
         "v2.0.0-rc.1"
     );
 
+    init();
     let url = format!("{}/infrastructure-x/latest/infrastructure-components.yaml", dir.path().display());
     let repo = Repository::from_url(
         "infrastructure-x",
@@ -49,6 +50,16 @@ async fn versions_are_semver_folders_and_latest_needs_metadata() {
     .unwrap();
     let version = repo.resolve(None).await.unwrap();
     assert_eq!(repo.components(&version).await.unwrap(), b"kind: Namespace\n");
+    // A folder named after another provider is refused, as clusterctl refuses it.
+    let other = Repository::from_url(
+        "infrastructure-y",
+        &ProviderUrl::parse(&url).unwrap(),
+        &RemoteOptions::default(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(other.contains("is not infrastructure-y's"), "{other}");
     let error = repo.file(&version, "cluster-template.yaml").await.unwrap_err().to_string();
     assert!(error.starts_with("cluster-template.yaml was not found in the local repository"), "{error}");
 
