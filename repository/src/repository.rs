@@ -77,6 +77,10 @@ impl Repository<AnySource> {
     }
 }
 
+/// How many versions, newest first, are tried before a missing release is an error (as
+/// clusterctl).
+const CANDIDATES: usize = 5;
+
 impl<S: Source> Repository<S> {
     pub fn new(provider: &str, source: S, components_file: &str) -> Repository<S> {
         Repository {
@@ -180,11 +184,43 @@ impl<S: Source> Repository<S> {
 
     /// The newest version whose release series abides by `contract`, judged by the newest
     /// version's metadata (which lists every series).
+    ///
+    /// As clusterctl, a tag pushed before its release (listed, but with no metadata yet) is
+    /// skipped: the newest few candidates are tried, and one whose metadata is not found makes
+    /// way for the next.
     pub async fn latest_for_contract(&self, contract: &str) -> Result<Version> {
         let versions = self.source.versions().await?;
-        let newest = version::latest(&versions)
-            .cloned()
-            .ok_or_else(|| RepositoryError::NoVersions { location: self.source.location() })?;
-        self.metadata(&newest).await?.latest_for_contract(&self.provider, &versions, contract)
+        let (newest, metadata) = self.newest_with_metadata(&versions).await?;
+        let mut candidates: Vec<Version> = versions;
+        for _ in 0..CANDIDATES {
+            let best = metadata.latest_for_contract(&self.provider, &candidates, contract)?;
+            if best == newest {
+                return Ok(best);
+            }
+            match self.metadata(&best).await {
+                Ok(_) => return Ok(best),
+                Err(RepositoryError::NotFound { .. }) => candidates.retain(|v| v != &best),
+                Err(e) => return Err(e),
+            }
+        }
+        metadata.latest_for_contract(&self.provider, &candidates, contract)
+    }
+
+    /// The newest version whose metadata exists, with it (a few candidates, newest first).
+    async fn newest_with_metadata(&self, versions: &[Version]) -> Result<(Version, Metadata)> {
+        let mut candidates = versions.to_vec();
+        let mut last_missing = None;
+        for _ in 0..CANDIDATES {
+            let Some(newest) = version::latest(&candidates).cloned() else { break };
+            match self.metadata(&newest).await {
+                Ok(metadata) => return Ok((newest, metadata)),
+                Err(e @ RepositoryError::NotFound { .. }) => {
+                    candidates.retain(|v| v != &newest);
+                    last_missing = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_missing.unwrap_or(RepositoryError::NoVersions { location: self.source.location() }))
     }
 }

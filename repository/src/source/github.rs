@@ -204,8 +204,17 @@ impl Source for GitHubSource {
     }
 
     async fn versions(&self) -> Result<Vec<Version>> {
+        // As clusterctl: a proxy that cannot list the module (private, not proxied, down)
+        // makes way for the GitHub API.
         if let GoProxy::Url(proxy) = &self.options.goproxy {
-            return goproxy::list(&self.http, proxy, &self.owner, &self.repo).await;
+            match goproxy::list(&self.http, proxy, &self.owner, &self.repo).await {
+                Ok(versions) => return Ok(versions),
+                Err(e) => tracing::debug!(
+                    repository = %format!("{}/{}", self.owner, self.repo),
+                    error = %e,
+                    "the Go module proxy cannot list its versions; asking the GitHub API"
+                ),
+            }
         }
         let releases = self.releases().await?;
         let pairs: Vec<(Version, String)> = releases

@@ -70,6 +70,7 @@ impl FakeGitHub {
             ("v1.1.0", "metadata.yaml", METADATA),
             ("v1.1.0", "infrastructure-components.yaml", COMPONENTS),
             ("v1.0.0", "metadata.yaml", METADATA),
+            ("v1.2.0-rc.1", "metadata.yaml", METADATA),
         ] {
             let asset = format!("/assets/{tag}/{file}");
             Mock::given(method("GET"))

@@ -332,3 +332,32 @@ async fn pins_limits_offline_mode_and_missing_files() {
         fake.repository(&cache).file(&version, "cluster-template-nope.yaml").await.unwrap_err().to_string();
     assert_eq!(error, "cluster-template-nope.yaml was not found in the GitHub release v1.1.0 of o/r");
 }
+
+#[tokio::test]
+async fn a_go_proxy_that_cannot_list_the_module_makes_way_for_the_github_api() {
+    let fake = FakeGitHub::start().await;
+    let proxy = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/github.com/o/r/@v/list"))
+        .respond_with(
+            ResponseTemplate::new(404)
+                .set_body_string("not found: module github.com/o/r: git ls-remote failed"),
+        )
+        .mount(&proxy)
+        .await;
+    let cache = tempfile::tempdir().unwrap();
+    let source = GitHubSource::new(
+        "o",
+        "r",
+        fake.options(None, GoProxy::Url(proxy.uri())),
+        Http::new(http_options(&cache)),
+    )
+    .unwrap();
+    let mut versions: Vec<String> = source.versions().await.unwrap().iter().map(|v| v.to_string()).collect();
+    versions.sort();
+    assert_eq!(
+        versions,
+        ["v1.0.0", "v1.1.0", "v1.2.0-rc.1"],
+        "from the releases (drafts and non-versions left out)"
+    );
+}

@@ -68,3 +68,31 @@ async fn versions_are_semver_folders_and_latest_needs_metadata() {
     let error = LocalSource::new(empty.path(), "infrastructure-x").latest().await.unwrap_err().to_string();
     assert!(error.ends_with("has no versions"), "{error}");
 }
+
+#[tokio::test]
+async fn latest_for_a_contract_skips_a_tag_whose_release_is_not_there_yet() {
+    init();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "v1.0.0",
+        &[("metadata.yaml", METADATA), ("infrastructure-components.yaml", "kind: Namespace\n")],
+    );
+    write(
+        dir.path(),
+        "v1.1.0",
+        &[("metadata.yaml", METADATA), ("infrastructure-components.yaml", "kind: Namespace\n")],
+    );
+    // v1.2.0 is tagged, its release (metadata and components) not published yet.
+    write(dir.path(), "v1.2.0", &[]);
+    let url = format!("{}/infrastructure-x/latest/infrastructure-components.yaml", dir.path().display());
+    let repo = Repository::from_url(
+        "infrastructure-x",
+        &ProviderUrl::parse(&url).unwrap(),
+        &RemoteOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(repo.latest_for_contract("v1beta1").await.unwrap().to_string(), "v1.1.0");
+    let none = repo.latest_for_contract("v1beta2").await.unwrap_err().to_string();
+    assert!(none.contains("v1beta2"), "{none}");
+}
