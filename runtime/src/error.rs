@@ -16,6 +16,12 @@ pub fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
+/// Whether the API server answered 409 Conflict: the object changed since it was read (a
+/// resourceVersion precondition failed), or it exists already.
+pub fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
+}
+
 /// `None` for an object (or a kind) that is not there, the answer otherwise: for deletes of
 /// what may be gone already, and reads of what may not exist.
 pub fn not_found_ok<T>(result: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {
@@ -40,6 +46,13 @@ mod tests {
             describe(&status(422, "Invalid", "Gadget \"x\" is invalid: spec.size: Required value")),
             "Gadget \"x\" is invalid: spec.size: Required value (Invalid, HTTP 422)"
         );
+    }
+
+    #[test]
+    fn conflicts_are_told_apart() {
+        assert!(is_conflict(&status(409, "Conflict", "changed")));
+        assert!(!is_conflict(&status(404, "NotFound", "gone")));
+        assert!(is_not_found(&status(404, "NotFound", "gone")));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::time::Duration;
 use butler_core::api::labels::IP_ALLOCATION_FINALIZER;
 use butler_core::api::{IPAllocation, IPAllocationPhase};
 use butler_runtime::conditions::{self, READY, Wanted};
+use butler_runtime::error::is_conflict;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -59,7 +60,7 @@ async fn run(allocation: &IPAllocation, ctx: &Context) -> Result<Action, Error> 
             current = match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
                 Ok(written) => written,
                 // Changed meanwhile: decided again on the new version.
-                Err(kube::Error::Api(e)) if e.code == 409 => {
+                Err(e) if is_conflict(&e) => {
                     return Ok(Action::requeue(Duration::from_millis(200)));
                 }
                 Err(e) => return Err(Error::kube(what("recording the release of"), e)),
@@ -111,7 +112,7 @@ async fn run(allocation: &IPAllocation, ctx: &Context) -> Result<Action, Error> 
             }));
             match api.patch_status(&name, &PatchParams::default(), &patch).await {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 409 => {
+                Err(e) if is_conflict(&e) => {
                     return Ok(Action::requeue(Duration::from_millis(200)));
                 }
                 Err(e) => return Err(Error::kube(what("marking Pending"), e)),

@@ -24,7 +24,7 @@ use serde_json::json;
 use crate::context::Context;
 use crate::error::Error;
 use butler_runtime::conditions::Wanted;
-use butler_runtime::error::describe;
+use butler_runtime::error::{describe, is_conflict, is_not_found};
 use plan::{IPAM_READY, Observed};
 
 /// The conditions the tenant's side keeps.
@@ -33,10 +33,6 @@ pub const ELASTIC: &str = "ElasticIPAM";
 
 /// Everything is watched or timed by the plan; this is the safety net.
 const RESYNC: Duration = Duration::from_secs(300);
-
-fn is(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
-}
 
 /// Reconciles the IPAM of one TenantCluster.
 pub async fn reconcile(cluster: Arc<TenantCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -109,7 +105,7 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
         match allocations.create(&PostParams::default(), allocation).await {
             Ok(_) => {}
             // Made a moment ago (by this controller, whose cache has not shown it yet).
-            Err(e) if is(&e, 409) => {}
+            Err(e) if is_conflict(&e) => {}
             Err(e) => {
                 return Err(Error::kube(
                     format!(
@@ -251,7 +247,7 @@ async fn tenant_side<'a>(
                 .await
             {
                 Ok(_) => {}
-                Err(e) if is(&e, 409) => {}
+                Err(e) if is_conflict(&e) => {}
                 Err(e) => {
                     return Err(Error::kube(
                         format!(
@@ -277,7 +273,7 @@ async fn tenant_side<'a>(
             let patch = json!({"metadata": {"annotations": {elastic::IDLE_SINCE: value}}});
             match api.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await {
                 Ok(_) => {}
-                Err(e) if is(&e, 404) => {}
+                Err(e) if is_not_found(&e) => {}
                 Err(e) => {
                     return Err(Error::kube(format!("marking IPAllocation {namespace}/{name} idle"), e));
                 }
@@ -315,11 +311,11 @@ async fn tenant_side<'a>(
             format!("{}/{}: {}", tenant::METALLB_NAMESPACE, tenant::METALLB_POOL, addresses.join(", ")),
             ));
         }
-        Err(kube::Error::Api(e)) if e.code == 404 => wanted.push(Wanted::new(
+        Err(e) if is_not_found(&e) => wanted.push(Wanted::new(
             METALLB_SYNCED,
             false,
             "MetalLBMissing",
-            format!("the tenant has no MetalLB (namespace {} or the IPAddressPool kind is missing): {}; install MetalLB", tenant::METALLB_NAMESPACE, e.message),
+            format!("the tenant has no MetalLB (namespace {} or the IPAddressPool kind is missing): {}; install MetalLB", tenant::METALLB_NAMESPACE, describe(&e)),
         )),
         Err(e) => return Ok(unreachable(e)),
     }
@@ -351,7 +347,7 @@ async fn delete_allocation(
     };
     match api.delete(name, &params).await {
         Ok(_) => Ok(()),
-        Err(e) if is(&e, 404) || is(&e, 409) => Ok(()),
+        Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
         Err(e) => Err(Error::kube(
             format!("deleting IPAllocation {namespace}/{name} of TenantCluster {}", named(cluster)),
             e,

@@ -12,7 +12,9 @@ use serde_json::json;
 
 use super::serve::{self, Served, Write};
 use super::status::{self, Shape};
-use super::{CHUNK, PoolWrite, is_conflict, is_not_found, named, spec, write_pool_status};
+use butler_runtime::error::{is_conflict, is_not_found};
+
+use super::{CHUNK, PoolWrite, named, spec, write_pool_status};
 use crate::context::Context;
 use crate::error::Error;
 

@@ -36,6 +36,8 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use butler_runtime::error::is_conflict;
+
 use crate::context::Context;
 use crate::error::Error;
 use serve::Write;
@@ -47,14 +49,6 @@ const RESYNC: Duration = Duration::from_secs(60);
 /// Writes one plan makes: the journal stays far below an object's size limit (about 150 bytes
 /// an entry against etcd's 1.5 MiB), and a crash leaves little to resolve.
 const CHUNK: usize = 500;
-
-pub(super) fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-pub(super) fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
 
 /// Reconciles one NetworkPool.
 pub async fn reconcile(pool: Arc<NetworkPool>, ctx: Arc<Context>) -> Result<Action, Error> {

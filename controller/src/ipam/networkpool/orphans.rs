@@ -9,9 +9,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::serve::held;
-use super::{is_conflict, is_not_found};
 use crate::context::Context;
 use crate::error::Error;
+use butler_runtime::error::{is_conflict, is_not_found};
 
 /// Deletes Allocated allocations whose TenantCluster is gone (404 from the API server, not an
 /// absence from a cache, not any error). Returns whether it deleted any.
