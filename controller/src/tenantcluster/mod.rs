@@ -100,23 +100,7 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
         cluster.clone()
     };
     for allocation in &planned.create {
-        let ns = allocation.namespace().unwrap_or_default();
-        let allocations: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), &ns);
-        match allocations.create(&PostParams::default(), allocation).await {
-            Ok(_) => {}
-            // Made a moment ago (by this controller, whose cache has not shown it yet).
-            Err(e) if is_conflict(&e) => {}
-            Err(e) => {
-                return Err(Error::kube(
-                    format!(
-                        "creating IPAllocation {ns}/{} for TenantCluster {}",
-                        allocation.name_any(),
-                        named(&cluster)
-                    ),
-                    e,
-                ));
-            }
-        }
+        create_allocation(ctx, &cluster, allocation).await?;
     }
     for (ns, name) in &planned.delete {
         delete_allocation(ctx, &cluster, ns, name, &allocations).await?;
@@ -241,24 +225,7 @@ async fn tenant_side<'a>(
             now,
         );
         for grown in &decision.create {
-            let ns = grown.namespace().unwrap_or_default();
-            match Api::<IPAllocation>::namespaced(ctx.client.clone(), &ns)
-                .create(&PostParams::default(), grown)
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_conflict(&e) => {}
-                Err(e) => {
-                    return Err(Error::kube(
-                        format!(
-                            "creating IPAllocation {ns}/{} for TenantCluster {}",
-                            grown.name_any(),
-                            named(cluster)
-                        ),
-                        e,
-                    ));
-                }
-            }
+            create_allocation(ctx, cluster, grown).await?;
             tracing::info!(cluster = %named(cluster), allocation = %grown.name_any(), "elastic growth: LoadBalancer Services wait for addresses");
         }
         let namespace = config.namespace().unwrap_or_default();
@@ -320,6 +287,31 @@ async fn tenant_side<'a>(
         Err(e) => return Ok(unreachable(e)),
     }
     Ok((wanted, wake))
+}
+
+/// Creates an allocation of `cluster`; one that exists already (made a moment ago by this
+/// controller, whose cache has not shown it yet) is fine.
+async fn create_allocation(
+    ctx: &Context,
+    cluster: &TenantCluster,
+    allocation: &IPAllocation,
+) -> Result<(), Error> {
+    let ns = allocation.namespace().unwrap_or_default();
+    match Api::<IPAllocation>::namespaced(ctx.client.clone(), &ns)
+        .create(&PostParams::default(), allocation)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_conflict(&e) => Ok(()),
+        Err(e) => Err(Error::kube(
+            format!(
+                "creating IPAllocation {ns}/{} for TenantCluster {}",
+                allocation.name_any(),
+                named(cluster)
+            ),
+            e,
+        )),
+    }
 }
 
 /// Deletes one allocation of `cluster`, only if it still says it serves the cluster (by UID,

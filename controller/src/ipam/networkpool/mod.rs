@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use butler_core::api::labels::NETWORK_POOL_FINALIZER;
-use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool, NetworkPoolStatus};
+use butler_core::api::{IPAllocation, NetworkPool, NetworkPoolStatus};
 use butler_runtime::conditions::{self, READY, Wanted};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
@@ -126,20 +126,7 @@ fn refuse(pool: &NetworkPool, refs: &[&IPAllocation], why: &str, now: jiff::Time
     refs.iter()
         .filter(|a| serve::waiting(a))
         .filter_map(|a| {
-            let existing = a.status.clone().unwrap_or_default();
-            let wanted = [Wanted::new(READY, false, "PoolInvalid", message.clone())];
-            let status = butler_core::api::IPAllocationStatus {
-                phase: Some(IPAllocationPhase::Failed),
-                observed_generation: a.metadata.generation,
-                conditions: conditions::merge(
-                    &existing.conditions,
-                    &wanted,
-                    a.metadata.generation,
-                    &Time(now),
-                    &[READY],
-                ),
-                ..Default::default()
-            };
+            let status = serve::failed(a, "PoolInvalid", message.clone(), now);
             (a.status.as_ref() != Some(&status)).then(|| Write {
                 name: a.name_any(),
                 uid: a.metadata.uid.clone().unwrap_or_default(),

@@ -261,7 +261,8 @@ fn allocated(
     }
 }
 
-fn failed(a: &IPAllocation, reason: &str, message: String, now: Timestamp) -> IPAllocationStatus {
+/// The Failed status of a waiting allocation, with its reason and message.
+pub(super) fn failed(a: &IPAllocation, reason: &str, message: String, now: Timestamp) -> IPAllocationStatus {
     let existing = a.status.clone().unwrap_or_default();
     let wanted = [Wanted::new(READY, false, reason, message)];
     IPAllocationStatus {
