@@ -88,6 +88,20 @@ async fn pending(server: &MemoryApiServer, cidr: &str, count: usize) {
 }
 
 /// Waits until all `count` are Allocated, listing every `every`.
+/// The controllers in this process, their requests counted under [`AGENT`].
+fn controllers_in_process(
+    server: &MemoryApiServer,
+) -> (tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
+    let controllers = butler_controller::start(
+        server.client_as(AGENT),
+        Arc::new(Metrics::new("butler_controller", |_| {})),
+        butler_controller::Options::in_process("bench"),
+        shutdown,
+    );
+    (stop, tokio::spawn(controllers.run))
+}
+
 async fn wait_all_allocated(server: &MemoryApiServer, count: usize, within: Duration, every: Duration) {
     let api: Api<IPAllocation> = Api::namespaced(server.client(), "bench");
     let deadline = Instant::now() + within;
@@ -110,15 +124,8 @@ async fn serving_speed() {
     const COUNT: usize = 1_000;
     let server = cluster().await;
     pending(&server, "10.0.0.0/16", COUNT).await;
-    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
     let started = Instant::now();
-    let controllers = butler_controller::start(
-        server.client_as(AGENT),
-        Arc::new(Metrics::new("butler_controller", |_| {})),
-        butler_controller::Options::in_process("bench"),
-        shutdown,
-    );
-    let running = tokio::spawn(controllers.run);
+    let (stop, running) = controllers_in_process(&server);
     wait_all_allocated(&server, COUNT, Duration::from_secs(60), Duration::from_millis(20)).await;
     let elapsed = started.elapsed();
     let _ = stop.send(true);
@@ -237,14 +244,7 @@ async fn elastic_latency() {
         .create(&PostParams::default(), &app)
         .await
         .unwrap();
-    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
-    let controllers = butler_controller::start(
-        server.client_as(AGENT),
-        Arc::new(Metrics::new("butler_controller", |_| {})),
-        butler_controller::Options::in_process("bench"),
-        shutdown,
-    );
-    let running = tokio::spawn(controllers.run);
+    let (stop, running) = controllers_in_process(&server);
     let services: Api<Service> = Api::namespaced(tenant.client(), "default");
     let served = |name: String| {
         let services = services.clone();

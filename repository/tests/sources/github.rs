@@ -226,15 +226,8 @@ async fn the_go_proxy_lists_versions_and_tags_without_a_release_are_skipped() {
         .mount(&fake.github)
         .await;
     let cache = tempfile::tempdir().unwrap();
-    let source = GitHubSource::new(
-        "o",
-        "r",
-        fake.options(None, GoProxy::Url(proxy.uri())),
-        Http::new(http_options(&cache)),
-    )
-    .unwrap();
-    let mut versions: Vec<String> = source.versions().await.unwrap().iter().map(|v| v.to_string()).collect();
-    versions.sort();
+    let source = through_proxy(&fake, &proxy, &cache);
+    let versions = sorted_versions(&source).await;
     assert_eq!(versions, ["v1.0.0", "v1.1.0", "v2.1.0"]);
     assert_eq!(source.latest().await.unwrap().to_string(), "v1.1.0");
     let api: Vec<String> = fake
@@ -346,18 +339,23 @@ async fn a_go_proxy_that_cannot_list_the_module_makes_way_for_the_github_api() {
         .mount(&proxy)
         .await;
     let cache = tempfile::tempdir().unwrap();
-    let source = GitHubSource::new(
-        "o",
-        "r",
-        fake.options(None, GoProxy::Url(proxy.uri())),
-        Http::new(http_options(&cache)),
-    )
-    .unwrap();
-    let mut versions: Vec<String> = source.versions().await.unwrap().iter().map(|v| v.to_string()).collect();
-    versions.sort();
+    let source = through_proxy(&fake, &proxy, &cache);
+    let versions = sorted_versions(&source).await;
     assert_eq!(
         versions,
         ["v1.0.0", "v1.1.0", "v1.2.0-rc.1"],
         "from the releases (drafts and non-versions left out)"
     );
+}
+
+/// The fake repository `o/r` with versions listed through `proxy`.
+fn through_proxy(fake: &FakeGitHub, proxy: &MockServer, cache: &tempfile::TempDir) -> GitHubSource {
+    GitHubSource::new("o", "r", fake.options(None, GoProxy::Url(proxy.uri())), Http::new(http_options(cache)))
+        .unwrap()
+}
+
+async fn sorted_versions(source: &GitHubSource) -> Vec<String> {
+    let mut versions: Vec<String> = source.versions().await.unwrap().iter().map(|v| v.to_string()).collect();
+    versions.sort();
+    versions
 }
