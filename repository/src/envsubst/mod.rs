@@ -1,13 +1,17 @@
 //! Variable expansion compatible with drone/envsubst, which clusterctl uses, restricted as
 //! clusterctl's templates need: only `${...}` forms are expanded (a bare `$VAR` is left alone,
-//! templates carry shell scripts), `$$` is a literal `$`, backslashes are left alone, and values
-//! are inserted verbatim even when they contain `$`.
+//! templates carry shell scripts), `$$` is a literal `$`, `\\` and `\/` in plain text are `\` and
+//! `/` (other backslashes stay), and values are inserted verbatim even when they contain `$`.
+//! Names may contain `-` (`${VAR-d}` is the variable `VAR-d`). As clusterctl reads drone's
+//! forms: any argument counts as a default (`${VAR#p}`, `${VAR/a/b}`, `${VAR:1}` with VAR unset are empty); variables
+//! inside defaults and arguments are neither required nor listed; lengths and substrings count
+//! bytes.
 //!
 //! | form | meaning |
 //! | --- | --- |
 //! | `${VAR}`, `${ VAR }` | the value |
-//! | `${VAR:=d}`, `${VAR=d}`, `${VAR:-d}`, `${VAR-d}` | the value, or `d` when unset or empty (`d` may hold variables) |
-//! | `${#VAR}` | the length of the value, in characters |
+//! | `${VAR:=d}`, `${VAR=d}`, `${VAR:-d}` | the value, or `d` when unset or empty (`d` may hold variables) |
+//! | `${#VAR}` | the length of the value, in bytes |
 //! | `${VAR:pos}`, `${VAR:pos:len}` | a substring (a negative `pos` counts from the end) |
 //! | `${VAR#p}`, `${VAR##p}` | the value without the shortest / longest prefix matching the glob `p` |
 //! | `${VAR%p}`, `${VAR%%p}` | the value without the shortest / longest suffix matching the glob `p` |
@@ -86,8 +90,9 @@ fn is_name_start(c: char) -> bool {
     c.is_ascii_alphabetic() || c == '_'
 }
 
+/// drone/envsubst's identifiers take `-` too: `${VAR-d}` is the variable `VAR-d`, not a default.
 fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
 /// Parses `text` into literal text and variable forms. Never fails: what is not a form is text.
@@ -110,7 +115,7 @@ fn parse(text: &str) -> Vec<Node> {
                 Some((node, next)) => {
                     literal.push_str(&text[from..at]);
                     if !literal.is_empty() {
-                        nodes.push(Node::Text(std::mem::take(&mut literal)));
+                        nodes.push(Node::Text(unescape(&std::mem::take(&mut literal))));
                     }
                     nodes.push(node);
                     i = next;
@@ -123,9 +128,26 @@ fn parse(text: &str) -> Vec<Node> {
     }
     literal.push_str(&text[from..]);
     if !literal.is_empty() {
-        nodes.push(Node::Text(literal));
+        nodes.push(Node::Text(unescape(&literal)));
     }
     nodes
+}
+
+/// drone/envsubst's escapes in plain text: `\\` is `\` and `\/` is `/`; any other backslash
+/// stays.
+fn unescape(text: &str) -> String {
+    if !text.contains('\\') {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('\\', Some('\\')) | ('\\', Some('/')) => out.push(chars.next().expect("peeked")),
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// The index of the `}` that closes the form whose body starts at `start`, counting nested
@@ -174,7 +196,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 fn parse_op(rest: &str) -> Option<Op> {
-    const PREFIXES: [&str; 8] = [":=", ":-", ":?", ":+", "=", "-", "?", "+"];
+    const PREFIXES: [&str; 7] = [":=", ":-", ":?", ":+", "=", "?", "+"];
     for prefix in PREFIXES {
         if let Some(arg) = rest.strip_prefix(prefix) {
             return Some(Op::Default(parse(arg)));
@@ -234,21 +256,21 @@ pub fn list_variables(text: &str) -> Vec<VariableUse> {
 
 fn variables_of(nodes: &[Node]) -> Vec<VariableUse> {
     fn walk(nodes: &[Node], found: &mut BTreeMap<String, Option<String>>) {
+        // Only the top level: variables inside defaults and arguments are not listed.
         for node in nodes {
             let Node::Var { name, op } = node else { continue };
             let default = match op {
                 Op::Default(arg) => Some(render_literal(arg)),
+                Op::Substring(arg) => Some(render_literal(arg)),
+                Op::TrimPrefix { pattern, .. } | Op::TrimSuffix { pattern, .. } => {
+                    Some(render_literal(pattern))
+                }
+                Op::Replace { args, .. } => Some(render_literal(args)),
                 _ => None,
             };
             let entry = found.entry(name.clone()).or_insert(None);
             if entry.is_none() {
                 *entry = default;
-            }
-            match op {
-                Op::Default(arg) | Op::Substring(arg) => walk(arg, found),
-                Op::TrimPrefix { pattern, .. } | Op::TrimSuffix { pattern, .. } => walk(pattern, found),
-                Op::Replace { args, .. } => walk(args, found),
-                _ => {}
             }
         }
     }
@@ -282,13 +304,19 @@ fn eval(nodes: &[Node], lookup: &dyn Fn(&str) -> Option<String>, missing: &mut V
             Node::Var { name, op } => {
                 let value = lookup(name);
                 match op {
+                    // Variables inside a default are neither required nor listed: unset, they
+                    // read as empty.
                     Op::Default(arg) => match value.filter(|v| !v.is_empty()) {
                         Some(v) => out.push_str(&v),
-                        None => out.push_str(&eval(arg, lookup, missing)),
+                        None => out.push_str(&eval(arg, lookup, &mut Vec::new())),
                     },
+                    // Any argument counts as a default: an unset variable reads as empty.
+                    Op::Substring(_) | Op::TrimPrefix { .. } | Op::TrimSuffix { .. } | Op::Replace { .. } => {
+                        out.push_str(&apply(op, &value.unwrap_or_default(), lookup))
+                    }
                     _ => match value {
                         None => missing.push(name.clone()),
-                        Some(v) => out.push_str(&apply(op, &v, lookup, missing)),
+                        Some(v) => out.push_str(&apply(op, &v, lookup)),
                     },
                 }
             }
@@ -297,11 +325,13 @@ fn eval(nodes: &[Node], lookup: &dyn Fn(&str) -> Option<String>, missing: &mut V
     out
 }
 
-fn apply(op: &Op, value: &str, lookup: &dyn Fn(&str) -> Option<String>, missing: &mut Vec<String>) -> String {
-    let mut arg = |nodes: &Vec<Node>| eval(nodes, lookup, missing);
+fn apply(op: &Op, value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    // Variables inside arguments are not required either.
+    let arg = |nodes: &Vec<Node>| eval(nodes, lookup, &mut Vec::new());
     match op {
         Op::Value | Op::Default(_) => value.to_string(),
-        Op::Length => value.chars().count().to_string(),
+        // Go counts bytes.
+        Op::Length => value.len().to_string(),
         Op::Substring(args) => substring(value, &arg(args)),
         Op::TrimPrefix { longest, pattern } => trim_prefix(value, &arg(pattern), *longest),
         Op::TrimSuffix { longest, pattern } => trim_suffix(value, &arg(pattern), *longest),

@@ -3,8 +3,9 @@
 
 use super::ReplaceMode;
 
+/// Offsets count bytes, as Go's do; a cut inside a character leaves the replacement character.
 pub(super) fn substring(value: &str, args: &str) -> String {
-    let chars: Vec<char> = value.chars().collect();
+    let chars: &[u8] = value.as_bytes();
     let (pos, len) = args.split_once(':').map_or((args, None), |(p, l)| (p, Some(l)));
     let Ok(pos) = pos.trim().parse::<i64>() else { return value.to_string() };
     let n = chars.len() as i64;
@@ -15,7 +16,7 @@ pub(super) fn substring(value: &str, args: &str) -> String {
         Some(Ok(l)) => (n + l).max(start as i64) as usize,
         Some(Err(_)) => return value.to_string(),
     };
-    chars[start..end].iter().collect()
+    String::from_utf8_lossy(&chars[start..end]).into_owned()
 }
 
 /// Shell glob matching (`*`, `?`, `[...]`, `\\x`), as drone/envsubst uses Go's `path.Match`.

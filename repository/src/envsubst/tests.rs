@@ -9,6 +9,7 @@ fn env(name: &str) -> Option<String> {
         "PATH_V" => Some("/usr/local/bin/tool".into()),
         "DOLLAR" => Some("a$b${C}".into()),
         "MIXED" => Some("hello World".into()),
+        "UTF" => Some("héllo".into()),
         _ => None,
     }
 }
@@ -29,13 +30,28 @@ fn every_form_of_drone_envsubst() {
         ("${UNSET:=dflt}", "dflt"),
         ("${UNSET=dflt}", "dflt"),
         ("${UNSET:-dflt}", "dflt"),
-        ("${UNSET-dflt}", "dflt"),
+        // drone's names take `-`: this is the variable UNSET-dflt.
+        (
+            "${UNSET-dflt}",
+            "error: the variable UNSET-dflt is not set; set it in the environment or in the clusterctl config file",
+        ),
         ("${EMPTY:=dflt}", "dflt"),
         ("${EMPTY=dflt}", "dflt"),
         ("${EMPTY:-dflt}", "dflt"),
         ("${NAME:=dflt}", "my-cluster"),
         ("${UNSET:=x${B}y}", "xbeey"),
         ("${UNSET:=}", ""),
+        ("${EMPTY:=}", ""),
+        // Any argument counts as a default: unset, these read as empty.
+        ("[${UNSET#p}]", "[]"),
+        ("[${UNSET/a/b}]", "[]"),
+        ("[${UNSET:1}]", "[]"),
+        // Lengths and substrings count bytes, as Go's strings do.
+        ("${#UTF}", "6"),
+        ("${UTF:0:3}", "hé"),
+        ("${UTF:0:2}", "h\u{FFFD}"),
+        // Plain-text escapes.
+        ("a\\\\b a\\/b", "a\\b a/b"),
         ("${EMPTY}", ""),
         ("${#NAME}", "10"),
         ("${NAME:3}", "cluster"),
@@ -73,10 +89,8 @@ fn every_form_of_drone_envsubst() {
             "${Z} ${A} ${Z}",
             "error: the variables A, Z are not set; set them in the environment or in the clusterctl config file",
         ),
-        (
-            "${UNSET:=${ALSO_UNSET}}",
-            "error: the variable ALSO_UNSET is not set; set it in the environment or in the clusterctl config file",
-        ),
+        // Variables inside a default are neither required nor listed.
+        ("[${UNSET:=${ALSO_UNSET}}]", "[]"),
         ("${NAME:=${ALSO_UNSET}}", "my-cluster"),
     ];
     for (text, expect) in cases {
@@ -86,10 +100,19 @@ fn every_form_of_drone_envsubst() {
 
 #[test]
 fn variables_are_listed_sorted_with_their_defaults() {
-    let text = "${B} ${A:=1} ${C:-x${D}y} ${A} ${#E} $NOT ${ F }";
+    // D, inside a default, is not listed; an argument counts as a default.
+    let text = "${B} ${A:=1} ${C:-x${D}y} ${A} ${#E} $NOT ${ F } ${G/a/b} ${H:=}";
     let listed: Vec<(String, Option<String>)> =
         list_variables(text).into_iter().map(|v| (v.name, v.default)).collect();
-    let want = [("A", Some("1")), ("B", None), ("C", Some("x${D}y")), ("D", None), ("E", None), ("F", None)];
+    let want = [
+        ("A", Some("1")),
+        ("B", None),
+        ("C", Some("x${D}y")),
+        ("E", None),
+        ("F", None),
+        ("G", Some("a/b")),
+        ("H", Some("")),
+    ];
     assert_eq!(listed, want.map(|(n, d)| (n.to_string(), d.map(String::from))));
 }
 
