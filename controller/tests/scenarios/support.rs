@@ -115,6 +115,16 @@ impl Scenario {
         self.replicas.push(replica);
     }
 
+    /// Whether the scenario's webhooks can be registered: on the in-memory server only, since on
+    /// a real cluster the configurations are cluster-wide and would send the API server's
+    /// requests to this test process. Says so when they cannot.
+    pub fn webhooks_allowed(&self) -> bool {
+        if !self.cluster.is_in_memory() {
+            println!("skipped on a real cluster: the webhook configurations would send its requests here");
+        }
+        self.cluster.is_in_memory()
+    }
+
     /// The requests the controllers made that write (not GET), on the in-memory server.
     pub fn writes(&self) -> Option<Vec<(String, String)>> {
         let server = self.cluster.server()?;

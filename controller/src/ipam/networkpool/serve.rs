@@ -15,7 +15,7 @@ use butler_core::api::{
 use butler_core::ipam::{AddressList, Allocation, IpamError, Pool};
 use butler_runtime::conditions::{self, READY, Wanted};
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
 use super::spec::default_count;
@@ -233,13 +233,11 @@ fn allocated(
     now: Timestamp,
     by: &str,
 ) -> IPAllocationStatus {
-    let existing = a.status.clone().unwrap_or_default();
     let addresses = match block.addresses() {
         AddressList::Listed(list) => Some(list.iter().map(IpAddr::to_string).collect()),
         AddressList::Omitted { .. } => None,
     };
     let message = format!("{block} ({} addresses) from NetworkPool {pool}", block.count());
-    let wanted = [Wanted::new(READY, true, "Allocated", message)];
     IPAllocationStatus {
         phase: Some(IPAllocationPhase::Allocated),
         cidr: Some(block.to_string()),
@@ -251,30 +249,22 @@ fn allocated(
         allocated_by: Some(by.to_string()),
         released_at: None,
         observed_generation: a.metadata.generation,
-        conditions: conditions::merge(
-            &existing.conditions,
-            &wanted,
-            a.metadata.generation,
-            &Time(now),
-            &[READY],
-        ),
+        conditions: ready(a, Wanted::new(READY, true, "Allocated", message), now),
     }
+}
+
+/// The allocation's conditions with `Ready` set as wanted (its transition time kept).
+fn ready(a: &IPAllocation, wanted: Wanted, now: Timestamp) -> Vec<Condition> {
+    let existing = a.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    conditions::merge(existing, &[wanted], a.metadata.generation, &Time(now), &[READY])
 }
 
 /// The Failed status of a waiting allocation, with its reason and message.
 pub(super) fn failed(a: &IPAllocation, reason: &str, message: String, now: Timestamp) -> IPAllocationStatus {
-    let existing = a.status.clone().unwrap_or_default();
-    let wanted = [Wanted::new(READY, false, reason, message)];
     IPAllocationStatus {
         phase: Some(IPAllocationPhase::Failed),
         observed_generation: a.metadata.generation,
-        conditions: conditions::merge(
-            &existing.conditions,
-            &wanted,
-            a.metadata.generation,
-            &Time(now),
-            &[READY],
-        ),
+        conditions: ready(a, Wanted::new(READY, false, reason, message), now),
         ..IPAllocationStatus::default()
     }
 }
