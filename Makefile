@@ -36,9 +36,10 @@ e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBE
 crds: ## Regenerate crds/ from the API types (one file per CRD)
 	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds --dir crds
 
-release: ## Write the release shapes into out/release (VERSION=vX.Y.Z, the version of this build)
+release: ## Write the release shapes into out/release (VERSION=vX.Y.Z, the version of this build); with OCI=REGISTRY/PREFIX also push one artifact per provider
 	@test -n "$(VERSION)" || { echo "give the version: make release VERSION=vX.Y.Z"; exit 2; }
 	$(CARGO) run -q -p butler-operator --bin butler-operator -- release --version $(VERSION) --out out/release
+	@if [ -n "$(OCI)" ]; then $(CARGO) run -q -p butler-operator --bin butlerctl -- publish oci://$(OCI):$(VERSION) --all; fi
 
 image: ## Build the images (VERSION=vX.Y.Z): the operator's, which the install manifest runs, and butler-controller's, which the core provider runs
 	@test -n "$(VERSION)" || { echo "give the version: make image VERSION=vX.Y.Z"; exit 2; }

@@ -7,5 +7,6 @@
 
 pub mod cluster;
 mod lock;
+pub mod registry;
 
 pub use cluster::Cluster;

@@ -78,7 +78,13 @@ async fn the_workspace_crds_accept_every_document_example() {
             "infrastructureproviders",
             "InfrastructureProvider",
             serde_json::json!({"fetchConfig": {"url": "https://github.com/o/r/releases/latest/infrastructure-components.yaml", "selector": {"matchLabels": {"a": "b"}}}}),
-            "fetchConfig needs exactly one of url or selector",
+            "fetchConfig needs exactly one of url, oci or selector",
+        ),
+        (
+            "infrastructureproviders",
+            "InfrastructureProvider",
+            serde_json::json!({"fetchConfig": {"url": "oci://ghcr.io/o/infrastructure-x", "oci": "ghcr.io/o/infrastructure-x"}}),
+            "fetchConfig needs exactly one of url, oci or selector",
         ),
     ];
     for (plural, kind, spec, message) in refusals {

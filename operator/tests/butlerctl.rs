@@ -240,3 +240,58 @@ fn errors_go_to_stderr_with_a_failing_exit_code() {
         "Error: the variable DEMO_REGION is not set; set it in the environment or in the clusterctl config file\n"
     );
 }
+
+#[test]
+fn publish_pushes_a_release_that_generate_reads_back_from_the_registry() {
+    let registry = butler_e2e::registry::Registry::start(Some(("ci", "registry-secret")));
+    let setup = Setup::new("");
+    let env = [
+        ("OCI_USERNAME", "ci"),
+        ("OCI_PASSWORD", "registry-secret"),
+        ("OCI_INSECURE_REGISTRIES", &registry.addr),
+    ];
+    let release = setup.dir.path().join("repo/infrastructure-demo/v1.1.0");
+    let target = format!("oci://{}/capi/infrastructure-demo:v1.1.0", registry.addr);
+    let (code, stdout, stderr) = setup.run(
+        &["publish", &target, "--provider", "infrastructure-demo", "--from", &release.display().to_string()],
+        &env,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with(&format!("infrastructure-demo {target}@sha256:")), "{stdout}");
+
+    // Generate from the registry, the credentials in the config file this time, and compare
+    // with what the local repository gives.
+    let config = setup.dir.path().join("oci.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "providers:\n- name: demo\n  type: InfrastructureProvider\n  url: oci://{}/capi/infrastructure-demo\nOCI_USERNAME: ci\nOCI_PASSWORD: registry-secret\nOCI_INSECURE_REGISTRIES: {}\nDEMO_REGION: from-config\n",
+            registry.addr, registry.addr
+        ),
+    )
+    .unwrap();
+    let (code, from_registry, stderr) =
+        setup.run(&["generate", "provider", "-i", "demo", "--config", &config.display().to_string()], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let local = setup.dir.path().join("local.yaml");
+    let url = format!("{}/infrastructure-components.yaml", release.display()).replace("/v1.1.0/", "/latest/");
+    std::fs::write(&local, format!("providers:\n- name: demo\n  type: InfrastructureProvider\n  url: {url}\nDEMO_REGION: from-config\n")).unwrap();
+    let (code, from_folder, stderr) =
+        setup.run(&["generate", "provider", "-i", "demo", "--config", &local.display().to_string()], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(from_registry, from_folder);
+
+    // Every provider of this build at once; without credentials the registry refuses.
+    let prefix = format!("oci://{}/butler:{}", registry.addr, butler_repository::EMBEDDED_VERSION);
+    let (code, stdout, stderr) = setup.run(&["publish", &prefix, "--all"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.lines().count(), butler_repository::embedded_providers().len(), "{stdout}");
+    assert!(stdout.contains(&format!(
+        "infrastructure-harvester oci://{}/butler/infrastructure-harvester:",
+        registry.addr
+    )));
+    let (code, _, stderr) =
+        setup.run(&["publish", &prefix, "--all"], &[("OCI_INSECURE_REGISTRIES", &registry.addr)]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("set OCI_USERNAME and OCI_PASSWORD"), "{stderr}");
+}

@@ -118,8 +118,11 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
     );
     assert_eq!(keys(&spec["configSecret"]), ["name", "namespace"]);
     let fetch = &spec["fetchConfig"];
-    assert_eq!(keys(fetch), ["selector", "url"]);
-    assert_eq!(fetch["x-kubernetes-validations"][0]["rule"], "has(self.url) != has(self.selector)");
+    assert_eq!(keys(fetch), ["oci", "selector", "url"], "cluster-api-operator's three sources");
+    assert_eq!(
+        fetch["x-kubernetes-validations"][0]["rule"],
+        "(has(self.url) ? 1 : 0) + (has(self.oci) ? 1 : 0) + (has(self.selector) ? 1 : 0) == 1"
+    );
     let status = &schema["openAPIV3Schema"]["properties"]["status"];
     assert_eq!(keys(status), ["conditions", "contract", "installedVersion", "observedGeneration"]);
 }

@@ -51,6 +51,8 @@ pub enum RepositoryError {
         "offline: {url} is not in the cache at {cache}; fetch it once online, or use a local or ConfigMap repository"
     )]
     NotCached { url: String, cache: PathBuf },
+    #[error("{reference}: {message}")]
+    Oci { reference: String, message: String },
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
     #[error("reading ConfigMaps from the cluster failed: {0}")]

@@ -45,6 +45,14 @@ pub use source::{
     GitHubOptions, GitHubSource, GitLabSource, GoProxy, LocalSource, Source, VERSION_LABEL, built_in,
     butler_infrastructure, embedded_provider, embedded_providers,
 };
+/// OCI registries as a provider source.
+pub mod oci {
+    pub use crate::source::{
+        ARTIFACT_TYPE, DOCKER_CONFIG_KEY, DockerConfig, INSECURE_VARIABLE, OciCredentials, OciOptions,
+        OciSource, PASSWORD_VARIABLE, PROVIDER_NAME_ANNOTATION, PROVIDER_TYPE_ANNOTATION, Published,
+        TITLE_ANNOTATION, TOKEN_VARIABLE, USERNAME_VARIABLE, VERSION_ANNOTATION, publish,
+    };
+}
 pub use templates::{
     ClusterVariables, Template, clusterclass_file, process_template, template_file, template_variables,
 };

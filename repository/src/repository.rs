@@ -9,7 +9,8 @@ use crate::error::{RepositoryError, Result};
 use crate::http::{Http, HttpOptions};
 use crate::metadata::{METADATA_FILE, Metadata};
 use crate::source::{
-    AnySource, EmbeddedSource, GitHubOptions, GitHubSource, GitLabSource, LocalSource, Source,
+    AnySource, EmbeddedSource, GitHubOptions, GitHubSource, GitLabSource, LocalSource, OciOptions, OciSource,
+    Source,
 };
 use crate::url::{Location, ProviderUrl};
 use crate::version::{self, Version};
@@ -21,13 +22,18 @@ pub struct RemoteOptions {
     pub github: GitHubOptions,
     /// `GITLAB_ACCESS_TOKEN`.
     pub gitlab_token: Option<String>,
+    /// Credentials, plain-HTTP registries and mirrors of OCI registries.
+    pub oci: OciOptions,
 }
 
 impl RemoteOptions {
     /// The defaults, with tokens and `GOPROXY` from the environment.
     pub fn from_env() -> RemoteOptions {
+        let mut oci = OciOptions::default();
+        oci.apply_variables(|key| std::env::var(key).ok());
         RemoteOptions {
             gitlab_token: std::env::var("GITLAB_ACCESS_TOKEN").ok().filter(|t| !t.is_empty()),
+            oci,
             ..Default::default()
         }
     }
@@ -51,17 +57,19 @@ impl Repository<AnySource> {
         url: &ProviderUrl,
         options: &RemoteOptions,
     ) -> Result<Repository<AnySource>> {
-        let http = Http::new(options.http.clone());
+        // A client loads the system's root certificates when made: only the sources that
+        // speak HTTP through it make one.
+        let http = || Http::new(options.http.clone());
         let source = match &url.location {
             Location::GitHub { owner, repo } => {
-                AnySource::GitHub(GitHubSource::new(owner, repo, options.github.clone(), http)?)
+                AnySource::GitHub(GitHubSource::new(owner, repo, options.github.clone(), http())?)
             }
             Location::GitLab { host, project, package } => AnySource::GitLab(GitLabSource::new(
                 host,
                 project,
                 package,
                 options.gitlab_token.clone(),
-                http,
+                http(),
             )),
             Location::Local { base, label } if label != provider => {
                 return Err(RepositoryError::LocalLabel {
@@ -72,6 +80,27 @@ impl Repository<AnySource> {
             }
             Location::Local { base, label } => AnySource::Local(LocalSource::new(base, label)),
             Location::Embedded { label } => AnySource::Embedded(EmbeddedSource::new(label)?),
+            Location::Oci { registry, repository, digest, plain_http } => {
+                let source = OciSource::new(
+                    provider,
+                    registry,
+                    repository,
+                    digest.clone(),
+                    *plain_http,
+                    &options.oci,
+                    options.http.clone(),
+                );
+                // An artifact holds its files under names the source finds by the provider's
+                // type; ask for the one clusterctl's contract names.
+                let (kind, _) = crate::source::type_and_name(provider);
+                let file = if kind == "core" {
+                    "core-components.yaml".to_string()
+                } else {
+                    format!("{kind}-components.yaml")
+                };
+                return Ok(Repository::new(provider, AnySource::Oci(source), &file)
+                    .with_default_version(url.version.clone()));
+            }
         };
         Ok(Repository::new(provider, source, &url.components_file).with_default_version(url.version.clone()))
     }

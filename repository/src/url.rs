@@ -11,6 +11,7 @@ use crate::version::Version;
 
 const GITHUB_FORM: &str = "https://github.com/{owner}/{repo}/releases/{latest|vX.Y.Z}/{components file}";
 const GITLAB_FORM: &str = "https://gitlab.{host}/api/v4/projects/{project id or escaped path}/packages/generic/{package}/{vX.Y.Z}/{components file}";
+const OCI_FORM: &str = "oci://{registry}/{repository}[:{vX.Y.Z}][@sha256:{digest}]";
 const LOCAL_FORM: &str =
     "/{base path}/{provider label}/{latest|vX.Y.Z}/{components file}, or the same as a file:// URL";
 
@@ -25,6 +26,9 @@ pub enum Location {
     Local { base: PathBuf, label: String },
     /// A provider of the repository compiled into this build (`embedded:{label}`).
     Embedded { label: String },
+    /// An OCI artifact per version in `registry/repository`, tagged with the version; a
+    /// digest pins the content.
+    Oci { registry: String, repository: String, digest: Option<String>, plain_http: bool },
 }
 
 /// A parsed provider URL.
@@ -47,6 +51,9 @@ impl fmt::Display for Location {
                 write!(f, "the local repository {}", base.join(label).display())
             }
             Location::Embedded { label } => write!(f, "the embedded repository of {label}"),
+            Location::Oci { registry, repository, .. } => {
+                write!(f, "the OCI repository {registry}/{repository}")
+            }
         }
     }
 }
@@ -84,6 +91,9 @@ impl ProviderUrl {
         }
         if text.starts_with('/') {
             return ProviderUrl::local(text, text);
+        }
+        if let Some(reference) = text.strip_prefix("oci://") {
+            return ProviderUrl::oci(reference, false, text);
         }
         let invalid = |expected: &str| RepositoryError::InvalidUrl {
             url: text.to_string(),
@@ -156,8 +166,72 @@ impl ProviderUrl {
                     }
                 }
             }
-            _ => Err(invalid(&format!("one of {GITHUB_FORM}; {GITLAB_FORM}; {LOCAL_FORM}"))),
+            _ => Err(invalid(&format!("one of {GITHUB_FORM}; {GITLAB_FORM}; {OCI_FORM}; {LOCAL_FORM}"))),
         }
+    }
+
+    /// The `fetchConfig.oci` field of cluster-api-operator: `registry/repository[:tag]`
+    /// without a scheme; `http://` in front marks a registry served over plain HTTP.
+    pub fn parse_oci_field(text: &str) -> Result<ProviderUrl, RepositoryError> {
+        let text = text.trim();
+        let (reference, plain_http) = match text.strip_prefix("http://") {
+            Some(rest) => (rest, true),
+            None => (text.strip_prefix("oci://").unwrap_or(text), false),
+        };
+        ProviderUrl::oci(reference, plain_http, text)
+    }
+
+    /// `registry/repository[:tag][@sha256:digest]`, as image references are written, but the
+    /// registry is required (an artifact has no default registry).
+    fn oci(reference: &str, plain_http: bool, original: &str) -> Result<ProviderUrl, RepositoryError> {
+        let invalid = |why: &str| RepositoryError::InvalidUrl {
+            url: original.to_string(),
+            expected: format!("{OCI_FORM} ({why})"),
+        };
+        let (rest, digest) = match reference.split_once('@') {
+            Some((rest, digest)) => {
+                let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+                if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                    return Err(invalid("a digest is sha256: and 64 lowercase hex digits"));
+                }
+                (rest, Some(digest.to_string()))
+            }
+            None => (reference, None),
+        };
+        let Some((registry, path)) = rest.split_once('/') else {
+            return Err(invalid("the registry host comes first"));
+        };
+        let host_like = registry.contains('.') || registry.contains(':') || registry == "localhost";
+        if !host_like {
+            return Err(invalid("the registry host comes first, such as ghcr.io or registry.local:5000"));
+        }
+        let slash = path.rfind('/').map_or(0, |i| i + 1);
+        let (repository, tag) = match path[slash..].rfind(':') {
+            Some(i) => (&path[..slash + i], Some(&path[slash + i + 1..])),
+            None => (path, None),
+        };
+        let component_ok = |c: &str| {
+            !c.is_empty()
+                && c.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+        };
+        if !repository.split('/').all(component_ok) {
+            return Err(invalid("a repository path is lowercase letters, digits, '.', '_', '-' and '/'"));
+        }
+        let version = match tag {
+            Some(tag) => Some(Version::parse(tag, &format!("the tag of {original:?}"))?),
+            None => None,
+        };
+        Ok(ProviderUrl {
+            location: Location::Oci {
+                registry: registry.to_ascii_lowercase(),
+                repository: repository.to_string(),
+                digest,
+                plain_http,
+            },
+            version,
+            // The artifact's files are found by the provider's type (see the OCI source).
+            components_file: "components.yaml".to_string(),
+        })
     }
 
     fn local(path: &str, original: &str) -> Result<ProviderUrl, RepositoryError> {
@@ -249,6 +323,64 @@ mod tests {
         );
         let latest = ProviderUrl::parse("/repo/core-butler/latest/core-components.yaml").unwrap();
         assert_eq!(latest.version, None);
+    }
+
+    #[test]
+    fn oci_references_parse_as_image_references_with_a_registry() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        type Expected<'a> = Option<(&'a str, &'a str, Option<&'a str>, bool)>;
+        let cases: [(&str, Expected, Option<&str>); 10] = [
+            (
+                "oci://ghcr.io/butlerdotdev/infrastructure-harvester",
+                Some(("ghcr.io", "butlerdotdev/infrastructure-harvester", None, false)),
+                None,
+            ),
+            (
+                "oci://registry.local:5000/capi/core:v1.2.3",
+                Some(("registry.local:5000", "capi/core", None, false)),
+                Some("v1.2.3"),
+            ),
+            ("oci://localhost/p", Some(("localhost", "p", None, false)), None),
+            ("oci://Reg.IO/p:1.0.0", Some(("reg.io", "p", None, false)), Some("1.0.0")),
+            ("oci://butlerdotdev/p", None, None),
+            ("oci://ghcr.io/", None, None),
+            ("oci://ghcr.io/Upper/p", None, None),
+            ("oci://ghcr.io/p@sha256:abc", None, None),
+            ("oci://ghcr.io/p:latest", None, None),
+            ("oci://ghcr.io//p", None, None),
+        ];
+        for (text, expected, version) in cases {
+            match (ProviderUrl::parse(text), expected) {
+                (Ok(url), Some((registry, repository, digest, plain_http))) => {
+                    assert_eq!(
+                        url.location,
+                        Location::Oci {
+                            registry: registry.into(),
+                            repository: repository.into(),
+                            digest: digest.map(String::from),
+                            plain_http
+                        },
+                        "{text}"
+                    );
+                    assert_eq!(url.version.map(|v| v.to_string()).as_deref(), version, "{text}");
+                }
+                (Err(e), None) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains("oci://{registry}") || e.contains("is not a semantic version"),
+                        "{text}: {e}"
+                    )
+                }
+                (got, _) => panic!("{text}: {got:?}"),
+            }
+        }
+        let pinned = ProviderUrl::parse(&format!("oci://ghcr.io/o/p:v0.1.0@{digest}")).unwrap();
+        assert!(matches!(pinned.location, Location::Oci { digest: Some(ref d), .. } if *d == digest));
+        // cluster-api-operator's fetchConfig.oci: no scheme, http:// for a plain-HTTP registry.
+        let field = ProviderUrl::parse_oci_field("http://127.0.0.1:5000/capi/aws:v2.0.0").unwrap();
+        assert!(matches!(field.location, Location::Oci { plain_http: true, .. }));
+        let field = ProviderUrl::parse_oci_field("ghcr.io/o/p").unwrap();
+        assert!(matches!(field.location, Location::Oci { plain_http: false, .. }));
     }
 
     #[test]

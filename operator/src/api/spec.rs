@@ -68,19 +68,26 @@ pub struct ConfigSecretReference {
     pub namespace: Option<String>,
 }
 
-/// Where a provider's components and metadata come from: exactly one of url and selector.
+/// Where a provider's components and metadata come from: exactly one of url, oci and selector.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "has(self.url) != has(self.selector)",
-    "message": "fetchConfig needs exactly one of url or selector"
+    "rule": "(has(self.url) ? 1 : 0) + (has(self.oci) ? 1 : 0) + (has(self.selector) ? 1 : 0) == 1",
+    "message": "fetchConfig needs exactly one of url, oci or selector"
 }]))]
 pub struct FetchConfig {
     /// A clusterctl provider repository URL: a GitHub release
     /// (`https://github.com/{owner}/{repo}/releases/latest/{components}.yaml`), a GitLab generic
     /// package (`https://gitlab.{host}/api/v4/projects/{project}/packages/generic/{package}/{version}/{components}.yaml`)
-    /// or a local folder (`file:///{base}/{provider}/latest/{components}.yaml`).
+    /// or a local folder (`file:///{base}/{provider}/latest/{components}.yaml`), or an OCI
+    /// repository (`oci://{registry}/{repository}[:{version}][@sha256:{digest}]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// An OCI repository as cluster-api-operator's field writes it:
+    /// `{registry}/{repository}[:{version}]`, with `http://` in front for a registry served over
+    /// plain HTTP. Credentials come from the config Secret (`OCI_USERNAME` and `OCI_PASSWORD`,
+    /// `OCI_ACCESS_TOKEN`, or a Docker config.json under `.dockerconfigjson`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<String>,
     /// Selects ConfigMaps in the provider's namespace, one per version, each with the data keys
     /// `metadata` and `components` (for air-gapped clusters). The version comes from the label
     /// `provider.cluster.x-k8s.io/version`, else from the ConfigMap's name.

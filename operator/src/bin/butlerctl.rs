@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use butler_operator::cli::{self, ClusterArgs, ProviderArgs, ProviderChoice};
+use butler_operator::cli::{self, ClusterArgs, ProviderArgs, ProviderChoice, PublishArgs};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -20,6 +20,30 @@ enum Command {
         #[command(subcommand)]
         what: Generate,
     },
+    /// Push provider releases to an OCI registry, one artifact per provider (credentials from
+    /// OCI_USERNAME and OCI_PASSWORD or OCI_ACCESS_TOKEN; OCI_INSECURE_REGISTRIES for plain HTTP).
+    Publish(PublishFlags),
+}
+
+#[derive(Args)]
+struct PublishFlags {
+    /// Where to: oci://REGISTRY/REPOSITORY:VERSION (with --all, the prefix of one repository per
+    /// provider).
+    #[arg(value_name = "oci://REGISTRY/REPOSITORY:VERSION")]
+    reference: String,
+    /// The provider label, for example infrastructure-harvester or butler.
+    #[arg(long, value_name = "LABEL")]
+    provider: Option<String>,
+    /// Every provider of this build, each to REPOSITORY/LABEL:VERSION.
+    #[arg(long)]
+    all: bool,
+    /// A folder with the release's files (metadata.yaml, components, templates); by default
+    /// the files of this build.
+    #[arg(long, value_name = "FOLDER")]
+    from: Option<PathBuf>,
+    /// The clusterctl config file (for OCI_* variables).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -104,7 +128,19 @@ struct ClusterFlags {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let Command::Generate { what } = Cli::parse().command;
+    let what = match Cli::parse().command {
+        Command::Generate { what } => what,
+        Command::Publish(f) => {
+            let args = PublishArgs {
+                reference: f.reference,
+                provider: f.provider,
+                all: f.all,
+                from: f.from,
+                config: f.config,
+            };
+            return finish(cli::publish(&args).await);
+        }
+    };
     let result = match what {
         Generate::Provider(flags) => {
             let w = flags.which;
@@ -139,6 +175,10 @@ async fn main() -> ExitCode {
             cli::generate_cluster(&args).await
         }
     };
+    finish(result)
+}
+
+fn finish(result: Result<cli::Output, cli::GenerateError>) -> ExitCode {
     match result {
         Ok(output) => {
             for warning in &output.stderr {

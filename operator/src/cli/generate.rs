@@ -100,10 +100,12 @@ pub struct ClusterArgs {
 
 /// Remote options whose tokens come through the same path as every variable (flags, then the
 /// environment, then the config file).
-fn remote_options(variables: &Variables) -> RemoteOptions {
+fn remote_options(variables: &Variables, config: &ClusterctlConfig) -> RemoteOptions {
     let mut remote = RemoteOptions::from_env();
     remote.github.token = variables.lookup("GITHUB_TOKEN").filter(|t| !t.is_empty());
     remote.gitlab_token = variables.lookup("GITLAB_ACCESS_TOKEN").filter(|t| !t.is_empty());
+    remote.oci.apply_variables(|key| variables.lookup(key));
+    remote.oci.mirrors = config.images.clone();
     remote
 }
 
@@ -115,7 +117,7 @@ fn repository(
 ) -> Result<Repository, GenerateError> {
     let entry = config.provider(type_, name)?;
     let url = ProviderUrl::parse(&entry.url)?;
-    let repo = Repository::from_url(&type_.label(name), &url, &remote_options(variables))?;
+    let repo = Repository::from_url(&type_.label(name), &url, &remote_options(variables, config))?;
     Ok(repo.with_overrides(config.overrides_folder.clone()))
 }
 
@@ -179,7 +181,7 @@ pub async fn generate_cluster(args: &ClusterArgs) -> Result<Output, GenerateErro
 
     // The template, and the repository its ClusterClasses come from.
     let (text, repo) = match (&args.from, &args.infrastructure) {
-        (Some(from), _) => (read_from(from, &variables).await?, None),
+        (Some(from), _) => (read_from(from).await?, None),
         (None, Some(infrastructure)) => {
             let (name, version) = split_name(infrastructure);
             let repo = repository(&config, &variables, ProviderType::Infrastructure, &name)?;
@@ -242,9 +244,9 @@ fn utf8(bytes: Vec<u8>, what: &str) -> Result<String, GenerateError> {
 }
 
 /// A template from a file or an https URL.
-async fn read_from(from: &str, variables: &Variables) -> Result<String, GenerateError> {
+async fn read_from(from: &str) -> Result<String, GenerateError> {
     if from.starts_with("https://") || from.starts_with("http://") {
-        let http = Http::new(remote_options(variables).http);
+        let http = Http::new(RemoteOptions::from_env().http);
         let fetched = http.get(from, &Default::default(), false).await?;
         return utf8(fetched.body, from);
     }

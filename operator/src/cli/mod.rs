@@ -1,10 +1,13 @@
 //! `butlerctl`: the command line. `generate provider` and `generate cluster` take the flags of
-//! `clusterctl generate provider` and `clusterctl generate cluster` and print the same YAML.
+//! `clusterctl generate provider` and `clusterctl generate cluster` and print the same YAML;
+//! `publish` pushes provider releases to an OCI registry.
 
 mod generate;
+mod publish;
 mod variables;
 
 pub use generate::{
     ClusterArgs, GenerateError, Output, ProviderArgs, ProviderChoice, generate_cluster, generate_provider,
 };
+pub use publish::{PublishArgs, publish};
 pub use variables::format_variables;

@@ -1,12 +1,14 @@
 //! A provider's config Secret: its keys are the variables of the components, and
-//! `GITHUB_TOKEN` / `GITLAB_ACCESS_TOKEN` reach the repository. Values never leave this module
+//! `GITHUB_TOKEN` / `GITLAB_ACCESS_TOKEN` and the OCI credentials (`OCI_USERNAME`,
+//! `OCI_PASSWORD`, `OCI_ACCESS_TOKEN`, a Docker config.json under `.dockerconfigjson`) reach
+//! the repository. Values never leave this module
 //! but as variables and tokens: messages name keys, never values, and [`Redactor`] takes them
 //! out of messages that others (API servers, the renderer) write.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use butler_repository::RemoteOptions;
+use butler_repository::{RemoteOptions, oci};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 
@@ -115,6 +117,12 @@ pub async fn load(
     }
     if let Some(token) = config.variables.get("GITLAB_ACCESS_TOKEN").filter(|t| !t.is_empty()) {
         config.remote.gitlab_token = Some(token.clone());
+    }
+    config.remote.oci.apply_variables(|key| config.variables.get(key).cloned());
+    if let Some(json) = config.variables.get(oci::DOCKER_CONFIG_KEY) {
+        let docker = oci::DockerConfig::parse(json.as_bytes())
+            .map_err(|e| Unreadable(format!("key {:?} of {what} {e}", oci::DOCKER_CONFIG_KEY)))?;
+        config.remote.oci.docker_config = Some(docker);
     }
     Ok(config)
 }

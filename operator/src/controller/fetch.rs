@@ -1,9 +1,10 @@
-//! Finding and fetching a provider's release: from `fetchConfig.url`, from the ConfigMaps of
+//! Finding and fetching a provider's release: from `fetchConfig.url` or `.oci`, from the ConfigMaps of
 //! `fetchConfig.selector`, else from where the operator's config file or the built-in list (the
 //! embedded repository, for Butler's provider names) says the provider lives.
 
 use butler_repository::{
     AnySource, ClusterctlConfig, ConfigMapSource, ProviderUrl, RemoteOptions, Repository, Version,
+    oci::OciOptions,
 };
 
 use super::vocabulary::Fetched;
@@ -27,9 +28,24 @@ pub fn repository(
 ) -> Result<Repository, String> {
     let label = kind.label(name);
     let fetch = spec.fetch_config.as_ref();
+    // OCI artifacts are mirrored where the config's image overrides say images are.
+    let mirrored;
+    let remote = if remote.oci.mirrors.is_empty() && !config.images.is_empty() {
+        mirrored = RemoteOptions {
+            oci: OciOptions { mirrors: config.images.clone(), ..remote.oci.clone() },
+            ..remote.clone()
+        };
+        &mirrored
+    } else {
+        remote
+    };
     match (fetch.and_then(|f| f.url.as_deref()), fetch.and_then(|f| f.selector.as_ref())) {
         (Some(url), _) => {
             let url = ProviderUrl::parse(url).map_err(|e| format!("spec.fetchConfig.url: {e}"))?;
+            Repository::from_url(&label, &url, remote).map_err(|e| e.to_string())
+        }
+        (None, _) if let Some(oci) = fetch.and_then(|f| f.oci.as_deref()) => {
+            let url = ProviderUrl::parse_oci_field(oci).map_err(|e| format!("spec.fetchConfig.oci: {e}"))?;
             Repository::from_url(&label, &url, remote).map_err(|e| e.to_string())
         }
         (None, Some(selector)) => {
@@ -58,7 +74,7 @@ pub fn remote_url(
 ) -> Option<String> {
     let fetch = spec.fetch_config.as_ref();
     let url = match fetch {
-        Some(f) => f.url.clone()?,
+        Some(f) => f.url.clone().or_else(|| f.oci.clone())?,
         None => config.provider(kind, name).ok()?.url,
     };
     (!url.starts_with("embedded:")).then_some(url)
@@ -127,11 +143,10 @@ pub async fn release(repo: &Repository, version: Version) -> Result<Fetched, Str
 }
 
 fn has_url_version(spec: &ProviderSpec) -> bool {
-    spec.fetch_config
-        .as_ref()
-        .and_then(|f| f.url.as_deref())
-        .and_then(|u| ProviderUrl::parse(u).ok())
-        .is_some_and(|u| u.version.is_some())
+    let fetch = spec.fetch_config.as_ref();
+    let url = fetch.and_then(|f| f.url.as_deref()).and_then(|u| ProviderUrl::parse(u).ok());
+    let oci = fetch.and_then(|f| f.oci.as_deref()).and_then(|u| ProviderUrl::parse_oci_field(u).ok());
+    url.or(oci).is_some_and(|u| u.version.is_some())
 }
 
 #[cfg(test)]

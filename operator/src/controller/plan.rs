@@ -65,11 +65,12 @@ pub fn preflight(
         ));
     }
     if let Some(fetch) = &spec.fetch_config
-        && fetch.url.is_some() == fetch.selector.is_some()
+        && [fetch.url.is_some(), fetch.oci.is_some(), fetch.selector.is_some()].iter().filter(|s| **s).count()
+            != 1
     {
         return Err(Stop::new(
             Reason::InvalidFetchConfig,
-            "spec.fetchConfig needs exactly one of url and selector",
+            "spec.fetchConfig needs exactly one of url, oci and selector",
         ));
     }
     if spec.fetch_config.is_none() && !embedded {

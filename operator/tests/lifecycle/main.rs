@@ -8,6 +8,7 @@ mod delete;
 mod fixtures;
 mod install;
 mod manifest;
+mod oci;
 mod restart;
 mod support;
 mod upgrade;

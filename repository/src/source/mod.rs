@@ -7,6 +7,8 @@ mod github;
 mod gitlab;
 mod goproxy;
 mod local;
+mod oci;
+pub(crate) use oci::type_and_name;
 
 use std::future::Future;
 
@@ -19,6 +21,11 @@ pub use github::{GitHubOptions, GitHubSource};
 pub use gitlab::GitLabSource;
 pub use goproxy::GoProxy;
 pub use local::LocalSource;
+pub use oci::{
+    ARTIFACT_TYPE, DOCKER_CONFIG_KEY, DockerConfig, INSECURE_VARIABLE, OciCredentials, OciOptions, OciSource,
+    PASSWORD_VARIABLE, PROVIDER_NAME_ANNOTATION, PROVIDER_TYPE_ANNOTATION, Published, TITLE_ANNOTATION,
+    TOKEN_VARIABLE, USERNAME_VARIABLE, VERSION_ANNOTATION, publish,
+};
 
 use crate::error::Result;
 use crate::version::{self, Version};
@@ -52,6 +59,7 @@ pub enum AnySource {
     GitLab(GitLabSource),
     Local(LocalSource),
     ConfigMap(ConfigMapSource),
+    Oci(OciSource),
 }
 
 macro_rules! each {
@@ -62,6 +70,7 @@ macro_rules! each {
             AnySource::GitLab($s) => $body,
             AnySource::Local($s) => $body,
             AnySource::ConfigMap($s) => $body,
+            AnySource::Oci($s) => $body,
         }
     };
 }

@@ -7,4 +7,5 @@ mod fake_github;
 mod github;
 mod gitlab;
 mod local;
+mod oci;
 mod support;

@@ -1,0 +1,442 @@
+//! OCI registries: a provider's releases as artifacts tagged with their versions
+//! (`oci://registry/repository[:tag][@digest]`), read with `oci-client`.
+//!
+//! One reconcile reads one manifest per version and only the layers it needs; layers and
+//! manifests named by digest are kept in the on-disk cache (content-addressed, so never stale)
+//! and checked against their digest when read back, so a repeated fetch costs one manifest
+//! request; offline, tags are answered from the cache too.
+
+mod artifact;
+mod credentials;
+mod publish;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::{
+    IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest,
+};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+
+pub(crate) use artifact::type_and_name;
+pub use artifact::{
+    ARTIFACT_TYPE, PROVIDER_NAME_ANNOTATION, PROVIDER_TYPE_ANNOTATION, TITLE_ANNOTATION, VERSION_ANNOTATION,
+};
+pub use credentials::{
+    DOCKER_CONFIG_KEY, DockerConfig, INSECURE_VARIABLE, OciCredentials, OciOptions, PASSWORD_VARIABLE,
+    TOKEN_VARIABLE, USERNAME_VARIABLE,
+};
+pub use publish::{Published, publish};
+
+use super::Source;
+use crate::digest::sha256_hex;
+use crate::error::{RepositoryError, Result};
+use crate::http::HttpOptions;
+use crate::version::Version;
+
+/// Tags asked for per page of the tag list.
+const TAGS_PER_PAGE: usize = 1000;
+
+/// Files by name.
+type Files = Arc<BTreeMap<String, Vec<u8>>>;
+
+/// One version's manifest, and what was read of it.
+struct Artifact {
+    reference: Reference,
+    layout: artifact::Layout,
+    /// The files of its archives, once unpacked.
+    unpacked: Mutex<Option<Files>>,
+}
+
+pub struct OciSource {
+    registry: String,
+    repository: String,
+    digest: Option<String>,
+    /// The provider label, to find its files and check the artifact's claim.
+    label: String,
+    client: Client,
+    auth: RegistryAuth,
+    http: HttpOptions,
+    artifacts: Mutex<BTreeMap<String, Arc<Artifact>>>,
+}
+
+impl OciSource {
+    /// The artifacts of `label` in `registry/repository` (or its mirror); `digest` pins the
+    /// content of every version read.
+    pub fn new(
+        label: &str,
+        registry: &str,
+        repository: &str,
+        digest: Option<String>,
+        plain_http: bool,
+        options: &OciOptions,
+        http: HttpOptions,
+    ) -> OciSource {
+        let (registry, repository) = options.mirror(label, registry, repository);
+        let mut insecure = options.insecure.clone();
+        if plain_http {
+            insecure.push(registry.clone());
+        }
+        let auth = options.auth_for(&registry);
+        let client = shared_client(insecure, http.timeout, &auth);
+        OciSource {
+            auth,
+            registry,
+            repository,
+            digest,
+            label: label.to_string(),
+            client,
+            http,
+            artifacts: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn key(&self, suffix: &str) -> String {
+        format!("oci://{}/{}{suffix}", self.registry, self.repository)
+    }
+
+    fn error(&self, what: &str, e: OciDistributionError) -> RepositoryError {
+        describe(&self.key(""), what, e)
+    }
+
+    /// The tags of the repository, every page.
+    async fn tags(&self) -> Result<Vec<String>> {
+        let key = self.key("/tags");
+        if self.http.offline {
+            return self.cached_json(&key);
+        }
+        let reference = Reference::with_tag(self.registry.clone(), self.repository.clone(), "latest".into());
+        let mut tags: Vec<String> = Vec::new();
+        loop {
+            let page = self
+                .client
+                .list_tags(&reference, &self.auth, Some(TAGS_PER_PAGE), tags.last().map(String::as_str))
+                .await
+                .map_err(|e| self.error("the tag list", e))?;
+            let full = page.tags.len() >= TAGS_PER_PAGE;
+            tags.extend(page.tags);
+            if !full {
+                break;
+            }
+        }
+        if let Some(cache) = &self.http.cache {
+            cache.store(&key, &serde_json::to_vec(&tags).expect("tags serialize"), None, None, None)?;
+        }
+        Ok(tags)
+    }
+
+    fn cached_json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<T> {
+        let not_cached = || RepositoryError::NotCached {
+            url: key.to_string(),
+            cache: self.http.cache.as_ref().map(|c| c.dir().to_path_buf()).unwrap_or_default(),
+        };
+        let entry = self.http.cache.as_ref().and_then(|c| c.lookup(key)).ok_or_else(not_cached)?;
+        serde_json::from_slice(&entry.body).map_err(|_| not_cached())
+    }
+
+    /// Content named by its digest, from the cache when it is there (and still matches).
+    fn cached_by_digest(&self, digest: &str) -> Option<Vec<u8>> {
+        let entry = self.http.cache.as_ref()?.lookup(&self.key(&format!("@{digest}")))?;
+        (digest.strip_prefix("sha256:") == Some(sha256_hex(&entry.body).as_str())).then_some(entry.body)
+    }
+
+    fn keep_by_digest(&self, digest: &str, body: &[u8]) -> Result<()> {
+        match &self.http.cache {
+            Some(cache) => cache.store(&self.key(&format!("@{digest}")), body, None, None, None),
+            None => Ok(()),
+        }
+    }
+
+    /// The raw manifest of `tag` (or of the pinned digest) and its digest.
+    async fn manifest_bytes(&self, tag: &str) -> Result<(Vec<u8>, String)> {
+        if let Some(digest) = &self.digest
+            && let Some(body) = self.cached_by_digest(digest)
+        {
+            return Ok((body, digest.clone()));
+        }
+        let tag_key = self.key(&format!(":{tag}"));
+        if self.http.offline {
+            let digest: String = self.cached_json(&tag_key)?;
+            let body = self.cached_by_digest(&digest).ok_or_else(|| RepositoryError::NotCached {
+                url: tag_key.clone(),
+                cache: self.http.cache.as_ref().map(|c| c.dir().to_path_buf()).unwrap_or_default(),
+            })?;
+            return Ok((body, digest));
+        }
+        let reference = match &self.digest {
+            Some(digest) => {
+                Reference::with_digest(self.registry.clone(), self.repository.clone(), digest.clone())
+            }
+            None => Reference::with_tag(self.registry.clone(), self.repository.clone(), tag.to_string()),
+        };
+        // oci-client checks the body against a digest in the reference.
+        let (body, digest) = self
+            .client
+            .pull_manifest_raw(&reference, &self.auth, &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE])
+            .await
+            .map_err(|e| self.error(&format!("the manifest of {tag}"), e))?;
+        self.keep_by_digest(&digest, &body)?;
+        if let Some(cache) = &self.http.cache {
+            cache.store(
+                &tag_key,
+                &serde_json::to_vec(&digest).expect("a digest serializes"),
+                None,
+                None,
+                None,
+            )?;
+        }
+        Ok((body.to_vec(), digest))
+    }
+
+    /// The artifact of `version`: its manifest, read once per source.
+    async fn artifact(&self, version: &Version) -> Result<Arc<Artifact>> {
+        let key = version.to_string();
+        if let Some(found) = self.artifacts.lock().expect("not poisoned").get(&key) {
+            return Ok(found.clone());
+        }
+        // Tags may be written with or without the leading v.
+        let mut last = None;
+        let mut found = None;
+        for tag in version.spellings() {
+            match self.manifest_bytes(&tag).await {
+                Ok(answer) => {
+                    found = Some((tag, answer));
+                    break;
+                }
+                Err(e @ RepositoryError::NotFound { .. }) if self.digest.is_none() => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        let Some((tag, (body, digest))) = found else {
+            return Err(last.unwrap_or_else(|| RepositoryError::NotFound {
+                what: format!("version {version}"),
+                location: self.location(),
+            }));
+        };
+        let manifest: OciImageManifest = serde_json::from_slice(&body).map_err(|e| RepositoryError::Oci {
+            reference: self.key(&format!(":{tag}")),
+            message: format!("the manifest is not an OCI image manifest: {e}"),
+        })?;
+        let annotations = manifest.annotations.clone().unwrap_or_default();
+        if let Some(pinned) = annotations.get(VERSION_ANNOTATION)
+            && self.digest.is_some()
+            && Version::parse(pinned, "the manifest").ok().as_ref() != Some(version)
+        {
+            return Err(RepositoryError::Oci {
+                reference: self.key(&format!("@{digest}")),
+                message: format!(
+                    "the digest pins version {pinned}, not {version}; change the version or the digest"
+                ),
+            });
+        }
+        artifact::check_provider(&manifest, &self.label)
+            .map_err(|message| RepositoryError::Oci { reference: self.key(&format!(":{tag}")), message })?;
+        let reference = Reference::with_digest(self.registry.clone(), self.repository.clone(), digest);
+        let layout = artifact::layout(&manifest);
+        let artifact = Arc::new(Artifact { reference, layout, unpacked: Mutex::new(None) });
+        self.artifacts.lock().expect("not poisoned").insert(key, artifact.clone());
+        Ok(artifact)
+    }
+
+    /// A layer's bytes, checked against its digest (by oci-client when pulled, here when read
+    /// back from the cache).
+    async fn blob(&self, artifact: &Artifact, layer: &OciDescriptor, what: &str) -> Result<Vec<u8>> {
+        if let Some(body) = self.cached_by_digest(&layer.digest) {
+            return Ok(body);
+        }
+        if self.http.offline {
+            return Err(RepositoryError::NotCached {
+                url: self.key(&format!("@{}", layer.digest)),
+                cache: self.http.cache.as_ref().map(|c| c.dir().to_path_buf()).unwrap_or_default(),
+            });
+        }
+        if u64::try_from(layer.size).unwrap_or(u64::MAX) > self.http.max_download {
+            return Err(RepositoryError::TooLarge { what: what.to_string(), limit: self.http.max_download });
+        }
+        let mut body = Vec::new();
+        self.client
+            .pull_blob(&artifact.reference, layer, &mut body)
+            .await
+            .map_err(|e| self.error(what, e))?;
+        self.keep_by_digest(&layer.digest, &body)?;
+        Ok(body)
+    }
+
+    async fn unpacked(&self, artifact: &Artifact) -> Result<Files> {
+        if let Some(files) = artifact.unpacked.lock().expect("not poisoned").clone() {
+            return Ok(files);
+        }
+        let mut files = BTreeMap::new();
+        for layer in &artifact.layout.archives {
+            let bytes = self.blob(artifact, layer, &format!("the layer {}", layer.digest)).await?;
+            let gzipped = bytes.starts_with(&[0x1f, 0x8b]);
+            let unpacked = artifact::unpack(&bytes, gzipped, self.http.max_download).map_err(|message| {
+                RepositoryError::Oci { reference: self.key(&format!("@{}", layer.digest)), message }
+            })?;
+            files.extend(unpacked);
+        }
+        let files = Arc::new(files);
+        *artifact.unpacked.lock().expect("not poisoned") = Some(files.clone());
+        Ok(files)
+    }
+}
+
+/// Clients by what they were made for. A client loads the system's root certificates when
+/// made (tens of milliseconds) and keeps registry tokens, so sources that reach registries
+/// alike (a reconcile makes one) share one. The credentials are part of the key: a client
+/// keeps the first credentials it was given for a registry, and two providers' credentials
+/// must never mix.
+/// Plain-HTTP registries, the timeout, and a digest of the credentials.
+type ClientKey = (Vec<String>, std::time::Duration, String);
+
+fn shared_client(mut insecure: Vec<String>, timeout: std::time::Duration, auth: &RegistryAuth) -> Client {
+    static CLIENTS: Mutex<BTreeMap<ClientKey, Client>> = Mutex::new(BTreeMap::new());
+    insecure.sort();
+    insecure.dedup();
+    let who = match auth {
+        RegistryAuth::Anonymous => String::new(),
+        RegistryAuth::Basic(user, password) => sha256_hex(format!("basic\0{user}\0{password}").as_bytes()),
+        RegistryAuth::Bearer(token) => sha256_hex(format!("bearer\0{token}").as_bytes()),
+    };
+    let key = (insecure, timeout, who);
+    let mut clients = CLIENTS.lock().expect("not poisoned");
+    // Rotated credentials leave old clients behind; a bound keeps them from piling up.
+    if clients.len() >= 64 && !clients.contains_key(&key) {
+        clients.clear();
+    }
+    clients
+        .entry(key.clone())
+        .or_insert_with(|| {
+            Client::new(ClientConfig {
+                protocol: ClientProtocol::HttpsExcept(key.0),
+                read_timeout: Some(timeout),
+                connect_timeout: Some(timeout),
+                ..Default::default()
+            })
+        })
+        .clone()
+}
+
+/// An oci-client error as ours: not found, refused (with what to set), or what the registry said.
+fn describe(reference: &str, what: &str, e: OciDistributionError) -> RepositoryError {
+    let not_found = || RepositoryError::NotFound { what: what.to_string(), location: reference.to_string() };
+    let refused = || RepositoryError::Oci {
+        reference: reference.to_string(),
+        message: format!(
+            "the registry refused to give {what}: set {USERNAME_VARIABLE} and {PASSWORD_VARIABLE}, or {TOKEN_VARIABLE}, or a Docker config.json ({DOCKER_CONFIG_KEY}) with the registry's credentials"
+        ),
+    };
+    match e {
+        OciDistributionError::ImageManifestNotFoundError(_) => not_found(),
+        OciDistributionError::RegistryError { ref envelope, .. } => {
+            let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+            if codes.iter().any(|c| {
+                matches!(
+                    c,
+                    OciErrorCode::ManifestUnknown
+                        | OciErrorCode::NameUnknown
+                        | OciErrorCode::BlobUnknown
+                        | OciErrorCode::NotFound
+                )
+            }) {
+                not_found()
+            } else if codes.iter().any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
+                refused()
+            } else {
+                RepositoryError::Oci { reference: reference.to_string(), message: format!("{what}: {e}") }
+            }
+        }
+        OciDistributionError::ServerError { code: 404, .. } => not_found(),
+        OciDistributionError::ServerError { code: 401 | 403, .. }
+        | OciDistributionError::UnauthorizedError { .. }
+        | OciDistributionError::AuthenticationFailure(_) => refused(),
+        OciDistributionError::RequestError(e) => {
+            RepositoryError::Network { url: reference.to_string(), message: format!("{what}: {e}") }
+        }
+        other => {
+            RepositoryError::Oci { reference: reference.to_string(), message: format!("{what}: {other}") }
+        }
+    }
+}
+
+impl Source for OciSource {
+    fn location(&self) -> String {
+        format!("the OCI repository {}/{}", self.registry, self.repository)
+    }
+
+    /// The tags that are versions; with a digest, the version its manifest states.
+    async fn versions(&self) -> Result<Vec<Version>> {
+        if let Some(digest) = &self.digest {
+            let (body, _) = self.manifest_bytes(digest).await?;
+            let manifest: OciImageManifest =
+                serde_json::from_slice(&body).map_err(|e| RepositoryError::Oci {
+                    reference: self.key(&format!("@{digest}")),
+                    message: format!("the manifest is not an OCI image manifest: {e}"),
+                })?;
+            let stated = manifest.annotations.unwrap_or_default().get(VERSION_ANNOTATION).cloned();
+            return match stated {
+                Some(v) => {
+                    Ok(vec![Version::parse(&v, &format!("{VERSION_ANNOTATION} of {}", self.key("")))?])
+                }
+                None => Err(RepositoryError::Oci {
+                    reference: self.key(&format!("@{digest}")),
+                    message: format!(
+                        "the manifest does not state its version ({VERSION_ANNOTATION}); name the version with the digest (:vX.Y.Z@sha256:...)"
+                    ),
+                }),
+            };
+        }
+        Ok(self.tags().await?.iter().filter_map(|t| Version::parse(t, "a tag").ok()).collect())
+    }
+
+    async fn file(&self, version: &Version, name: &str) -> Result<Vec<u8>> {
+        let artifact = self.artifact(version).await?;
+        let candidates = artifact::candidates(name, &self.label, &version.to_string());
+        for candidate in &candidates {
+            if let Some(layer) = artifact.layout.files.get(candidate) {
+                return self.blob(&artifact, layer, &format!("{candidate} of {version}")).await;
+            }
+        }
+        if !artifact.layout.archives.is_empty() {
+            let files = self.unpacked(&artifact).await?;
+            if let Some(found) = candidates.iter().find_map(|c| files.get(c)) {
+                return Ok(found.clone());
+            }
+        }
+        Err(RepositoryError::NotFound {
+            what: candidates.join(" or "),
+            location: format!(
+                "version {version} of {} (digest {})",
+                self.location(),
+                artifact.reference.digest().unwrap_or_default()
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_errors_say_what_to_do() {
+        let refused = describe(
+            "oci://r/p",
+            "the tag list",
+            OciDistributionError::UnauthorizedError { url: "u".into() },
+        );
+        assert!(
+            refused.to_string().contains("set OCI_USERNAME and OCI_PASSWORD, or OCI_ACCESS_TOKEN"),
+            "{refused}"
+        );
+        let missing = describe(
+            "oci://r/p",
+            "the manifest of v9.9.9",
+            OciDistributionError::ServerError { code: 404, url: "u".into(), message: String::new() },
+        );
+        assert!(matches!(missing, RepositoryError::NotFound { .. }), "{missing}");
+    }
+}

@@ -1,0 +1,103 @@
+//! Pushing a provider release as one artifact in Cluster API's proposed layout: the files in
+//! one `tar+gzip` layer, the manifest annotated with the provider's type, name and version.
+//! The archive is reproducible, so publishing the same files twice gives the same digest.
+
+use std::collections::BTreeMap;
+
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
+use oci_client::{Client, Reference};
+
+use super::artifact::{
+    self, ARTIFACT_TYPE, PROVIDER_NAME_ANNOTATION, PROVIDER_TYPE_ANNOTATION, VERSION_ANNOTATION,
+};
+use super::{OciOptions, describe};
+use crate::error::{RepositoryError, Result};
+use crate::metadata::METADATA_FILE;
+use crate::version::Version;
+
+/// The empty config of an artifact (OCI image spec 1.1).
+const EMPTY_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+
+/// Where a release went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    /// `registry/repository:tag@digest`.
+    pub reference: String,
+    pub digest: String,
+}
+
+/// The manifest of a release: one layer, the annotations that say whose it is.
+fn manifest(label: &str, version: &Version, layer: &ImageLayer, config: &Config) -> OciImageManifest {
+    let (kind, name) = artifact::type_and_name(label);
+    let annotations = BTreeMap::from([
+        (PROVIDER_TYPE_ANNOTATION.to_string(), kind.to_string()),
+        (PROVIDER_NAME_ANNOTATION.to_string(), name.to_string()),
+        (VERSION_ANNOTATION.to_string(), version.to_string()),
+    ]);
+    let mut manifest = OciImageManifest::build(std::slice::from_ref(layer), config, Some(annotations));
+    manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_string());
+    manifest.artifact_type = Some(ARTIFACT_TYPE.to_string());
+    manifest
+}
+
+/// Pushes `files` (the release of `label` at `version`: metadata, components, templates) to
+/// `registry/repository:{version}`.
+pub async fn publish(
+    registry: &str,
+    repository: &str,
+    plain_http: bool,
+    label: &str,
+    version: &Version,
+    files: &BTreeMap<String, Vec<u8>>,
+    options: &OciOptions,
+) -> Result<Published> {
+    let target = format!("oci://{registry}/{repository}:{version}");
+    if !files.contains_key(METADATA_FILE) {
+        return Err(RepositoryError::Oci {
+            reference: target,
+            message: format!("a release needs its {METADATA_FILE}; it is not among the files"),
+        });
+    }
+    let mut insecure = options.insecure.clone();
+    if plain_http {
+        insecure.push(registry.to_string());
+    }
+    let client =
+        Client::new(ClientConfig { protocol: ClientProtocol::HttpsExcept(insecure), ..Default::default() });
+    let auth = options.auth_for(registry);
+    let reference = Reference::with_tag(registry.to_string(), repository.to_string(), version.to_string());
+    let layer = ImageLayer::new(artifact::pack(files), artifact::TAR_GZIP.to_string(), None);
+    let config = Config::new(b"{}".to_vec(), EMPTY_CONFIG_MEDIA_TYPE.to_string(), None);
+    let manifest = manifest(label, version, &layer, &config);
+    client
+        .push(&reference, &[layer], config, &auth, Some(manifest))
+        .await
+        .map_err(|e| describe(&target, "the push", e))?;
+    let digest = client
+        .fetch_manifest_digest(&reference, &auth)
+        .await
+        .map_err(|e| describe(&target, "the pushed manifest", e))?;
+    Ok(Published { reference: format!("{registry}/{repository}:{version}@{digest}"), digest })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manifest_says_whose_release_it_is() {
+        let files = BTreeMap::from([("metadata.yaml".to_string(), b"x".to_vec())]);
+        let layer = ImageLayer::new(artifact::pack(&files), artifact::TAR_GZIP.to_string(), None);
+        let config = Config::new(b"{}".to_vec(), EMPTY_CONFIG_MEDIA_TYPE.to_string(), None);
+        let version = Version::parse("v0.1.0", "t").unwrap();
+        let m = manifest("infrastructure-harvester", &version, &layer, &config);
+        let a = m.annotations.clone().unwrap();
+        assert_eq!(a[PROVIDER_TYPE_ANNOTATION], "infrastructure");
+        assert_eq!(a[PROVIDER_NAME_ANNOTATION], "harvester");
+        assert_eq!(a[VERSION_ANNOTATION], "v0.1.0");
+        assert!(artifact::check_provider(&m, "infrastructure-harvester").is_ok());
+        assert_eq!(artifact::layout(&m).archives.len(), 1, "read back as the packed layout");
+        assert_eq!(m.artifact_type.as_deref(), Some(ARTIFACT_TYPE));
+    }
+}
