@@ -29,7 +29,9 @@ fn required_values(name: &str) -> Option<String> {
         "HARVESTER_NETWORK_NAME" => "default/vlan40",
         "NETWORK_POOL" => "lab-pool",
         "NUTANIX_ENDPOINT" | "PROXMOX_ENDPOINT" => "https://infra.example.com",
-        "NUTANIX_CLUSTER_UUID" | "NUTANIX_SUBNET_UUID" => "a1b2c3d4-e5f6-7890-abcd-ef1234567890",
+        "NUTANIX_CLUSTER_UUID" | "NUTANIX_SUBNET_UUID" | "NUTANIX_IMAGE_UUID" => {
+            "a1b2c3d4-e5f6-7890-abcd-ef1234567890"
+        }
         "PROXMOX_NODE" => "pve-1",
         "AZURE_SUBSCRIPTION_ID" => "12345678-abcd-efgh-ijkl-1234567890ab",
         "AZURE_RESOURCE_GROUP" => "rg",

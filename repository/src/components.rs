@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 use thiserror::Error;
 
-use crate::envsubst::{self, MissingVariables, VariableUse};
+use crate::envsubst::{self, BadSubstitution, ExpandError, MissingVariables, VariableUse};
 use crate::images::ImageOverrides;
 use crate::yaml::{Document, split_documents};
 
@@ -51,6 +51,8 @@ pub const CLUSTER_SCOPED_KINDS: &[&str] = &[
 pub enum ProcessError {
     #[error("{0}")]
     MissingVariables(#[from] MissingVariables),
+    #[error("{what}: {bad}")]
+    BadSubstitution { what: String, bad: BadSubstitution },
     #[error("document {index} of {what} is not valid YAML: {message}")]
     Yaml { what: String, index: usize, message: String },
     #[error("{what} holds {count} Namespace objects ({names}); components may hold one at most")]
@@ -105,12 +107,20 @@ impl Components {
     }
 }
 
+/// An expansion error of `what` as a processing error.
+pub(crate) fn expand_error(what: &str, e: ExpandError) -> ProcessError {
+    match e {
+        ExpandError::Missing(missing) => ProcessError::MissingVariables(missing),
+        ExpandError::Bad(bad) => ProcessError::BadSubstitution { what: what.to_string(), bad },
+    }
+}
+
 /// Processes a components YAML.
 pub fn process_components(text: &str, options: &ComponentsOptions<'_>) -> Result<Components, ProcessError> {
     let what = options.what;
     let parsed = envsubst::Parsed::new(text);
     let variables = parsed.variables();
-    let expanded = parsed.expand(options.variables)?;
+    let expanded = parsed.expand_text(text, options.variables).map_err(|e| expand_error(what, e))?;
     let mut documents = Vec::new();
     for (index, source) in split_documents(&expanded).iter().enumerate() {
         let document = Document::parse(source).map_err(|message| ProcessError::Yaml {

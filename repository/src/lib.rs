@@ -33,7 +33,7 @@ pub use components::{
 };
 pub use config::{ClusterctlConfig, ConfigError};
 pub use digest::{gunzip, sha256_hex};
-pub use envsubst::{MissingVariables, VariableUse, expand, list_variables};
+pub use envsubst::{BadSubstitution, ExpandError, MissingVariables, VariableUse, expand, list_variables};
 pub use error::{RepositoryError, Result};
 pub use http::HttpOptions;
 pub use images::{ImageMeta, ImageOverrides, ImageRef};

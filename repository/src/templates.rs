@@ -78,7 +78,8 @@ pub fn process_template(
 ) -> Result<Template, ProcessError> {
     let parsed = Parsed::new(text);
     let used = parsed.variables();
-    let expanded = parsed.expand(variables)?;
+    let expanded =
+        parsed.expand_text(text, variables).map_err(|e| crate::components::expand_error(what, e))?;
     let mut documents = Vec::new();
     for (index, source) in split_documents(&expanded).iter().enumerate() {
         let mut doc = Document::parse(source).map_err(|message| ProcessError::Yaml {

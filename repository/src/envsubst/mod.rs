@@ -19,8 +19,11 @@
 //! | `${VAR/#p/r}`, `${VAR/%p/r}` | `p` replaced by `r` at the start / end |
 //! | `${VAR^}`, `${VAR^^}`, `${VAR,}`, `${VAR,,}` | first / every character upper or lower case |
 //!
-//! Text that looks like a `${...}` form but is not one (no closing brace, a name that is not
-//! `[A-Za-z_][A-Za-z0-9_]*`) is left as it is.
+//! A default that is empty (`${VAR:=}`, `${VAR=}`, `${VAR:-}`) is no default, as drone's parser
+//! gives it no argument and clusterctl counts the variable as required. Text that starts a
+//! form but is not one (`${`, `${VAR`, `${}`, `${1X}`, `${arr[@]}`, `${VAR+x}`, `${VAR?x}`,
+//! `${NAME :=x}`) is drone's "bad substitution": the whole text fails, and the error quotes
+//! the first such form and its line. `$${` is the way to write a literal `${`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,9 +39,48 @@ pub struct VariableUse {
     pub default: Option<String>,
 }
 
-/// Why expansion failed.
+/// Variables that are needed and not set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingVariables(pub Vec<String>);
+
+/// A `${` that starts no form drone/envsubst can expand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadSubstitution {
+    /// The form as written (to the end of its line when it is not closed).
+    pub form: String,
+    /// 1-based.
+    pub line: usize,
+}
+
+impl fmt::Display for BadSubstitution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bad substitution {:?} on line {}: it is no ${{...}} form that clusterctl can expand; write $${{ for a literal ${{",
+            self.form, self.line
+        )
+    }
+}
+
+impl std::error::Error for BadSubstitution {}
+
+/// Why expansion failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExpandError {
+    Missing(MissingVariables),
+    Bad(BadSubstitution),
+}
+
+impl fmt::Display for ExpandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExpandError::Missing(m) => m.fmt(f),
+            ExpandError::Bad(b) => b.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ExpandError {}
 
 /// Where clusterctl (and `butlerctl`) take variables from.
 pub const CLUSTERCTL_VARIABLES: &str = "in the environment or in the clusterctl config file";
@@ -63,7 +105,15 @@ impl std::error::Error for MissingVariables {}
 #[derive(Debug, Clone, PartialEq)]
 enum Node {
     Text(String),
-    Var { name: String, op: Op },
+    Var {
+        name: String,
+        op: Op,
+    },
+    /// A bad substitution at this byte offset of the text it was parsed from.
+    Bad {
+        form: String,
+        offset: usize,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -111,18 +161,16 @@ fn parse(text: &str) -> Vec<Node> {
                 i = at + 2;
                 from = i;
             }
-            Some(b'{') => match parse_form(text, at + 2) {
-                Some((node, next)) => {
-                    literal.push_str(&text[from..at]);
-                    if !literal.is_empty() {
-                        nodes.push(Node::Text(unescape(&std::mem::take(&mut literal))));
-                    }
-                    nodes.push(node);
-                    i = next;
-                    from = next;
+            Some(b'{') => {
+                let (node, next) = parse_form(text, at + 2).unwrap_or_else(|| bad_form(text, at));
+                literal.push_str(&text[from..at]);
+                if !literal.is_empty() {
+                    nodes.push(Node::Text(unescape(&std::mem::take(&mut literal))));
                 }
-                None => i = at + 1,
-            },
+                nodes.push(node);
+                i = next;
+                from = next;
+            }
             _ => i = at + 1,
         }
     }
@@ -171,23 +219,38 @@ fn closing_brace(bytes: &[u8], start: usize) -> Option<usize> {
     None
 }
 
+/// The bad substitution starting at `at` (its `$`): the form to its closing brace, else to the
+/// end of its line; parsing goes on after it.
+fn bad_form(text: &str, at: usize) -> (Node, usize) {
+    let end = match closing_brace(text.as_bytes(), at + 2) {
+        Some(close) => close + 1,
+        None => text[at..].find('\n').map_or(text.len(), |n| at + n),
+    };
+    (Node::Bad { form: text[at..end].to_string(), offset: at }, end)
+}
+
 /// Parses the form whose body starts at `start` (just after `${`); returns it and the index
 /// after its closing brace.
 fn parse_form(text: &str, start: usize) -> Option<(Node, usize)> {
     let end = closing_brace(text.as_bytes(), start)?;
-    let trimmed = text[start..end].trim();
-    if let Some(name) = trimmed.strip_prefix('#')
+    let body = &text[start..end];
+    // clusterctl turns `${ VAR }`, `${ VAR}` and `${VAR }` into `${VAR}` before drone parses:
+    // spaces are allowed around a bare name only.
+    let trimmed = body.trim();
+    if valid_name(trimmed) {
+        return Some((Node::Var { name: trimmed.to_string(), op: Op::Value }, end + 1));
+    }
+    if let Some(name) = body.strip_prefix('#')
         && valid_name(name)
     {
         return Some((Node::Var { name: name.to_string(), op: Op::Length }, end + 1));
     }
-    let name_len = trimmed.bytes().take_while(|b| is_name_char(*b as char)).count();
-    let name = &trimmed[..name_len];
+    let name_len = body.bytes().take_while(|b| is_name_char(*b as char)).count();
+    let name = &body[..name_len];
     if !valid_name(name) {
         return None;
     }
-    let rest = trimmed[name_len..].trim_start();
-    let op = if rest.is_empty() { Op::Value } else { parse_op(rest)? };
+    let op = parse_op(&body[name_len..])?;
     Some((Node::Var { name: name.to_string(), op }, end + 1))
 }
 
@@ -196,7 +259,8 @@ fn valid_name(name: &str) -> bool {
 }
 
 fn parse_op(rest: &str) -> Option<Op> {
-    const PREFIXES: [&str; 7] = [":=", ":-", ":?", ":+", "=", "?", "+"];
+    // `${VAR?x}` and `${VAR+x}` are bad substitutions in drone (only their `:` forms exist).
+    const PREFIXES: [&str; 5] = [":=", ":-", ":?", ":+", "="];
     for prefix in PREFIXES {
         if let Some(arg) = rest.strip_prefix(prefix) {
             return Some(Op::Default(parse(arg)));
@@ -234,8 +298,36 @@ impl Parsed {
         variables_of(&self.0)
     }
 
-    /// See [`expand`].
-    pub fn expand(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, MissingVariables> {
+    /// The first bad substitution, if any (drone fails on the whole text).
+    pub fn bad_substitution(&self, text: &str) -> Option<BadSubstitution> {
+        fn first(nodes: &[Node]) -> Option<(&str, usize)> {
+            nodes.iter().find_map(|node| match node {
+                Node::Bad { form, offset } => Some((form.as_str(), *offset)),
+                Node::Var { op, .. } => op.arguments().and_then(first).map(|(form, _)| (form, usize::MAX)),
+                Node::Text(_) => None,
+            })
+        }
+        let (form, offset) = first(&self.0)?;
+        // A bad form inside an argument is found by its text.
+        let offset = if offset == usize::MAX { text.find(form).unwrap_or(0) } else { offset };
+        Some(BadSubstitution { form: form.to_string(), line: 1 + text[..offset].matches('\n').count() })
+    }
+
+    /// See [`expand`]; `text` is the text this was parsed from, for the line of an error.
+    pub fn expand_text(
+        &self,
+        text: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<String, ExpandError> {
+        if let Some(bad) = self.bad_substitution(text) {
+            return Err(ExpandError::Bad(bad));
+        }
+        self.expand(lookup).map_err(ExpandError::Missing)
+    }
+
+    /// Expands, reporting every missing variable (bad substitutions are left as written:
+    /// [`Parsed::expand_text`] refuses them first).
+    fn expand(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, MissingVariables> {
         let mut missing = Vec::new();
         let out = eval(&self.0, lookup, &mut missing);
         if missing.is_empty() {
@@ -260,6 +352,8 @@ fn variables_of(nodes: &[Node]) -> Vec<VariableUse> {
         for node in nodes {
             let Node::Var { name, op } = node else { continue };
             let default = match op {
+                // An empty default is none: the variable is required.
+                Op::Default(arg) if arg.is_empty() => None,
                 Op::Default(arg) => Some(render_literal(arg)),
                 Op::Substring(arg) => Some(render_literal(arg)),
                 Op::TrimPrefix { pattern, .. } | Op::TrimSuffix { pattern, .. } => {
@@ -286,14 +380,15 @@ fn render_literal(nodes: &[Node]) -> String {
         .map(|n| match n {
             Node::Text(t) => t.clone(),
             Node::Var { name, .. } => format!("${{{name}}}"),
+            Node::Bad { form, .. } => form.clone(),
         })
         .collect()
 }
 
 /// Expands every `${...}` form of `text`, looking values up with `lookup`. Every variable that
 /// is needed and has no value is reported at once.
-pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, MissingVariables> {
-    Parsed::new(text).expand(lookup)
+pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
+    Parsed::new(text).expand_text(text, lookup)
 }
 
 fn eval(nodes: &[Node], lookup: &dyn Fn(&str) -> Option<String>, missing: &mut Vec<String>) -> String {
@@ -301,9 +396,15 @@ fn eval(nodes: &[Node], lookup: &dyn Fn(&str) -> Option<String>, missing: &mut V
     for node in nodes {
         match node {
             Node::Text(t) => out.push_str(t),
+            Node::Bad { form, .. } => out.push_str(form),
             Node::Var { name, op } => {
                 let value = lookup(name);
                 match op {
+                    // No argument, no default: `${VAR:=}` needs VAR (set and empty is fine).
+                    Op::Default(arg) if arg.is_empty() => match value {
+                        None => missing.push(name.clone()),
+                        Some(v) => out.push_str(&v),
+                    },
                     // Variables inside a default are neither required nor listed: unset, they
                     // read as empty.
                     Op::Default(arg) => match value.filter(|v| !v.is_empty()) {
@@ -323,6 +424,18 @@ fn eval(nodes: &[Node], lookup: &dyn Fn(&str) -> Option<String>, missing: &mut V
         }
     }
     out
+}
+
+impl Op {
+    /// The nodes of its argument, if it has one.
+    fn arguments(&self) -> Option<&[Node]> {
+        match self {
+            Op::Default(a) | Op::Substring(a) => Some(a),
+            Op::TrimPrefix { pattern, .. } | Op::TrimSuffix { pattern, .. } => Some(pattern),
+            Op::Replace { args, .. } => Some(args),
+            Op::Value | Op::Length | Op::Case { .. } => None,
+        }
+    }
 }
 
 fn apply(op: &Op, value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {

@@ -40,7 +40,15 @@ fn every_form_of_drone_envsubst() {
         ("${EMPTY:-dflt}", "dflt"),
         ("${NAME:=dflt}", "my-cluster"),
         ("${UNSET:=x${B}y}", "xbeey"),
-        ("${UNSET:=}", ""),
+        // An empty default is none (drone parses no argument): the variable is required.
+        (
+            "${UNSET:=}",
+            "error: the variable UNSET is not set; set it in the environment or in the clusterctl config file",
+        ),
+        (
+            "${UNSET=} ${UNSET:-}",
+            "error: the variable UNSET is not set; set it in the environment or in the clusterctl config file",
+        ),
         ("${EMPTY:=}", ""),
         // Any argument counts as a default: unset, these read as empty.
         ("[${UNSET#p}]", "[]"),
@@ -76,11 +84,54 @@ fn every_form_of_drone_envsubst() {
         ("$NAME and $HOME", "$NAME and $HOME"),
         ("a\\b \\${NAME}", "a\\b \\my-cluster"),
         ("${DOLLAR}", "a$b${C}"),
-        ("${", "${"),
-        ("${NAME", "${NAME"),
-        ("${1BAD}", "${1BAD}"),
-        ("${arr[@]}", "${arr[@]}"),
-        ("echo ${#arr[@]}", "echo ${#arr[@]}"),
+        // drone's bad substitutions fail the whole text, quoting the first with its line.
+        (
+            "a\n${",
+            "error: bad substitution \"${\" on line 2: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        (
+            "${NAME\nnext",
+            "error: bad substitution \"${NAME\" on line 1: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        (
+            "${}",
+            "error: bad substitution \"${}\" on line 1: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        (
+            "${NAME} ${1BAD}",
+            "error: bad substitution \"${1BAD}\" on line 1: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        (
+            "${arr[@]}",
+            "error: bad substitution \"${arr[@]}\" on line 1: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        (
+            "echo ${#arr[@]}",
+            "error: bad substitution \"${#arr[@]}\" on line 1: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        (
+            "${UNSET+x}",
+            "error: bad substitution \"${UNSET+x}\" on line 1: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        (
+            "${NAME?x}",
+            "error: bad substitution \"${NAME?x}\" on line 1: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        (
+            "${NAME :=x}",
+            "error: bad substitution \"${NAME :=x}\" on line 1: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        (
+            "${UNSET:=${1X}}",
+            "error: bad substitution \"${1X}\" on line 1: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        (
+            "${UNSET} ${",
+            "error: bad substitution \"${\" on line 1: it is no ${...} form that clusterctl can expand; write $${ for a literal ${",
+        ),
+        ("$${arr[@]}", "${arr[@]}"),
+        ("${NAME:+set}", "my-cluster"),
+        ("${ NAME}${NAME }", "my-clustermy-cluster"),
         (
             "${UNSET}",
             "error: the variable UNSET is not set; set it in the environment or in the clusterctl config file",
@@ -100,7 +151,7 @@ fn every_form_of_drone_envsubst() {
 
 #[test]
 fn variables_are_listed_sorted_with_their_defaults() {
-    // D, inside a default, is not listed; an argument counts as a default.
+    // D, inside a default, is not listed; an argument counts as a default, an empty one not.
     let text = "${B} ${A:=1} ${C:-x${D}y} ${A} ${#E} $NOT ${ F } ${G/a/b} ${H:=}";
     let listed: Vec<(String, Option<String>)> =
         list_variables(text).into_iter().map(|v| (v.name, v.default)).collect();
@@ -111,7 +162,7 @@ fn variables_are_listed_sorted_with_their_defaults() {
         ("E", None),
         ("F", None),
         ("G", Some("a/b")),
-        ("H", Some("")),
+        ("H", None),
     ];
     assert_eq!(listed, want.map(|(n, d)| (n.to_string(), d.map(String::from))));
 }

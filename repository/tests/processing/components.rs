@@ -96,8 +96,14 @@ spec:
   secretName: capx-webhook-service-cert
 "#;
 
+/// WATCH_NAMESPACE is set and empty: `${WATCH_NAMESPACE:=}` has no default in clusterctl, so
+/// it must be set, and "" is a value.
 fn vars(name: &str) -> Option<String> {
-    (name == "CAPX_CREDENTIALS").then(|| "c3VwZXI=".to_string())
+    match name {
+        "CAPX_CREDENTIALS" => Some("c3VwZXI=".to_string()),
+        "WATCH_NAMESPACE" => Some(String::new()),
+        _ => None,
+    }
 }
 
 fn options<'a>(target: Option<&'a str>, images: &'a ImageOverrides) -> ComponentsOptions<'a> {
@@ -157,7 +163,7 @@ fn the_namespace_of_the_yaml_applies_everywhere_and_everything_is_labelled() {
         components.variables.iter().map(|v| (v.name.as_str(), v.default.as_deref())).collect();
     assert_eq!(
         names,
-        [("CAPX_CREDENTIALS", None), ("CAPX_VERSION", Some("v1.0.0")), ("WATCH_NAMESPACE", Some(""))]
+        [("CAPX_CREDENTIALS", None), ("CAPX_VERSION", Some("v1.0.0")), ("WATCH_NAMESPACE", None)]
     );
 }
 
