@@ -164,7 +164,7 @@ async fn check_provider<S: Source>(
                 assert!(names.contains(&common_name.to_string()), "{what} {name} uses {common_name}");
             }
             let lookup = |n: &str| common.get(n).cloned().or_else(|| required_values(n));
-            let template = process_template(&name, &text, "team-a", &lookup)
+            let template = process_template(&name, &text, Some("team-a"), &lookup)
                 .unwrap_or_else(|e| panic!("{what} {name}: {e}"));
             template_objects.extend(template.objects().unwrap());
         }

@@ -2,13 +2,12 @@
 //! expanded, one target namespace, every object labelled, image overrides applied, references
 //! to the namespace rewritten, and the clusterctl contract checked.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Value, json};
 use thiserror::Error;
 
 use crate::envsubst::{self, BadSubstitution, ExpandError, MissingVariables, VariableUse};
 use crate::images::ImageOverrides;
+use crate::retarget::{Retarget, cluster_scoped_kinds};
 use crate::yaml::{Document, split_documents};
 
 /// The label naming an object's provider.
@@ -167,46 +166,28 @@ pub fn process_components(text: &str, options: &ComponentsOptions<'_>) -> Result
         .or_else(|| original_namespace.clone())
         .ok_or_else(|| ProcessError::NoTargetNamespace { what: what.into() })?;
 
-    let mut cluster_scoped: BTreeSet<String> = CLUSTER_SCOPED_KINDS.iter().map(|k| k.to_string()).collect();
-    for (doc, (kind, _)) in documents.iter_mut().zip(&heads) {
-        if kind == "CustomResourceDefinition" {
-            let names = doc.get_child("spec", "names").map_err(|m| fail(kind, m))?.unwrap_or_default();
-            let scope = doc.get_child("spec", "scope").map_err(|m| fail(kind, m))?.unwrap_or_default();
-            if scope == "Cluster"
-                && let Some(k) = names["kind"].as_str()
-            {
-                cluster_scoped.insert(k.to_string());
-            }
-        }
-    }
+    let cluster_scoped =
+        cluster_scoped_kinds(documents.iter_mut().zip(heads.iter().map(|(k, _)| k.as_str())))
+            .map_err(|m| fail("CustomResourceDefinition", m))?;
 
     let mut warnings = Vec::new();
-    let context = Context { target: &target, original: original_namespace.as_deref(), options };
+    let retarget = Retarget { target: &target, original: original_namespace.as_deref(), cluster_scoped };
     for (doc, (kind, metadata)) in documents.iter_mut().zip(heads.iter_mut()) {
         let name = metadata["name"].as_str().unwrap_or_default().to_string();
         let object = if name.is_empty() { kind.clone() } else { format!("{kind} {name}") };
         if !metadata.is_object() {
             return Err(fail(&object, "metadata is not an object".into()));
         }
-        if kind == "Namespace" {
-            metadata["name"] = json!(target);
-        } else if !cluster_scoped.contains(kind.as_str()) {
-            if let Some(ns) = metadata["namespace"].as_str().filter(|ns| !ns.is_empty() && *ns != target)
-                && Some(ns) != original_namespace.as_deref()
-            {
-                warnings.push(format!("{object} was in namespace {ns}, outside the components' namespace; it is moved to {target}"));
-            }
-            metadata["namespace"] = json!(target);
+        if let Some(ns) = retarget.metadata(kind, metadata) {
+            warnings.push(format!(
+                "{object} was in namespace {ns}, outside the components' namespace; it is moved to {target}"
+            ));
         }
         metadata["labels"][PROVIDER_LABEL] = json!(options.provider_label);
         metadata["labels"][CLUSTERCTL_LABEL] = json!("");
-        if let Some(from) = metadata["annotations"][INJECT_CA_FROM].as_str().map(String::from)
-            && let Some((_, certificate)) = from.split_once('/')
-        {
-            metadata["annotations"][INJECT_CA_FROM] = json!(format!("{target}/{certificate}"));
-        }
         doc.set("metadata", metadata.clone());
-        context.rewrite(doc, kind, &object, &mut warnings)?;
+        retarget.references(doc, kind).map_err(|m| fail(&object, m))?;
+        images_and_contract(doc, kind, &object, options, &mut warnings)?;
     }
 
     // Namespace first (added when the YAML has none), then CRDs, then the rest in order.
@@ -242,106 +223,39 @@ pub fn process_components(text: &str, options: &ComponentsOptions<'_>) -> Result
     })
 }
 
-struct Context<'a> {
-    target: &'a str,
-    original: Option<&'a str>,
-    options: &'a ComponentsOptions<'a>,
-}
-
-impl Context<'_> {
-    /// The kind-specific rewrites: subjects, webhook and conversion services, certificate DNS
-    /// names, images; and the contract's container check.
-    fn rewrite(
-        &self,
-        doc: &mut Document,
-        kind: &str,
-        object: &str,
-        warnings: &mut Vec<String>,
-    ) -> Result<(), ProcessError> {
-        let fail = |message: String| ProcessError::Object {
-            what: self.options.what.into(),
-            object: object.into(),
-            message,
-        };
-        match kind {
-            "CustomResourceDefinition" => {
-                if let Some(mut conversion) = doc.get_child("spec", "conversion").map_err(fail)?
-                    && let Some(service) = conversion["webhook"]["clientConfig"]["service"].as_object_mut()
-                {
-                    service.insert("namespace".into(), json!(self.target));
-                    doc.set_child("spec", "conversion", conversion).map_err(fail)?;
-                }
-            }
-            "RoleBinding" | "ClusterRoleBinding" => {
-                if let Some(mut subjects) = doc.get("subjects").map_err(fail)? {
-                    for subject in subjects.as_array_mut().into_iter().flatten() {
-                        if subject.get("namespace").is_some_and(|n| !n.is_null()) {
-                            subject["namespace"] = json!(self.target);
-                        }
-                    }
-                    doc.set("subjects", subjects);
-                }
-            }
-            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
-                if let Some(mut webhooks) = doc.get("webhooks").map_err(fail)? {
-                    for webhook in webhooks.as_array_mut().into_iter().flatten() {
-                        if let Some(service) = webhook["clientConfig"]["service"].as_object_mut() {
-                            service.insert("namespace".into(), json!(self.target));
-                        }
-                    }
-                    doc.set("webhooks", webhooks);
-                }
-            }
-            "Certificate" => {
-                if let Some(mut spec) = doc.get("spec").map_err(fail)? {
-                    for name in spec["dnsNames"].as_array_mut().into_iter().flatten() {
-                        if let Some(text) = name.as_str() {
-                            *name = json!(self.service_dns_name(text));
-                        }
-                    }
-                    doc.set("spec", spec);
-                }
-            }
-            "Deployment" | "DaemonSet" => {
-                let Some(mut spec) = doc.get("spec").map_err(fail)? else { return Ok(()) };
-                let pod = &mut spec["template"]["spec"];
-                let mut names = Vec::new();
-                for list in ["containers", "initContainers"] {
-                    for container in pod[list].as_array_mut().into_iter().flatten() {
-                        if list == "containers" {
-                            names.push(container["name"].as_str().unwrap_or_default().to_string());
-                        }
-                        if let Some(image) = container["image"].as_str().map(String::from) {
-                            let replaced = self
-                                .options
-                                .images
-                                .apply(self.options.provider_label, &image)
-                                .map_err(fail)?;
-                            container["image"] = json!(replaced);
-                        }
-                    }
-                }
-                if kind == "Deployment" && !names.iter().any(|n| n == "manager") {
-                    warnings.push(format!(
-                        "{object} has no container named manager (it has {}); the clusterctl contract names the controller container manager",
-                        if names.is_empty() { "none".to_string() } else { names.join(", ") }
-                    ));
-                }
-                doc.set("spec", spec);
-            }
-            _ => {}
-        }
-        Ok(())
+/// Image overrides of Deployments and DaemonSets, and the contract's container check.
+fn images_and_contract(
+    doc: &mut Document,
+    kind: &str,
+    object: &str,
+    options: &ComponentsOptions<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ProcessError> {
+    if kind != "Deployment" && kind != "DaemonSet" {
+        return Ok(());
     }
-
-    /// `svc.{namespace}.svc[.cluster.local]` with the target namespace.
-    fn service_dns_name(&self, name: &str) -> String {
-        let mut labels: Vec<&str> = name.split('.').collect();
-        let service_suffix = labels.len() >= 3 && labels[2] == "svc";
-        let matches_original = self.original.is_none_or(|o| labels.get(1) == Some(&o));
-        if service_suffix && matches_original {
-            labels[1] = self.target;
+    let fail =
+        |message: String| ProcessError::Object { what: options.what.into(), object: object.into(), message };
+    let Some(mut spec) = doc.get("spec").map_err(fail)? else { return Ok(()) };
+    let pod = &mut spec["template"]["spec"];
+    let mut names = Vec::new();
+    for list in ["containers", "initContainers"] {
+        for container in pod[list].as_array_mut().into_iter().flatten() {
+            if list == "containers" {
+                names.push(container["name"].as_str().unwrap_or_default().to_string());
+            }
+            if let Some(image) = container["image"].as_str().map(String::from) {
+                let replaced = options.images.apply(options.provider_label, &image).map_err(fail)?;
+                container["image"] = json!(replaced);
+            }
         }
-        labels.join(".")
     }
+    if kind == "Deployment" && !names.iter().any(|n| n == "manager") {
+        warnings.push(format!(
+            "{object} has no container named manager (it has {}); the clusterctl contract names the controller container manager",
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        ));
+    }
+    doc.set("spec", spec);
+    Ok(())
 }

@@ -37,6 +37,10 @@ pub enum RepositoryError {
     Metadata { provider: String, problem: String },
     #[error("{provider} {version} belongs to no release series of its metadata; the series are {series}")]
     NoSeries { provider: String, version: String, series: String },
+    #[error(
+        "{provider} {tag}: the tag is no semantic version, so no release series of the metadata covers it and it has no contract; name a vX.Y.Z release to install it"
+    )]
+    TagWithoutSeries { provider: String, tag: String },
     #[error("{provider} has no version for contract {contract}; its series are {series}")]
     NoVersionForContract { provider: String, contract: String, series: String },
     #[error("ConfigMaps selected by {selector:?} in namespace {namespace}: {problem}")]

@@ -19,6 +19,7 @@ mod images;
 mod metadata;
 mod provider;
 mod repository;
+mod retarget;
 mod source;
 mod templates;
 mod url;

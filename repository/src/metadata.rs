@@ -74,11 +74,20 @@ impl Metadata {
 
     /// The release series of `version`.
     pub fn series_of(&self, version: &Version) -> Option<&ReleaseSeries> {
+        if version.is_tag_only() {
+            return None;
+        }
         self.release_series.iter().find(|s| s.major == version.major() && s.minor == version.minor())
     }
 
     /// The contract `version` abides by.
     pub fn contract_of(&self, provider: &str, version: &Version) -> Result<&str, RepositoryError> {
+        if version.is_tag_only() {
+            return Err(RepositoryError::TagWithoutSeries {
+                provider: provider.to_string(),
+                tag: version.to_string(),
+            });
+        }
         self.series_of(version).map(|s| s.contract.as_str()).ok_or_else(|| RepositoryError::NoSeries {
             provider: provider.to_string(),
             version: version.to_string(),

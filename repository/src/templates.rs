@@ -1,14 +1,15 @@
 //! Workload cluster templates (`cluster-template.yaml`, `cluster-template-{flavor}.yaml`) and
 //! ClusterClass definitions (`clusterclass-{name}.yaml`), processed as clusterctl does:
-//! variables expanded and every object put in the target namespace. The common variables of
+//! variables expanded and the objects moved to the target namespace as components are. The common variables of
 //! `generate cluster` are validated here.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::components::{CLUSTER_SCOPED_KINDS, ProcessError};
+use crate::components::ProcessError;
 use crate::envsubst::{Parsed, VariableUse};
+use crate::retarget::{Retarget, cluster_scoped_kinds};
 use crate::yaml::{Document, split_documents};
 
 /// The file of the default template, or of a flavor.
@@ -69,42 +70,56 @@ pub fn template_variables(text: &str) -> Vec<VariableUse> {
     Parsed::new(text).variables()
 }
 
-/// Expands `text` and puts every namespaced object in `namespace`.
+/// Expands `text` and, when a target namespace is given, moves the objects there as
+/// clusterctl moves components: the Namespace object renamed, namespaced objects moved, binding
+/// subjects, webhook and CRD conversion services, `inject-ca-from` and Certificate DNS names
+/// following. Without one, objects stay where the template puts them.
 pub fn process_template(
     what: &str,
     text: &str,
-    namespace: &str,
+    namespace: Option<&str>,
     variables: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Template, ProcessError> {
     let parsed = Parsed::new(text);
     let used = parsed.variables();
     let expanded =
         parsed.expand_text(text, variables).map_err(|e| crate::components::expand_error(what, e))?;
+    let invalid = |message: String| ProcessError::Invalid { what: what.into(), message };
     let mut documents = Vec::new();
+    let mut kinds = Vec::new();
     for (index, source) in split_documents(&expanded).iter().enumerate() {
-        let mut doc = Document::parse(source).map_err(|message| ProcessError::Yaml {
+        let doc = Document::parse(source).map_err(|message| ProcessError::Yaml {
             what: what.into(),
             index: index + 1,
             message,
         })?;
-        let kind = doc.get("kind").map_err(|message| ProcessError::Invalid { what: what.into(), message })?;
-        let cluster_scoped =
-            kind.as_ref().and_then(Value::as_str).is_some_and(|k| CLUSTER_SCOPED_KINDS.contains(&k));
-        if !cluster_scoped {
-            let mut metadata = doc
-                .get("metadata")
-                .map_err(|message| ProcessError::Invalid { what: what.into(), message })?
-                .unwrap_or_else(|| json!({}));
-            if !metadata.is_object() {
-                return Err(ProcessError::Invalid {
-                    what: what.into(),
-                    message: format!("document {}: metadata is not an object", index + 1),
-                });
-            }
-            metadata["namespace"] = json!(namespace);
-            doc.set("metadata", metadata);
-        }
+        let kind = doc.get("kind").map_err(invalid)?;
+        kinds.push(kind.as_ref().and_then(Value::as_str).unwrap_or_default().to_string());
         documents.push(doc);
+    }
+    let Some(target) = namespace.filter(|n| !n.is_empty()) else {
+        return Ok(Template { documents, variables: used });
+    };
+    let mut original = None;
+    for (doc, kind) in documents.iter_mut().zip(&kinds) {
+        if kind == "Namespace" && original.is_none() {
+            original = doc
+                .get_child("metadata", "name")
+                .map_err(invalid)?
+                .and_then(|n| n.as_str().map(String::from));
+        }
+    }
+    let cluster_scoped =
+        cluster_scoped_kinds(documents.iter_mut().zip(kinds.iter().map(String::as_str))).map_err(invalid)?;
+    let retarget = Retarget { target, original: original.as_deref(), cluster_scoped };
+    for (index, (doc, kind)) in documents.iter_mut().zip(&kinds).enumerate() {
+        let mut metadata = doc.get("metadata").map_err(invalid)?.unwrap_or_else(|| json!({}));
+        if !metadata.is_object() {
+            return Err(invalid(format!("document {}: metadata is not an object", index + 1)));
+        }
+        retarget.metadata(kind, &mut metadata);
+        doc.set("metadata", metadata);
+        retarget.references(doc, kind).map_err(|m| invalid(format!("document {}: {m}", index + 1)))?;
     }
     Ok(Template { documents, variables: used })
 }

@@ -66,6 +66,11 @@ fn version_segment(segment: &str, url: &str) -> Result<Option<Version>, Reposito
     }
 }
 
+/// A GitHub release's tag: clusterctl takes any tag (`releases/nightly/...`), semantic or not.
+fn tag_segment(segment: &str) -> Option<Version> {
+    (segment != "latest").then(|| Version::tag(segment))
+}
+
 impl ProviderUrl {
     /// Parses a GitHub, GitLab or local provider URL.
     pub fn parse(text: &str) -> Result<ProviderUrl, RepositoryError> {
@@ -137,7 +142,7 @@ impl ProviderUrl {
                                     owner: owner.to_string(),
                                     repo: repo.to_string(),
                                 },
-                                version: version_segment(version, text)?,
+                                version: tag_segment(version),
                                 components_file: path.last().expect("not empty").to_string(),
                             })
                         }
@@ -410,7 +415,15 @@ mod tests {
                 .to_string()
                 .contains("embedded:{label} with a label")
         );
-        let err = ProviderUrl::parse("https://github.com/o/r/releases/1.2/c.yaml").unwrap_err().to_string();
+        let err = ProviderUrl::parse("https://gitlab.x.org/api/v4/projects/1/packages/generic/p/1.2/c.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is not a semantic version"), "{err}");
+        // A GitHub release may be any tag, as clusterctl takes it.
+        let nightly = ProviderUrl::parse("https://github.com/o/r/releases/nightly/c.yaml").unwrap();
+        let tag = nightly.version.unwrap();
+        assert!(tag.is_tag_only() && tag.to_string() == "nightly");
+        let v = ProviderUrl::parse("https://github.com/o/r/releases/1.2.3/c.yaml").unwrap().version.unwrap();
+        assert!(!v.is_tag_only() && v.to_string() == "1.2.3");
     }
 }

@@ -9,19 +9,42 @@ use crate::error::RepositoryError;
 /// A provider version (`v1.2.3`, `v2.0.0-rc.1`), kept as written: clusterctl fetches the tag or
 /// folder named exactly as the version is written, so `1.2.3` is not fetched as `v1.2.3`.
 /// Versions compare by their semantic version alone (`1.2.3` equals `v1.2.3`).
+///
+/// A GitHub URL may name any tag (clusterctl takes it as is): [`Version::tag`] keeps such a
+/// tag, which is fetched as written but belongs to no release series, so it has no contract.
 #[derive(Debug, Clone)]
 pub struct Version {
     semver: semver::Version,
     written: String,
+    /// A tag that is no semantic version (`semver` is then 0.0.0 and unused).
+    tag_only: bool,
 }
 
 impl Version {
     /// Parses `v1.2.3` (or `1.2.3`); `origin` says where the text came from, for the error.
     pub fn parse(text: &str, origin: &str) -> Result<Version, RepositoryError> {
         let bare = text.strip_prefix('v').unwrap_or(text);
-        semver::Version::parse(bare).map(|semver| Version { semver, written: text.to_string() }).map_err(
-            |_| RepositoryError::InvalidVersion { version: text.to_string(), origin: origin.to_string() },
-        )
+        semver::Version::parse(bare)
+            .map(|semver| Version { semver, written: text.to_string(), tag_only: false })
+            .map_err(|_| RepositoryError::InvalidVersion {
+                version: text.to_string(),
+                origin: origin.to_string(),
+            })
+    }
+
+    /// A version as a tag: semantic when it parses as one, else a tag kept as written (which
+    /// has no release series, so no contract).
+    pub fn tag(text: &str) -> Version {
+        Version::parse(text, "a tag").unwrap_or_else(|_| Version {
+            semver: semver::Version::new(0, 0, 0),
+            written: text.to_string(),
+            tag_only: true,
+        })
+    }
+
+    /// Whether this is a tag that is no semantic version.
+    pub fn is_tag_only(&self) -> bool {
+        self.tag_only
     }
 
     /// The semantic version, without the leading `v`.
@@ -33,6 +56,9 @@ impl Version {
     /// without the leading `v`.
     pub fn spellings(&self) -> Vec<String> {
         let mut all = vec![self.written.clone()];
+        if self.tag_only {
+            return all;
+        }
         for other in [format!("v{}", self.semver), self.semver.to_string()] {
             if !all.contains(&other) {
                 all.push(other);
@@ -42,7 +68,7 @@ impl Version {
     }
 
     pub fn is_prerelease(&self) -> bool {
-        !self.semver.pre.is_empty()
+        !self.tag_only && !self.semver.pre.is_empty()
     }
 
     pub fn major(&self) -> u64 {
@@ -56,7 +82,11 @@ impl Version {
 
 impl PartialEq for Version {
     fn eq(&self, other: &Version) -> bool {
-        self.semver == other.semver
+        match (self.tag_only, other.tag_only) {
+            (false, false) => self.semver == other.semver,
+            (true, true) => self.written == other.written,
+            _ => false,
+        }
     }
 }
 
@@ -64,7 +94,11 @@ impl Eq for Version {}
 
 impl std::hash::Hash for Version {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.semver.hash(state);
+        if self.tag_only {
+            self.written.hash(state);
+        } else {
+            self.semver.hash(state);
+        }
     }
 }
 
@@ -75,8 +109,14 @@ impl PartialOrd for Version {
 }
 
 impl Ord for Version {
+    /// Tags that are no semantic version sort before every version, among themselves by name.
     fn cmp(&self, other: &Version) -> std::cmp::Ordering {
-        self.semver.cmp(&other.semver)
+        match (self.tag_only, other.tag_only) {
+            (false, false) => self.semver.cmp(&other.semver),
+            (true, true) => self.written.cmp(&other.written),
+            (true, false) => std::cmp::Ordering::Less,
+            (false, true) => std::cmp::Ordering::Greater,
+        }
     }
 }
 

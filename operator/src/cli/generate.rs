@@ -200,7 +200,8 @@ pub async fn generate_cluster(args: &ClusterArgs) -> Result<Output, GenerateErro
     if args.list_variables {
         let mut used = template_variables(&text);
         // The ClusterClasses' variables count too; find the classes with every variable empty.
-        let preview = process_template("the cluster template", &text, &namespace, &|_| Some(String::new()))?;
+        let preview =
+            process_template("the cluster template", &text, Some(&namespace), &|_| Some(String::new()))?;
         if let Some((repo, version)) = &repo {
             for class in preview.classes() {
                 let bytes = repo.file(version, &clusterclass_file(&class)).await?;
@@ -221,14 +222,14 @@ pub async fn generate_cluster(args: &ClusterArgs) -> Result<Output, GenerateErro
         return Ok(Output { stdout: listing(&used, &shown), stderr });
     }
 
-    let template = process_template("the cluster template", &text, &namespace, &lookup)?;
+    let template = process_template("the cluster template", &text, Some(&namespace), &lookup)?;
     let mut yaml = String::new();
     for class in template.classes() {
         match &repo {
             Some((repo, version)) => {
                 let bytes = repo.file(version, &clusterclass_file(&class)).await?;
                 let what = clusterclass_file(&class);
-                yaml.push_str(&process_template(&what, &utf8(bytes, "a ClusterClass")?, &namespace, &lookup)?.to_yaml());
+                yaml.push_str(&process_template(&what, &utf8(bytes, "a ClusterClass")?, Some(&namespace), &lookup)?.to_yaml());
             }
             None => stderr.push(format!(
                 "the template uses the ClusterClass {class}, which is not fetched with --from; create it in namespace {namespace} yourself"

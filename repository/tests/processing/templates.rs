@@ -18,7 +18,7 @@ fn templates_are_expanded_and_put_in_the_target_namespace() {
     .validate()
     .unwrap();
     let lookup = |name: &str| common.get(name).cloned();
-    let template = process_template("cluster-template.yaml", TEMPLATE, "team-a", &lookup).unwrap();
+    let template = process_template("cluster-template.yaml", TEMPLATE, Some("team-a"), &lookup).unwrap();
     let objects = template.objects().unwrap();
     assert_eq!(objects[0]["metadata"], json!({"name": "prod-1", "namespace": "team-a"}));
     assert_eq!(objects[0]["spec"]["topology"]["controlPlane"]["replicas"], 3);
@@ -42,7 +42,7 @@ fn templates_are_expanded_and_put_in_the_target_namespace() {
         ]
     );
 
-    let error = process_template("t", TEMPLATE, "team-a", &|_| None).unwrap_err().to_string();
+    let error = process_template("t", TEMPLATE, Some("team-a"), &|_| None).unwrap_err().to_string();
     assert_eq!(
         error,
         "the variables CLUSTER_NAME, CONTROL_PLANE_MACHINE_COUNT, KUBERNETES_VERSION, WORKER_MACHINE_COUNT are not set; set them in the environment or in the clusterctl config file"
@@ -52,6 +52,87 @@ fn templates_are_expanded_and_put_in_the_target_namespace() {
         ("cluster-template.yaml".into(), "cluster-template-elastic.yaml".into())
     );
     assert_eq!(clusterclass_file("quick-start"), "clusterclass-quick-start.yaml");
+}
+
+/// A template that carries its own namespace and the references to it that clusterctl
+/// follows for components.
+const WITH_REFERENCES: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: demo
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: reader
+  namespace: demo
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
+subjects:
+- {kind: ServiceAccount, name: agent, namespace: demo}
+- {kind: Group, name: auditors}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: demo-webhook
+  annotations:
+    cert-manager.io/inject-ca-from: demo/demo-cert
+webhooks:
+- name: v.demo.io
+  clientConfig:
+    service: {name: demo-svc, namespace: demo, path: /validate}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: demo-cert
+  namespace: demo
+spec:
+  dnsNames: [demo-svc.demo.svc, demo-svc.demo.svc.cluster.local, example.com]
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.demo.io
+spec:
+  group: demo.io
+  names: {kind: Widget, plural: widgets}
+  scope: Cluster
+  conversion:
+    strategy: Webhook
+    webhook:
+      clientConfig:
+        service: {name: demo-svc, namespace: demo, path: /convert}
+---
+apiVersion: demo.io/v1
+kind: Widget
+metadata:
+  name: w
+"#;
+
+#[test]
+fn templates_follow_the_target_namespace_as_components_do_and_only_when_one_is_given() {
+    let template = process_template("t", WITH_REFERENCES, Some("team-a"), &|_| None).unwrap();
+    let o = template.objects().unwrap();
+    assert_eq!(o[0]["metadata"]["name"], "team-a", "the Namespace object is renamed");
+    assert_eq!(o[1]["metadata"]["namespace"], "team-a");
+    assert_eq!(
+        o[1]["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "agent", "namespace": "team-a"}, {"kind": "Group", "name": "auditors"}])
+    );
+    assert_eq!(o[2]["webhooks"][0]["clientConfig"]["service"]["namespace"], "team-a");
+    assert_eq!(o[2]["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "team-a/demo-cert");
+    assert!(o[2]["metadata"].get("namespace").is_none());
+    assert_eq!(
+        o[3]["spec"]["dnsNames"],
+        json!(["demo-svc.team-a.svc", "demo-svc.team-a.svc.cluster.local", "example.com"])
+    );
+    assert_eq!(o[4]["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"], "team-a");
+    assert!(o[5]["metadata"].get("namespace").is_none(), "a kind its CRD declares cluster-scoped");
+
+    let untouched = process_template("t", WITH_REFERENCES, None, &|_| None).unwrap().objects().unwrap();
+    let written: Vec<serde_json::Value> = serde_saphyr::from_multiple(WITH_REFERENCES).unwrap();
+    assert_eq!(untouched, written, "no target namespace, no change");
 }
 
 #[test]

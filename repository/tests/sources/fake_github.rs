@@ -71,6 +71,8 @@ impl FakeGitHub {
             ("v1.1.0", "infrastructure-components.yaml", COMPONENTS),
             ("v1.0.0", "metadata.yaml", METADATA),
             ("v1.2.0-rc.1", "metadata.yaml", METADATA),
+            ("nightly", "metadata.yaml", METADATA),
+            ("nightly", "infrastructure-components.yaml", COMPONENTS),
         ] {
             let asset = format!("/assets/{tag}/{file}");
             Mock::given(method("GET"))

@@ -89,6 +89,25 @@ async fn latest_metadata_and_components_cost_three_requests_then_304s() {
 }
 
 #[tokio::test]
+async fn a_url_may_name_any_tag_which_installs_no_contract() {
+    let fake = FakeGitHub::start().await;
+    let cache = tempfile::tempdir().unwrap();
+    let url = butler_repository::ProviderUrl::parse(
+        "https://github.com/o/r/releases/nightly/infrastructure-components.yaml",
+    )
+    .unwrap();
+    let repo = fake.repository(&cache).with_default_version(url.version);
+    let tag = repo.resolve(None).await.unwrap();
+    assert_eq!(tag.to_string(), "nightly");
+    assert!(
+        !repo.components(&tag).await.unwrap().is_empty(),
+        "its files are fetched as clusterctl fetches them"
+    );
+    let err = repo.contract_of(&tag).await.unwrap_err().to_string();
+    assert!(err.contains("nightly: the tag is no semantic version"), "{err}");
+}
+
+#[tokio::test]
 async fn an_explicit_version_makes_no_api_call() {
     let fake = FakeGitHub::start().await;
     let cache = tempfile::tempdir().unwrap();

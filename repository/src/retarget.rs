@@ -1,0 +1,121 @@
+//! Moving a set of objects to a target namespace as clusterctl does for components and
+//! templates alike: the Namespace object renamed, namespaced objects moved, and the references
+//! that name the namespace followed (binding subjects, webhook and CRD conversion services,
+//! `cert-manager.io/inject-ca-from`, Certificate DNS names).
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use crate::components::{CLUSTER_SCOPED_KINDS, INJECT_CA_FROM};
+use crate::yaml::Document;
+
+/// Where objects go, and the namespace they were written for (the Namespace object of the
+/// YAML, if it has one).
+pub(crate) struct Retarget<'a> {
+    pub target: &'a str,
+    pub original: Option<&'a str>,
+    /// The kinds left without a namespace: the known ones and those a CRD of the same YAML
+    /// declares cluster-scoped.
+    pub cluster_scoped: BTreeSet<String>,
+}
+
+/// The kinds that CRDs among `documents` declare cluster-scoped, with the known ones.
+pub(crate) fn cluster_scoped_kinds<'d>(
+    documents: impl Iterator<Item = (&'d mut Document, &'d str)>,
+) -> Result<BTreeSet<String>, String> {
+    let mut kinds: BTreeSet<String> = CLUSTER_SCOPED_KINDS.iter().map(|k| k.to_string()).collect();
+    for (doc, kind) in documents {
+        if kind == "CustomResourceDefinition" {
+            let names = doc.get_child("spec", "names")?.unwrap_or_default();
+            let scope = doc.get_child("spec", "scope")?.unwrap_or_default();
+            if scope == "Cluster"
+                && let Some(k) = names["kind"].as_str()
+            {
+                kinds.insert(k.to_string());
+            }
+        }
+    }
+    Ok(kinds)
+}
+
+impl Retarget<'_> {
+    /// The metadata of an object of `kind` in the target namespace; returns the namespace it was
+    /// moved from when that was neither the target nor the original one.
+    pub fn metadata(&self, kind: &str, metadata: &mut Value) -> Option<String> {
+        let mut moved_from = None;
+        if kind == "Namespace" {
+            metadata["name"] = json!(self.target);
+        } else if !self.cluster_scoped.contains(kind) {
+            if let Some(ns) = metadata["namespace"].as_str().filter(|ns| !ns.is_empty() && *ns != self.target)
+                && Some(ns) != self.original
+            {
+                moved_from = Some(ns.to_string());
+            }
+            metadata["namespace"] = json!(self.target);
+        }
+        if let Some(from) = metadata["annotations"][INJECT_CA_FROM].as_str().map(String::from)
+            && let Some((_, certificate)) = from.split_once('/')
+        {
+            metadata["annotations"][INJECT_CA_FROM] = json!(format!("{}/{certificate}", self.target));
+        }
+        moved_from
+    }
+
+    /// The references of an object of `kind` that name the namespace.
+    pub fn references(&self, doc: &mut Document, kind: &str) -> Result<(), String> {
+        match kind {
+            "CustomResourceDefinition" => {
+                if let Some(mut conversion) = doc.get_child("spec", "conversion")?
+                    && let Some(service) = conversion["webhook"]["clientConfig"]["service"].as_object_mut()
+                {
+                    service.insert("namespace".into(), json!(self.target));
+                    doc.set_child("spec", "conversion", conversion)?;
+                }
+            }
+            "RoleBinding" | "ClusterRoleBinding" => {
+                if let Some(mut subjects) = doc.get("subjects")? {
+                    for subject in subjects.as_array_mut().into_iter().flatten() {
+                        if subject.get("namespace").is_some_and(|n| !n.is_null()) {
+                            subject["namespace"] = json!(self.target);
+                        }
+                    }
+                    doc.set("subjects", subjects);
+                }
+            }
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+                if let Some(mut webhooks) = doc.get("webhooks")? {
+                    for webhook in webhooks.as_array_mut().into_iter().flatten() {
+                        if let Some(service) = webhook["clientConfig"]["service"].as_object_mut() {
+                            service.insert("namespace".into(), json!(self.target));
+                        }
+                    }
+                    doc.set("webhooks", webhooks);
+                }
+            }
+            "Certificate" => {
+                if let Some(mut spec) = doc.get("spec")? {
+                    for name in spec["dnsNames"].as_array_mut().into_iter().flatten() {
+                        if let Some(text) = name.as_str() {
+                            *name = json!(self.service_dns_name(text));
+                        }
+                    }
+                    doc.set("spec", spec);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `svc.{namespace}.svc[.cluster.local]` with the target namespace.
+    fn service_dns_name(&self, name: &str) -> String {
+        let mut labels: Vec<&str> = name.split('.').collect();
+        let service_suffix = labels.len() >= 3 && labels[2] == "svc";
+        let matches_original = self.original.is_none_or(|o| labels.get(1) == Some(&o));
+        if service_suffix && matches_original {
+            labels[1] = self.target;
+        }
+        labels.join(".")
+    }
+}
