@@ -1,8 +1,7 @@
 //! A real OCI registry for tests: Debian's `docker-registry` (the reference distribution
-//! server) on 127.0.0.1, with its own storage folder, optionally behind a user and password,
-//! stopped when dropped. `.ci/run` installs the package when it is missing.
+//! server) on 127.0.0.1, with its own storage folder, optionally behind a user and password
+//! and optionally over HTTPS with a CA of its own, stopped when dropped. `.ci/run` installs the package when it is missing.
 
-use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -13,14 +12,27 @@ const BINARY: &str = "docker-registry";
 pub struct Registry {
     /// `127.0.0.1:{port}`.
     pub addr: String,
+    /// The CA (PEM) of its serving certificate, when it serves HTTPS.
+    pub ca_pem: Option<String>,
     child: Child,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Registry {
-    /// Starts a registry; with `credentials`, every request needs them (htpasswd).
+    /// Starts a registry over plain HTTP; with `credentials`, every request needs them
+    /// (htpasswd).
     pub fn start(credentials: Option<(&str, &str)>) -> Registry {
+        Registry::start_with(credentials, false)
+    }
+
+    /// The same over HTTPS, its certificate for 127.0.0.1 signed by a CA of its own
+    /// ([`Registry::ca_pem`]).
+    pub fn start_tls(credentials: Option<(&str, &str)>) -> Registry {
+        Registry::start_with(credentials, true)
+    }
+
+    fn start_with(credentials: Option<(&str, &str)>, tls: bool) -> Registry {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
         let addr = format!("127.0.0.1:{port}");
@@ -33,8 +45,21 @@ impl Registry {
             }
             None => String::new(),
         };
+        let mut ca_pem = None;
+        let mut tls_config = String::new();
+        if tls {
+            use butler_runtime::webhook::certificates::{issue, new_ca};
+            let now = jiff::Timestamp::now();
+            let ca = new_ca("test registry CA", now, 1).expect("a CA");
+            let serving = issue(&ca, &["127.0.0.1".to_string()], now, 1).expect("a serving certificate");
+            let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+            std::fs::write(&cert, &serving.cert).expect("certificate written");
+            std::fs::write(&key, &serving.key).expect("key written");
+            tls_config = format!("  tls:\n    certificate: {}\n    key: {}\n", cert.display(), key.display());
+            ca_pem = Some(ca.cert);
+        }
         let config = format!(
-            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n{auth}",
+            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n{tls_config}{auth}",
             dir.path().join("storage").display()
         );
         let config_path = dir.path().join("config.yml");
@@ -50,7 +75,7 @@ impl Registry {
             .unwrap_or_else(|e| {
                 panic!("cannot start {BINARY} ({e}): install Debian's docker-registry package (.ci/run does)")
             });
-        let mut registry = Registry { addr, child, log, _dir: dir };
+        let mut registry = Registry { addr, ca_pem, child, log, _dir: dir };
         registry.wait_until_up();
         registry
     }
@@ -61,16 +86,9 @@ impl Registry {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("{BINARY} exited ({status}): {}", self.log_text());
             }
-            if let Ok(mut stream) = TcpStream::connect(&self.addr) {
-                let request =
-                    format!("GET /v2/ HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.addr);
-                let mut answer = String::new();
-                if stream.write_all(request.as_bytes()).is_ok()
-                    && stream.read_to_string(&mut answer).is_ok()
-                    && answer.starts_with("HTTP/1.1")
-                {
-                    return;
-                }
+            // Up when it accepts connections and says it listens (the probe speaks no TLS).
+            if TcpStream::connect(&self.addr).is_ok() && self.log_text().contains("listening on") {
+                return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -93,8 +111,7 @@ impl Registry {
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
-    /// Requests the registry has answered so far (its access log), the readiness probe's
-    /// included.
+    /// Requests the registry has answered so far (its access log).
     pub fn requests(&self) -> usize {
         self.log_text().lines().filter(|l| is_request(l)).count()
     }

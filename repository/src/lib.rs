@@ -49,9 +49,9 @@ pub use source::{
 /// OCI registries as a provider source.
 pub mod oci {
     pub use crate::source::{
-        ARTIFACT_TYPE, DOCKER_CONFIG_KEY, DockerConfig, INSECURE_VARIABLE, OciCredentials, OciOptions,
-        OciSource, PASSWORD_VARIABLE, PROVIDER_NAME_ANNOTATION, PROVIDER_TYPE_ANNOTATION, Published,
-        TITLE_ANNOTATION, TOKEN_VARIABLE, USERNAME_VARIABLE, VERSION_ANNOTATION, publish,
+        ARTIFACT_TYPE, CA_VARIABLE, DOCKER_CONFIG_KEY, DockerConfig, INSECURE_VARIABLE, OciCredentials,
+        OciOptions, OciSource, PASSWORD_VARIABLE, PROVIDER_NAME_ANNOTATION, PROVIDER_TYPE_ANNOTATION,
+        Published, TITLE_ANNOTATION, TOKEN_VARIABLE, USERNAME_VARIABLE, VERSION_ANNOTATION, publish,
     };
 }
 pub use templates::{

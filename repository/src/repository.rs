@@ -89,7 +89,7 @@ impl Repository<AnySource> {
                     *plain_http,
                     &options.oci,
                     options.http.clone(),
-                );
+                )?;
                 // An artifact holds its files under names the source finds by the provider's
                 // type; ask for the one clusterctl's contract names.
                 let (kind, _) = crate::source::type_and_name(provider);

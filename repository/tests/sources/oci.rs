@@ -226,3 +226,28 @@ async fn a_digest_pins_the_content_and_the_provider_must_match() {
         .to_string();
     assert!(err.contains("the artifact is not infrastructure-nutanix's"), "{err}");
 }
+
+#[tokio::test]
+async fn https_by_default_with_the_registrys_ca_and_the_core_contract() {
+    let registry = Registry::start_tls(None);
+    let cache = tempfile::tempdir().unwrap();
+    let mut options = options(&cache, &registry);
+    options.oci.insecure.clear();
+    options.http.cache = None;
+    let url = format!("oci://{}/b/infrastructure-harvester", registry.addr);
+
+    // The system's roots do not know this registry's CA: refused, and nothing falls back to HTTP.
+    let err = repository("infrastructure-harvester", &url, &options).versions().await.unwrap_err();
+    assert!(matches!(err, RepositoryError::Network { .. }), "{err}");
+    assert_eq!(registry.requests(), 0, "no request reached the registry");
+
+    let ca = registry.ca_pem.clone().expect("a CA");
+    options.oci.apply_variables(|key| (key == oci::CA_VARIABLE).then(|| ca.clone()));
+    for at in [EMBEDDED_VERSION, "v0.0.1-rc.1"] {
+        publish(&registry, "b/infrastructure-harvester", "infrastructure-harvester", at, &options.oci).await;
+    }
+    let repo = repository("infrastructure-harvester", &url, &options);
+    assert_eq!(repo.latest_for_contract("v1beta1").await.unwrap().to_string(), EMBEDDED_VERSION);
+    let err = repo.latest_for_contract("v1beta2").await.unwrap_err().to_string();
+    assert!(err.contains("has no version for contract v1beta2"), "{err}");
+}

@@ -15,6 +15,10 @@ pub const PASSWORD_VARIABLE: &str = "OCI_PASSWORD";
 pub const TOKEN_VARIABLE: &str = "OCI_ACCESS_TOKEN";
 /// Comma-separated registries (`host[:port]`) reached over plain HTTP.
 pub const INSECURE_VARIABLE: &str = "OCI_INSECURE_REGISTRIES";
+/// Extra CA certificates (PEM) that registries' certificates may chain to; a provider's config
+/// Secret may also hold them under cluster-api-operator's key `ca.crt`.
+pub const CA_VARIABLE: &str = "OCI_CA_CERT";
+const CA_SECRET_KEY: &str = "ca.crt";
 /// The key of a `kubernetes.io/dockerconfigjson` Secret.
 pub const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
 
@@ -123,18 +127,23 @@ pub struct OciOptions {
     pub insecure: Vec<String>,
     /// Where artifacts are mirrored, as images are: `images:` of clusterctl's config.
     pub mirrors: ImageOverrides,
+    /// Extra CA certificates (PEM) besides the system's.
+    pub ca_certificates: Vec<String>,
 }
 
 impl OciOptions {
     /// The options that variables give (the environment, clusterctl's config, a provider's
-    /// config Secret): `OCI_USERNAME` and `OCI_PASSWORD`, else `OCI_ACCESS_TOKEN`, and
-    /// `OCI_INSECURE_REGISTRIES`.
+    /// config Secret): `OCI_USERNAME` and `OCI_PASSWORD`, else `OCI_ACCESS_TOKEN`,
+    /// `OCI_CA_CERT` (or `ca.crt`) and `OCI_INSECURE_REGISTRIES`.
     pub fn apply_variables(&mut self, get: impl Fn(&str) -> Option<String>) {
         let get = |key: &str| get(key).filter(|v| !v.trim().is_empty());
         if let (Some(username), Some(password)) = (get(USERNAME_VARIABLE), get(PASSWORD_VARIABLE)) {
             self.credentials = OciCredentials::Basic { username, password };
         } else if let Some(token) = get(TOKEN_VARIABLE) {
             self.credentials = OciCredentials::Token(token);
+        }
+        if let Some(pem) = get(CA_VARIABLE).or_else(|| get(CA_SECRET_KEY)) {
+            self.ca_certificates = vec![pem];
         }
         if let Some(list) = get(INSECURE_VARIABLE) {
             self.insecure =

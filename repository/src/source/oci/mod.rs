@@ -7,13 +7,13 @@
 //! request; offline, tags are answered from the cache too.
 
 mod artifact;
+mod client;
 mod credentials;
 mod publish;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{
     IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest,
@@ -26,8 +26,8 @@ pub use artifact::{
     ARTIFACT_TYPE, PROVIDER_NAME_ANNOTATION, PROVIDER_TYPE_ANNOTATION, TITLE_ANNOTATION, VERSION_ANNOTATION,
 };
 pub use credentials::{
-    DOCKER_CONFIG_KEY, DockerConfig, INSECURE_VARIABLE, OciCredentials, OciOptions, PASSWORD_VARIABLE,
-    TOKEN_VARIABLE, USERNAME_VARIABLE,
+    CA_VARIABLE, DOCKER_CONFIG_KEY, DockerConfig, INSECURE_VARIABLE, OciCredentials, OciOptions,
+    PASSWORD_VARIABLE, TOKEN_VARIABLE, USERNAME_VARIABLE,
 };
 pub use publish::{Published, publish};
 
@@ -74,15 +74,11 @@ impl OciSource {
         plain_http: bool,
         options: &OciOptions,
         http: HttpOptions,
-    ) -> OciSource {
+    ) -> Result<OciSource> {
         let (registry, repository) = options.mirror(label, registry, repository);
-        let mut insecure = options.insecure.clone();
-        if plain_http {
-            insecure.push(registry.clone());
-        }
         let auth = options.auth_for(&registry);
-        let client = shared_client(insecure, http.timeout, &auth);
-        OciSource {
+        let client = client::shared(options, &registry, plain_http, http.timeout, &auth)?;
+        Ok(OciSource {
             auth,
             registry,
             repository,
@@ -91,7 +87,7 @@ impl OciSource {
             client,
             http,
             artifacts: Mutex::new(BTreeMap::new()),
-        }
+        })
     }
 
     fn key(&self, suffix: &str) -> String {
@@ -282,42 +278,6 @@ impl OciSource {
         *artifact.unpacked.lock().expect("not poisoned") = Some(files.clone());
         Ok(files)
     }
-}
-
-/// Clients by what they were made for. A client loads the system's root certificates when
-/// made (tens of milliseconds) and keeps registry tokens, so sources that reach registries
-/// alike (a reconcile makes one) share one. The credentials are part of the key: a client
-/// keeps the first credentials it was given for a registry, and two providers' credentials
-/// must never mix.
-/// Plain-HTTP registries, the timeout, and a digest of the credentials.
-type ClientKey = (Vec<String>, std::time::Duration, String);
-
-fn shared_client(mut insecure: Vec<String>, timeout: std::time::Duration, auth: &RegistryAuth) -> Client {
-    static CLIENTS: Mutex<BTreeMap<ClientKey, Client>> = Mutex::new(BTreeMap::new());
-    insecure.sort();
-    insecure.dedup();
-    let who = match auth {
-        RegistryAuth::Anonymous => String::new(),
-        RegistryAuth::Basic(user, password) => sha256_hex(format!("basic\0{user}\0{password}").as_bytes()),
-        RegistryAuth::Bearer(token) => sha256_hex(format!("bearer\0{token}").as_bytes()),
-    };
-    let key = (insecure, timeout, who);
-    let mut clients = CLIENTS.lock().expect("not poisoned");
-    // Rotated credentials leave old clients behind; a bound keeps them from piling up.
-    if clients.len() >= 64 && !clients.contains_key(&key) {
-        clients.clear();
-    }
-    clients
-        .entry(key.clone())
-        .or_insert_with(|| {
-            Client::new(ClientConfig {
-                protocol: ClientProtocol::HttpsExcept(key.0),
-                read_timeout: Some(timeout),
-                connect_timeout: Some(timeout),
-                ..Default::default()
-            })
-        })
-        .clone()
 }
 
 /// An oci-client error as ours: not found, refused (with what to set), or what the registry said.

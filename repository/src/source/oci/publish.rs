@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::Reference;
+use oci_client::client::{Config, ImageLayer};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
-use oci_client::{Client, Reference};
 
 use super::artifact::{
     self, ARTIFACT_TYPE, PROVIDER_NAME_ANNOTATION, PROVIDER_TYPE_ANNOTATION, VERSION_ANNOTATION,
@@ -59,13 +59,9 @@ pub async fn publish(
             message: format!("a release needs its {METADATA_FILE}; it is not among the files"),
         });
     }
-    let mut insecure = options.insecure.clone();
-    if plain_http {
-        insecure.push(registry.to_string());
-    }
-    let client =
-        Client::new(ClientConfig { protocol: ClientProtocol::HttpsExcept(insecure), ..Default::default() });
     let auth = options.auth_for(registry);
+    let client =
+        super::client::shared(options, registry, plain_http, std::time::Duration::from_secs(60), &auth)?;
     let reference = Reference::with_tag(registry.to_string(), repository.to_string(), version.to_string());
     let layer = ImageLayer::new(artifact::pack(files), artifact::TAR_GZIP.to_string(), None);
     let config = Config::new(b"{}".to_vec(), EMPTY_CONFIG_MEDIA_TYPE.to_string(), None);
