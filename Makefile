@@ -1,7 +1,7 @@
 # Butler provider operator. `make help` lists the targets.
 CARGO ?= cargo
 
-.PHONY: help run sandbox build test fmt lint unit e2e crds release image readme bench
+.PHONY: help run sandbox build test fmt lint unit e2e crds release image readme bench test-tools
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
@@ -23,8 +23,14 @@ fmt: ## Check formatting
 lint: ## Clippy on every target, warnings are errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-unit: ## Every test of the workspace
+unit: test-tools ## Every test of the workspace
 	$(CARGO) test --workspace
+
+test-tools: ## Install what the tests run besides cargo: Debian's docker-registry (a real OCI registry)
+	@command -v docker-registry >/dev/null 2>&1 || { \
+	  echo "installing docker-registry (the OCI tests push to and pull from a real registry)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker-registry; }
 
 e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBECONFIG
 	@test -n "$$BUTLER_E2E_KUBECONFIG" || { echo "set BUTLER_E2E_KUBECONFIG to the kubeconfig of a disposable cluster; make test runs the same scenarios against the in-memory API server"; exit 2; }
@@ -49,5 +55,5 @@ image: ## Build the images (VERSION=vX.Y.Z): the operator's, which the install m
 readme: ## Regenerate the provider variables listed in README.md
 	BUTLER_UPDATE_README=1 $(CARGO) test -q -p butler-operator --test provider_repository readme_lists_every_providers_variables
 
-bench: ## Run the criterion benchmarks
+bench: test-tools ## Run the criterion benchmarks
 	$(CARGO) bench --workspace
