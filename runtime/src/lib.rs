@@ -17,6 +17,7 @@
 //! - [`webhook`]: an admission-webhook server (AdmissionReview v1) over rustls, and the
 //!   certificates it serves.
 
+pub mod age;
 pub mod apply;
 pub mod conditions;
 pub mod crds;

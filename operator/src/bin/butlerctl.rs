@@ -20,9 +20,69 @@ enum Command {
         #[command(subcommand)]
         what: Generate,
     },
+    /// Show the providers of a cluster.
+    Describe {
+        #[command(subcommand)]
+        what: Describe,
+    },
+    /// Plan (and apply) provider upgrades, as clusterctl upgrade does.
+    Upgrade {
+        #[command(subcommand)]
+        what: Upgrade,
+    },
     /// Push provider releases to an OCI registry, one artifact per provider (credentials from
     /// OCI_USERNAME and OCI_PASSWORD or OCI_ACCESS_TOKEN; OCI_INSECURE_REGISTRIES for plain HTTP).
     Publish(PublishFlags),
+}
+
+#[derive(Subcommand)]
+enum Describe {
+    /// A tree of the providers: version, contract, paused, and every condition.
+    Providers {
+        /// Only this namespace; every namespace by default.
+        #[arg(long, short = 'n', value_name = "NS")]
+        namespace: Option<String>,
+        /// json or yaml, for scripts; a tree by default.
+        #[arg(long, short = 'o', value_name = "FORMAT", default_value = "")]
+        output: String,
+        #[command(flatten)]
+        cluster: KubeFlags,
+    },
+}
+
+#[derive(Subcommand)]
+enum Upgrade {
+    /// The versions each provider would move to, per contract, and the command that applies them.
+    Plan {
+        /// Only the providers of this namespace (an operator limited to it); the whole cluster
+        /// by default.
+        #[arg(long, short = 'n', value_name = "NS")]
+        namespace: Option<String>,
+        /// The clusterctl config file (where providers without a fetchConfig come from, tokens).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        cluster: KubeFlags,
+    },
+}
+
+/// Which cluster, as kubectl's flags say it.
+#[derive(Args)]
+struct KubeFlags {
+    /// The kubeconfig file; $KUBECONFIG, else ~/.kube/config, by default.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context; the current context by default.
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+}
+
+impl KubeFlags {
+    async fn client(&self) -> Result<kube::Client, cli::GenerateError> {
+        cli::cluster::client(self.kubeconfig.as_deref(), self.context.as_deref())
+            .await
+            .map_err(cli::GenerateError::Cluster)
+    }
 }
 
 #[derive(Args)]
@@ -130,6 +190,12 @@ async fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let what = match Cli::parse().command {
         Command::Generate { what } => what,
+        Command::Describe { what: Describe::Providers { namespace, output, cluster } } => {
+            return finish(describe(namespace, &output, &cluster).await);
+        }
+        Command::Upgrade { what: Upgrade::Plan { namespace, config, cluster } } => {
+            return finish(plan(namespace, config, &cluster).await);
+        }
         Command::Publish(f) => {
             let args = PublishArgs {
                 reference: f.reference,
@@ -178,6 +244,40 @@ async fn main() -> ExitCode {
     finish(result)
 }
 
+async fn describe(
+    namespace: Option<String>,
+    output: &str,
+    cluster: &KubeFlags,
+) -> Result<cli::Output, cli::GenerateError> {
+    let format: cli::describe::Format = output.parse().map_err(cli::GenerateError::Usage)?;
+    let client = cluster.client().await?;
+    let rows =
+        cli::providers::list(&client, namespace.as_deref()).await.map_err(cli::GenerateError::Cluster)?;
+    let color =
+        std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none();
+    let stdout = cli::describe::render(&rows, format, jiff::Timestamp::now(), color);
+    Ok(cli::Output { stdout, stderr: Vec::new() })
+}
+
+async fn plan(
+    namespace: Option<String>,
+    config: Option<PathBuf>,
+    cluster: &KubeFlags,
+) -> Result<cli::Output, cli::GenerateError> {
+    let config = butler_repository::ClusterctlConfig::load(config.as_deref())?;
+    let client = cluster.client().await?;
+    eprintln!("Checking new release availability...\n");
+    let plans = cli::plan::upgrade_plan(
+        &client,
+        namespace.as_deref(),
+        &config,
+        &butler_repository::RemoteOptions::from_env(),
+    )
+    .await
+    .map_err(cli::GenerateError::Cluster)?;
+    Ok(cli::Output { stdout: cli::plan::render_plan(&plans), stderr: Vec::new() })
+}
+
 fn finish(result: Result<cli::Output, cli::GenerateError>) -> ExitCode {
     match result {
         Ok(output) => {
@@ -186,6 +286,10 @@ fn finish(result: Result<cli::Output, cli::GenerateError>) -> ExitCode {
             }
             print!("{}", output.stdout);
             ExitCode::SUCCESS
+        }
+        Err(error @ cli::GenerateError::Usage(_)) if error.is_usage() => {
+            eprintln!("Error: {error}");
+            ExitCode::from(2)
         }
         Err(error) => {
             eprintln!("Error: {error}");

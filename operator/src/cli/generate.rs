@@ -23,6 +23,17 @@ pub enum GenerateError {
     Process(#[from] butler_repository::ProcessError),
     #[error("{0}")]
     Usage(String),
+    /// Reaching or reading the cluster failed.
+    #[error("{0}")]
+    Cluster(String),
+}
+
+impl GenerateError {
+    /// Whether the command line itself was wrong (exit code 2). `Usage` also carries a few
+    /// failures of what a command read, which are not.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, GenerateError::Usage(m) if m.starts_with("-o "))
+    }
 }
 
 /// What a command prints.

@@ -2,7 +2,11 @@
 //! `clusterctl generate provider` and `clusterctl generate cluster` and print the same YAML;
 //! `publish` pushes provider releases to an OCI registry.
 
+pub mod cluster;
+pub mod describe;
 mod generate;
+pub mod plan;
+pub mod providers;
 mod publish;
 mod variables;
 

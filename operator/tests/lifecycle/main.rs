@@ -3,6 +3,7 @@
 
 mod binary;
 mod changes;
+mod cli;
 mod contract;
 mod delete;
 mod fixtures;
