@@ -64,6 +64,46 @@ enum Upgrade {
         #[command(flatten)]
         cluster: KubeFlags,
     },
+    /// Upgrade: every provider to the newest release of a contract, or the versions named. Across
+    /// contracts: pause all, upgrade the core then the others, unpause, wait for Ready. Safe to
+    /// run again after an interruption.
+    Apply(ApplyFlags),
+}
+
+#[derive(Args)]
+struct ApplyFlags {
+    /// Every provider to its newest release of this contract (see upgrade plan).
+    #[arg(long, value_name = "CONTRACT", conflicts_with_all = ["core", "infrastructure", "bootstrap", "control_plane", "addon", "ipam"])]
+    contract: Option<String>,
+    /// The core provider, NAME:VERSION.
+    #[arg(long, value_name = "NAME:VERSION")]
+    core: Option<String>,
+    /// Infrastructure providers, NAME:VERSION (repeat, or separate with commas).
+    #[arg(long, short = 'i', value_name = "NAME:VERSION", value_delimiter = ',')]
+    infrastructure: Vec<String>,
+    /// Bootstrap providers, NAME:VERSION.
+    #[arg(long, short = 'b', value_name = "NAME:VERSION", value_delimiter = ',')]
+    bootstrap: Vec<String>,
+    /// Control-plane providers, NAME:VERSION.
+    #[arg(long, short = 'c', value_name = "NAME:VERSION", value_delimiter = ',')]
+    control_plane: Vec<String>,
+    /// Addon providers, NAME:VERSION.
+    #[arg(long, value_name = "NAME:VERSION", value_delimiter = ',')]
+    addon: Vec<String>,
+    /// IPAM providers, NAME:VERSION.
+    #[arg(long, value_name = "NAME:VERSION", value_delimiter = ',')]
+    ipam: Vec<String>,
+    /// Only the providers of this namespace; the whole cluster by default.
+    #[arg(long, short = 'n', value_name = "NS")]
+    namespace: Option<String>,
+    /// How long each step may take, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    timeout: u64,
+    /// The clusterctl config file.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: KubeFlags,
 }
 
 /// Which cluster, as kubectl's flags say it.
@@ -196,6 +236,9 @@ async fn main() -> ExitCode {
         Command::Upgrade { what: Upgrade::Plan { namespace, config, cluster } } => {
             return finish(plan(namespace, config, &cluster).await);
         }
+        Command::Upgrade { what: Upgrade::Apply(f) } => {
+            return finish(apply(f).await);
+        }
         Command::Publish(f) => {
             let args = PublishArgs {
                 reference: f.reference,
@@ -249,7 +292,7 @@ async fn describe(
     output: &str,
     cluster: &KubeFlags,
 ) -> Result<cli::Output, cli::GenerateError> {
-    let format: cli::describe::Format = output.parse().map_err(cli::GenerateError::Usage)?;
+    let format: cli::describe::Format = output.parse().map_err(cli::GenerateError::CommandLine)?;
     let client = cluster.client().await?;
     let rows =
         cli::providers::list(&client, namespace.as_deref()).await.map_err(cli::GenerateError::Cluster)?;
@@ -278,6 +321,56 @@ async fn plan(
     Ok(cli::Output { stdout: cli::plan::render_plan(&plans), stderr: Vec::new() })
 }
 
+async fn apply(f: ApplyFlags) -> Result<cli::Output, cli::GenerateError> {
+    use butler_repository::ProviderType;
+    let usage = cli::GenerateError::CommandLine;
+    let wanted = match f.contract {
+        Some(contract) => cli::apply::Wanted::Contract(contract),
+        None => {
+            let mut list = Vec::new();
+            let named = [
+                (ProviderType::Core, f.core.into_iter().collect::<Vec<_>>()),
+                (ProviderType::Infrastructure, f.infrastructure),
+                (ProviderType::Bootstrap, f.bootstrap),
+                (ProviderType::ControlPlane, f.control_plane),
+                (ProviderType::Addon, f.addon),
+                (ProviderType::Ipam, f.ipam),
+            ];
+            for (type_, items) in named {
+                for item in items {
+                    let (name, version) =
+                        item.split_once(':').filter(|(n, v)| !n.is_empty() && !v.is_empty()).ok_or_else(
+                            || usage(format!("{item:?}: give NAME:VERSION, for example harvester:v0.2.0")),
+                        )?;
+                    list.push((type_.label(name), version.to_string()));
+                }
+            }
+            if list.is_empty() {
+                return Err(usage("give --contract CONTRACT, or the providers to upgrade (--core NAME:VERSION, --infrastructure NAME:VERSION, ...)".into()));
+            }
+            cli::apply::Wanted::Versions(list)
+        }
+    };
+    let config = butler_repository::ClusterctlConfig::load(f.config.as_deref())?;
+    let client = f.cluster.client().await?;
+    let waits = cli::apply::Waits {
+        timeout: std::time::Duration::from_secs(f.timeout),
+        poll: std::time::Duration::from_millis(500),
+    };
+    let stdout = cli::apply::upgrade_apply(
+        &client,
+        f.namespace.as_deref(),
+        &wanted,
+        &config,
+        &butler_repository::RemoteOptions::from_env(),
+        waits,
+        &|line| eprintln!("{line}"),
+    )
+    .await
+    .map_err(cli::GenerateError::Cluster)?;
+    Ok(cli::Output { stdout, stderr: Vec::new() })
+}
+
 fn finish(result: Result<cli::Output, cli::GenerateError>) -> ExitCode {
     match result {
         Ok(output) => {
@@ -287,7 +380,7 @@ fn finish(result: Result<cli::Output, cli::GenerateError>) -> ExitCode {
             print!("{}", output.stdout);
             ExitCode::SUCCESS
         }
-        Err(error @ cli::GenerateError::Usage(_)) if error.is_usage() => {
+        Err(error @ cli::GenerateError::CommandLine(_)) => {
             eprintln!("Error: {error}");
             ExitCode::from(2)
         }

@@ -26,14 +26,9 @@ pub enum GenerateError {
     /// Reaching or reading the cluster failed.
     #[error("{0}")]
     Cluster(String),
-}
-
-impl GenerateError {
-    /// Whether the command line itself was wrong (exit code 2). `Usage` also carries a few
-    /// failures of what a command read, which are not.
-    pub fn is_usage(&self) -> bool {
-        matches!(self, GenerateError::Usage(m) if m.starts_with("-o "))
-    }
+    /// The command line is wrong (exit code 2).
+    #[error("{0}")]
+    CommandLine(String),
 }
 
 /// What a command prints.

@@ -2,6 +2,7 @@
 //! `clusterctl generate provider` and `clusterctl generate cluster` and print the same YAML;
 //! `publish` pushes provider releases to an OCI registry.
 
+pub mod apply;
 pub mod cluster;
 pub mod describe;
 mod generate;

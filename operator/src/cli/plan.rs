@@ -117,7 +117,8 @@ pub fn render_plan(plans: &[ContractPlan]) -> String {
     out
 }
 
-async fn repository(
+/// A provider's repository, with the credentials of its config Secret.
+pub(super) async fn repository(
     client: &kube::Client,
     row: &ProviderRow,
     base: &RemoteOptions,

@@ -43,6 +43,7 @@ async fn describe_and_upgrade_plan_read_the_providers_and_their_repositories() {
     let mut s = Scenario::new("cli-plan").await;
     publish_releases(&s).await;
     s.start_operator();
+    let marker = keep_marking_available(&s);
     s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
     s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
     s.wait_for::<CoreProvider>("butler", "v1.0.0 installed", installed("v1.0.0")).await;
@@ -104,9 +105,159 @@ async fn describe_and_upgrade_plan_read_the_providers_and_their_repositories() {
 
     let (code, _, stderr) = butlerctl(&["describe", "providers", "-o", "xml", "--kubeconfig", config]).await;
     assert_eq!(code, 2, "a usage error: {stderr}");
+    let (code, _, stderr) = butlerctl(&["upgrade", "apply", "--kubeconfig", config]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("give --contract CONTRACT, or the providers to upgrade"), "{stderr}");
+    // Within the contract, by name and version, as a user runs it.
+    let (code, stdout, stderr) = butlerctl(&[
+        "upgrade",
+        "apply",
+        "-n",
+        &s.namespace,
+        "-i",
+        "widget:v1.1.0",
+        "--timeout",
+        "30",
+        "--kubeconfig",
+        config,
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("v1.0.0 -> v1.1.0"), "{stdout}");
+    assert!(stderr.contains("Upgrading within the contract"), "{stderr}");
     let (code, _, stderr) =
         butlerctl(&["describe", "providers", "--kubeconfig", "/nonexistent/kubeconfig"]).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("cannot read the kubeconfig /nonexistent/kubeconfig"), "{stderr}");
+    marker.abort();
+    s.stop_operator().await;
+}
+
+fn waits() -> butler_operator::cli::apply::Waits {
+    butler_operator::cli::apply::Waits {
+        timeout: std::time::Duration::from_secs(30),
+        poll: std::time::Duration::from_millis(50),
+    }
+}
+
+/// Marks the scenario's Deployments Available while the scenario runs (no kubelet here).
+fn keep_marking_available(s: &Scenario) -> tokio::task::JoinHandle<()> {
+    let (client, namespace, in_memory) = (s.client.clone(), s.namespace.clone(), s.cluster.is_in_memory());
+    tokio::spawn(async move {
+        if !in_memory {
+            return;
+        }
+        loop {
+            let _ = butler_apiserver::stand_ins::mark_deployments_available(
+                &client,
+                &namespace,
+                butler_operator::controller::vocabulary::LABEL_NAME,
+            )
+            .await;
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interruption() {
+    use butler_operator::cli::apply::{UPGRADE_ANNOTATION, Wanted, upgrade_apply};
+    let mut s = Scenario::new("cli-apply").await;
+    publish_releases(&s).await;
+    s.start_operator();
+    let marker = keep_marking_available(&s);
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.0.0 installed", installed("v1.0.0")).await;
+    let config = ClusterctlConfig::default();
+    let quiet = |_: &str| {};
+
+    // Within the contract: versions bumped, nothing paused.
+    let done = upgrade_apply(
+        &s.client,
+        Some(&s.namespace),
+        &Wanted::Contract("v1beta1".into()),
+        &config,
+        &remote(),
+        waits(),
+        &quiet,
+    )
+    .await
+    .unwrap();
+    assert!(done.contains("InfrastructureProvider") && done.contains("v1.0.0 -> v1.1.0"), "{done}");
+    let widget = s.api::<InfrastructureProvider>().get("widget").await.unwrap();
+    assert_eq!(widget.status.as_ref().unwrap().installed_version.as_deref(), Some("v1.1.0"));
+    assert_eq!(widget.spec.paused, None, "never paused within a contract");
+
+    // Across contracts, interrupted once every provider is held at 0.
+    let (client, namespace) = (s.client.clone(), s.namespace.clone());
+    let first = tokio::spawn(async move {
+        let lines = std::sync::Mutex::new(Vec::new());
+        let _ = upgrade_apply(
+            &client,
+            Some(&namespace),
+            &Wanted::Contract("v1beta2".into()),
+            &ClusterctlConfig::default(),
+            &remote(),
+            waits(),
+            &|l| lines.lock().unwrap().push(l.to_string()),
+        )
+        .await;
+    });
+    s.wait_for::<CoreProvider>("butler", "paused", |p| crate::support::is(p, "Paused", "True")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "paused", |p| crate::support::is(p, "Paused", "True"))
+        .await;
+    first.abort();
+    let _ = first.await;
+    let core = s.api::<CoreProvider>().get("butler").await.unwrap();
+    assert_eq!(
+        core.metadata.annotations.as_ref().unwrap()[UPGRADE_ANNOTATION],
+        "v1beta2",
+        "the cluster shows the upgrade in progress"
+    );
+
+    // Another contract is refused while this one is unfinished.
+    let err = upgrade_apply(
+        &s.client,
+        Some(&s.namespace),
+        &Wanted::Contract("v1beta1".into()),
+        &config,
+        &remote(),
+        waits(),
+        &quiet,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("a contract change to v1beta2 is in progress"), "{err}");
+
+    // Run again: it goes on from what the cluster shows.
+    let lines = std::sync::Mutex::new(Vec::new());
+    upgrade_apply(
+        &s.client,
+        Some(&s.namespace),
+        &Wanted::Contract("v1beta2".into()),
+        &config,
+        &remote(),
+        waits(),
+        &|l| lines.lock().unwrap().push(l.to_string()),
+    )
+    .await
+    .unwrap();
+    let lines = lines.into_inner().unwrap();
+    assert!(lines.iter().any(|l| l.starts_with("Upgrading across contracts, to v1beta2")), "{lines:?}");
+    for p in [
+        serde_json::to_value(s.api::<CoreProvider>().get("butler").await.unwrap()).unwrap(),
+        serde_json::to_value(s.api::<InfrastructureProvider>().get("widget").await.unwrap()).unwrap(),
+    ] {
+        assert_eq!(p["status"]["installedVersion"], "v2.0.0", "{p}");
+        assert_eq!(p["status"]["contract"], "v1beta2");
+        assert_eq!(p["spec"]["paused"], false, "unpaused");
+        assert!(p["metadata"]["annotations"].get(UPGRADE_ANNOTATION).is_none(), "the mark is gone");
+    }
+    // No kubelet here: the Deployments are marked Available again and again, so Ready is
+    // waited for rather than read once.
+    s.wait_for::<CoreProvider>("butler", "Ready", |p| crate::support::is(p, "Ready", "True")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| crate::support::is(p, "Ready", "True")).await;
+    marker.abort();
     s.stop_operator().await;
 }

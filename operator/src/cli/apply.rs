@@ -1,0 +1,360 @@
+//! `butlerctl upgrade apply`: within a contract, bump the versions and wait; across contracts,
+//! the operator's sequence in one command: pause every provider, wait until each is held at 0,
+//! upgrade the core provider then the others, wait for each to install, unpause, wait for
+//! Ready. Each step is read back from the cluster, so a second run after an interruption goes on
+//! from what the cluster shows: the providers this command paused carry an annotation naming
+//! the contract, and only they are unpaused at the end.
+
+use std::time::{Duration, Instant};
+
+use butler_repository::{ClusterctlConfig, RemoteOptions, Version};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::json;
+
+use super::providers::{self, ProviderRow};
+use crate::api::{KindNames, ProviderKind};
+
+/// Marks a provider this command paused for a contract change; its value is the contract.
+pub const UPGRADE_ANNOTATION: &str = "butlerctl.butlerlabs.dev/upgrade-contract";
+const FIELD_MANAGER: &str = "butlerctl";
+
+/// Reasons the operator gives when it will not do what was asked until something changes: the
+/// command stops there with the operator's message.
+const REFUSALS: [&str; 10] = [
+    "DowngradeRefused",
+    "ContractMismatch",
+    "ContractChangeNeedsPause",
+    "UnpauseRefused",
+    "RenderFailed",
+    "InvalidCustomization",
+    "InvalidVersion",
+    "UnknownProvider",
+    "InvalidFetchConfig",
+    "DuplicateProvider",
+];
+
+/// What to upgrade to.
+#[derive(Debug, Clone)]
+pub enum Wanted {
+    /// Every provider to its newest release of this contract.
+    Contract(String),
+    /// These providers (by label: `butler`, `infrastructure-aws`) to these versions.
+    Versions(Vec<(String, String)>),
+}
+
+/// How long to wait for each step, and how often to look.
+#[derive(Debug, Clone, Copy)]
+pub struct Waits {
+    pub timeout: Duration,
+    pub poll: Duration,
+}
+
+/// One provider's part of the upgrade.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    pub kind: ProviderKind,
+    pub namespace: String,
+    pub name: String,
+    pub from: Option<String>,
+    pub to: String,
+}
+
+impl Move {
+    fn describe(&self) -> String {
+        format!("{} {}/{}", self.kind.kind(), self.namespace, self.name)
+    }
+}
+
+fn resource(kind: ProviderKind) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("operator.butlerlabs.dev", "v1alpha1", kind.kind()),
+        kind.plural(),
+    )
+}
+
+async fn patch(
+    client: &kube::Client,
+    kind: ProviderKind,
+    namespace: &str,
+    name: &str,
+    body: serde_json::Value,
+) -> Result<(), String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource(kind));
+    api.patch(
+        name,
+        &PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() },
+        &Patch::Merge(body),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| {
+        format!("cannot update {} {namespace}/{name}: {}", kind.kind(), butler_runtime::error::describe(&e))
+    })
+}
+
+/// The provider as it is now, with its generation.
+async fn read(
+    client: &kube::Client,
+    kind: ProviderKind,
+    namespace: &str,
+    name: &str,
+) -> Result<(ProviderRow, i64, bool), String> {
+    let rows = providers::list(client, Some(namespace)).await?;
+    let row = rows
+        .into_iter()
+        .find(|r| r.provider_kind == kind && r.name == name)
+        .ok_or_else(|| format!("{} {namespace}/{name} is gone", kind.kind()))?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource(kind));
+    let object = api.get(name).await.map_err(|e| butler_runtime::error::describe(&e))?;
+    let generation = object.metadata.generation.unwrap_or_default();
+    let observed = object.data["status"]["observedGeneration"].as_i64().unwrap_or_default();
+    Ok((row, generation, observed >= generation))
+}
+
+/// The operator's refusal, if the provider shows one for its current generation.
+fn refusal(row: &ProviderRow) -> Option<String> {
+    row.conditions.iter().find(|c| c.status == "False" && REFUSALS.contains(&c.reason.as_str())).map(|c| {
+        format!("{} {}/{}: {} ({}): {}", row.kind, row.namespace, row.name, c.type_, c.reason, c.message)
+    })
+}
+
+/// Waits until `done` holds for the provider's current generation; stops at a refusal.
+async fn wait_for(
+    client: &kube::Client,
+    m: &Move,
+    what: &str,
+    waits: Waits,
+    done: impl Fn(&ProviderRow) -> bool,
+) -> Result<(), String> {
+    let started = Instant::now();
+    loop {
+        let (row, _, current) = read(client, m.kind, &m.namespace, &m.name).await?;
+        if current {
+            if done(&row) {
+                return Ok(());
+            }
+            if let Some(refused) = refusal(&row) {
+                return Err(format!("the operator refused: {refused}"));
+            }
+        }
+        if started.elapsed() > waits.timeout {
+            let conditions: Vec<String> = row
+                .conditions
+                .iter()
+                .map(|c| format!("{} {} ({}): {}", c.type_, c.status, c.reason, c.message))
+                .collect();
+            return Err(format!(
+                "{} did not become {what} within {:?}; its conditions: {}",
+                m.describe(),
+                waits.timeout,
+                conditions.join("; ")
+            ));
+        }
+        tokio::time::sleep(waits.poll).await;
+    }
+}
+
+fn condition_true(row: &ProviderRow, type_: &str) -> bool {
+    row.condition(type_).is_some_and(|c| c.status == "True")
+}
+
+fn installed(row: &ProviderRow, version: &str) -> bool {
+    let same = match (
+        row.installed_version.as_deref().map(|v| Version::parse(v, "status")),
+        Version::parse(version, "target"),
+    ) {
+        (Some(Ok(a)), Ok(b)) => a == b,
+        _ => false,
+    };
+    same && condition_true(row, "ProviderInstalled")
+}
+
+/// The moves `wanted` asks for, from the providers and their repositories.
+async fn moves(
+    client: &kube::Client,
+    rows: &[ProviderRow],
+    wanted: &Wanted,
+    config: &ClusterctlConfig,
+    base: &RemoteOptions,
+) -> Result<Vec<Move>, String> {
+    let mut out = Vec::new();
+    match wanted {
+        Wanted::Contract(contract) => {
+            for row in rows {
+                let repo = super::plan::repository(client, row, base, config).await?;
+                let to = repo.latest_for_contract(contract).await.map_err(|e| {
+                    format!(
+                        "{} {}/{} cannot move to contract {contract}: {e}",
+                        row.kind, row.namespace, row.name
+                    )
+                })?;
+                out.push(Move {
+                    kind: row.provider_kind,
+                    namespace: row.namespace.clone(),
+                    name: row.name.clone(),
+                    from: row.installed_version.clone(),
+                    to: to.to_string(),
+                });
+            }
+        }
+        Wanted::Versions(list) => {
+            for (label, version) in list {
+                let row = rows.iter().find(|r| r.label() == *label).ok_or_else(|| {
+                    format!(
+                        "no provider {label} in the cluster; the providers are {}",
+                        rows.iter().map(|r| r.label()).collect::<Vec<_>>().join(", ")
+                    )
+                })?;
+                Version::parse(version, &format!("the version of {label}")).map_err(|e| e.to_string())?;
+                out.push(Move {
+                    kind: row.provider_kind,
+                    namespace: row.namespace.clone(),
+                    name: row.name.clone(),
+                    from: row.installed_version.clone(),
+                    to: version.clone(),
+                });
+            }
+        }
+    }
+    // The core provider first.
+    out.sort_by_key(|m| m.kind != ProviderKind::Core);
+    Ok(out)
+}
+
+/// The core provider's contract after the moves: the contract asked for, else that of the
+/// core provider's new version, else its contract now.
+async fn target_contract(
+    client: &kube::Client,
+    core: &ProviderRow,
+    wanted: &Wanted,
+    moves: &[Move],
+    config: &ClusterctlConfig,
+    base: &RemoteOptions,
+) -> Result<Option<String>, String> {
+    if let Wanted::Contract(c) = wanted {
+        return Ok(Some(c.clone()));
+    }
+    let Some(core_move) = moves.iter().find(|m| m.kind == ProviderKind::Core) else {
+        return Ok(core.contract.clone());
+    };
+    let repo = super::plan::repository(client, core, base, config).await?;
+    let version = Version::parse(&core_move.to, "the core provider's target").map_err(|e| e.to_string())?;
+    Ok(Some(repo.contract_of(&version).await.map_err(|e| e.to_string())?))
+}
+
+/// Runs the upgrade, reporting each step through `progress`; returns the summary.
+pub async fn upgrade_apply(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    wanted: &Wanted,
+    config: &ClusterctlConfig,
+    base: &RemoteOptions,
+    waits: Waits,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<String, String> {
+    let rows = providers::list(client, namespace).await?;
+    if !rows.iter().any(|r| r.provider_kind == ProviderKind::Core) {
+        return Err("no CoreProvider in the cluster: nothing to upgrade; install the providers first (butlerctl init)".into());
+    }
+    let moves = moves(client, &rows, wanted, config, base).await?;
+    // An interrupted contract change shows in the annotations this command left.
+    let in_progress: Vec<String> = {
+        let mut found = Vec::new();
+        for row in &rows {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &row.namespace, &resource(row.provider_kind));
+            let object = api.get(&row.name).await.map_err(|e| butler_runtime::error::describe(&e))?;
+            if let Some(contract) =
+                object.metadata.annotations.as_ref().and_then(|a| a.get(UPGRADE_ANNOTATION))
+            {
+                found.push(contract.clone());
+            }
+        }
+        found.sort();
+        found.dedup();
+        found
+    };
+    let core = rows.iter().find(|r| r.provider_kind == ProviderKind::Core).expect("checked above");
+    let target = target_contract(client, core, wanted, &moves, config, base).await?;
+    // A contract change runs the whole sequence; one left unfinished is finished first.
+    let contract = match in_progress.as_slice() {
+        [] => target.filter(|t| core.contract.as_deref() != Some(t.as_str())),
+        [running] if target.as_deref() == Some(running.as_str()) => Some(running.clone()),
+        running => {
+            return Err(format!(
+                "a contract change to {} is in progress (providers carry {UPGRADE_ANNOTATION}); finish it first: butlerctl upgrade apply --contract {}",
+                running.join(", "),
+                running[0]
+            ));
+        }
+    };
+    let summary: Vec<String> = moves
+        .iter()
+        .map(|m| format!("{} {} -> {}", m.describe(), m.from.as_deref().unwrap_or("-"), m.to))
+        .collect();
+    match &contract {
+        Some(c) => progress(&format!("Upgrading across contracts, to {c}: pause, upgrade, unpause")),
+        None => progress("Upgrading within the contract"),
+    }
+    for line in &summary {
+        progress(&format!("  {line}"));
+    }
+
+    if let Some(contract) = &contract {
+        // Pause every provider not paused already; the annotation says this command did it.
+        let everyone: Vec<Move> = rows
+            .iter()
+            .map(|r| Move {
+                kind: r.provider_kind,
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                from: r.installed_version.clone(),
+                to: String::new(),
+            })
+            .collect();
+        for (row, m) in rows.iter().zip(&everyone) {
+            if !row.paused {
+                patch(client, m.kind, &m.namespace, &m.name, json!({"metadata": {"annotations": {UPGRADE_ANNOTATION: contract}}, "spec": {"paused": true}})).await?;
+            }
+        }
+        for m in &everyone {
+            progress(&format!("Pausing {}...", m.describe()));
+            wait_for(client, m, "paused (held at 0 replicas)", waits, |r| condition_true(r, "Paused"))
+                .await?;
+        }
+    }
+    for m in &moves {
+        progress(&format!("Upgrading {} to {}...", m.describe(), m.to));
+        patch(client, m.kind, &m.namespace, &m.name, json!({"spec": {"version": m.to}})).await?;
+        wait_for(client, m, &format!("installed at {}", m.to), waits, |r| installed(r, &m.to)).await?;
+    }
+    if contract.is_some() {
+        let rows = providers::list(client, namespace).await?;
+        for row in &rows {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &row.namespace, &resource(row.provider_kind));
+            let object = api.get(&row.name).await.map_err(|e| butler_runtime::error::describe(&e))?;
+            if object.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(UPGRADE_ANNOTATION)) {
+                progress(&format!("Unpausing {} {}/{}...", row.kind, row.namespace, row.name));
+                patch(client, row.provider_kind, &row.namespace, &row.name, json!({"metadata": {"annotations": {UPGRADE_ANNOTATION: null}}, "spec": {"paused": false}})).await?;
+            }
+        }
+    }
+    for row in providers::list(client, namespace).await? {
+        if row.paused {
+            continue;
+        }
+        let m = Move {
+            kind: row.provider_kind,
+            namespace: row.namespace.clone(),
+            name: row.name.clone(),
+            from: None,
+            to: String::new(),
+        };
+        progress(&format!("Waiting for {} to be Ready...", m.describe()));
+        // Ready while still held at 0 proves nothing: the Deployments must be back.
+        wait_for(client, &m, "Ready", waits, |r| condition_true(r, "Ready") && !condition_true(r, "Paused"))
+            .await?;
+    }
+    Ok(summary.iter().map(|l| format!("{l}\n")).collect())
+}
