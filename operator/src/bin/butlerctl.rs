@@ -30,6 +30,8 @@ enum Command {
         #[command(subcommand)]
         what: Upgrade,
     },
+    /// Delete providers in the safe order (the core provider last), waiting for each.
+    Delete(DeleteFlags),
     /// Push provider releases to an OCI registry, one artifact per provider (credentials from
     /// OCI_USERNAME and OCI_PASSWORD or OCI_ACCESS_TOKEN; OCI_INSECURE_REGISTRIES for plain HTTP).
     Publish(PublishFlags),
@@ -102,6 +104,42 @@ struct ApplyFlags {
     /// The clusterctl config file.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: KubeFlags,
+}
+
+#[derive(Args)]
+struct DeleteFlags {
+    /// Every provider.
+    #[arg(long, conflicts_with_all = ["core", "infrastructure", "bootstrap", "control_plane", "addon", "ipam"])]
+    all: bool,
+    /// The core provider, by name.
+    #[arg(long, value_name = "NAME")]
+    core: Option<String>,
+    /// Infrastructure providers, by name (repeat, or separate with commas).
+    #[arg(long, short = 'i', value_name = "NAME", value_delimiter = ',')]
+    infrastructure: Vec<String>,
+    /// Bootstrap providers, by name.
+    #[arg(long, short = 'b', value_name = "NAME", value_delimiter = ',')]
+    bootstrap: Vec<String>,
+    /// Control-plane providers, by name.
+    #[arg(long, short = 'c', value_name = "NAME", value_delimiter = ',')]
+    control_plane: Vec<String>,
+    /// Addon providers, by name.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    addon: Vec<String>,
+    /// IPAM providers, by name.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    ipam: Vec<String>,
+    /// Delete the providers' CRDs too, and with them every object of them.
+    #[arg(long)]
+    include_crd: bool,
+    /// Only the providers of this namespace; the whole cluster by default.
+    #[arg(long, short = 'n', value_name = "NS")]
+    namespace: Option<String>,
+    /// How long each provider may take to go, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    timeout: u64,
     #[command(flatten)]
     cluster: KubeFlags,
 }
@@ -239,6 +277,9 @@ async fn main() -> ExitCode {
         Command::Upgrade { what: Upgrade::Apply(f) } => {
             return finish(apply(f).await);
         }
+        Command::Delete(f) => {
+            return finish(delete(f).await);
+        }
         Command::Publish(f) => {
             let args = PublishArgs {
                 reference: f.reference,
@@ -368,6 +409,42 @@ async fn apply(f: ApplyFlags) -> Result<cli::Output, cli::GenerateError> {
     )
     .await
     .map_err(cli::GenerateError::Cluster)?;
+    Ok(cli::Output { stdout, stderr: Vec::new() })
+}
+
+async fn delete(f: DeleteFlags) -> Result<cli::Output, cli::GenerateError> {
+    use butler_repository::ProviderType;
+    let which = if f.all {
+        cli::delete::Which::All
+    } else {
+        let named = [
+            (ProviderType::Core, f.core.into_iter().collect::<Vec<_>>()),
+            (ProviderType::Infrastructure, f.infrastructure),
+            (ProviderType::Bootstrap, f.bootstrap),
+            (ProviderType::ControlPlane, f.control_plane),
+            (ProviderType::Addon, f.addon),
+            (ProviderType::Ipam, f.ipam),
+        ];
+        let labels: Vec<String> =
+            named.into_iter().flat_map(|(t, names)| names.into_iter().map(move |n| t.label(&n))).collect();
+        if labels.is_empty() {
+            return Err(cli::GenerateError::CommandLine(
+                "give --all, or the providers to delete (--core NAME, --infrastructure NAME, ...)".into(),
+            ));
+        }
+        cli::delete::Which::Labels(labels)
+    };
+    let client = f.cluster.client().await?;
+    let waits = cli::apply::Waits {
+        timeout: std::time::Duration::from_secs(f.timeout),
+        poll: std::time::Duration::from_millis(500),
+    };
+    let stdout =
+        cli::delete::delete(&client, f.namespace.as_deref(), &which, f.include_crd, waits, &|line| {
+            eprintln!("{line}")
+        })
+        .await
+        .map_err(cli::GenerateError::Cluster)?;
     Ok(cli::Output { stdout, stderr: Vec::new() })
 }
 

@@ -65,14 +65,14 @@ impl Move {
     }
 }
 
-fn resource(kind: ProviderKind) -> ApiResource {
+pub(super) fn resource(kind: ProviderKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("operator.butlerlabs.dev", "v1alpha1", kind.kind()),
         kind.plural(),
     )
 }
 
-async fn patch(
+pub(super) async fn patch(
     client: &kube::Client,
     kind: ProviderKind,
     namespace: &str,

@@ -4,6 +4,7 @@
 
 pub mod apply;
 pub mod cluster;
+pub mod delete;
 pub mod describe;
 mod generate;
 pub mod plan;

@@ -261,3 +261,51 @@ async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interrupti
     marker.abort();
     s.stop_operator().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_goes_in_the_safe_order_and_shows_what_blocks() {
+    use butler_operator::cli::delete::{Which, delete};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut s = Scenario::new("cli-delete").await;
+    publish_releases(&s).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.0.0 installed", installed("v1.0.0")).await;
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(s.client.clone());
+    assert!(crds.get_opt("gadgets.widget.test.io").await.unwrap().is_some());
+    let short = butler_operator::cli::apply::Waits {
+        timeout: std::time::Duration::from_secs(2),
+        poll: std::time::Duration::from_millis(50),
+    };
+
+    // The core alone waits for the others, and says so.
+    let lines = std::sync::Mutex::new(Vec::new());
+    let err =
+        delete(&s.client, Some(&s.namespace), &Which::Labels(vec!["butler".into()]), false, short, &|l| {
+            lines.lock().unwrap().push(l.to_string())
+        })
+        .await
+        .unwrap_err();
+    assert!(err.contains("is not gone after") && err.contains("widget"), "{err}");
+    assert!(
+        lines.lock().unwrap().iter().any(|l| l.starts_with("  waiting: ")),
+        "{:?}",
+        lines.lock().unwrap()
+    );
+
+    // Everything, CRDs included: the infrastructure provider first, then the core.
+    let lines = std::sync::Mutex::new(Vec::new());
+    let done = delete(&s.client, Some(&s.namespace), &Which::All, true, waits(), &|l| {
+        lines.lock().unwrap().push(l.to_string())
+    })
+    .await
+    .unwrap();
+    let order: Vec<&str> = done.lines().collect();
+    assert_eq!(order.len(), 2, "{done}");
+    assert!(order[0].starts_with("InfrastructureProvider") && order[1].starts_with("CoreProvider"), "{done}");
+    assert!(crds.get_opt("gadgets.widget.test.io").await.unwrap().is_none(), "--include-crd");
+    let err = delete(&s.client, Some(&s.namespace), &Which::All, false, waits(), &|_| {}).await.unwrap_err();
+    assert_eq!(err, "no providers to delete");
+    s.stop_operator().await;
+}

@@ -1,0 +1,121 @@
+//! `butlerctl delete`: provider objects deleted in the safe order (every other provider before
+//! the core provider), each waited for until it is gone, with what blocks it shown as the
+//! operator says it. `--include-crd` sets `crdDeletionPolicy: Delete` first, as
+//! `clusterctl delete --include-crd` removes the CRDs and every object of them.
+
+use std::time::Instant;
+
+use kube::api::{Api, DeleteParams, DynamicObject};
+use serde_json::json;
+
+use super::apply::{Waits, patch, resource};
+use super::providers::{self, ProviderRow};
+use crate::api::ProviderKind;
+
+/// Which providers to delete.
+#[derive(Debug, Clone)]
+pub enum Which {
+    All,
+    /// By label (`infrastructure-harvester`, `butler`).
+    Labels(Vec<String>),
+}
+
+/// The providers to delete, in the order to delete them: every other kind before the core.
+pub fn order(rows: &[ProviderRow], which: &Which) -> Result<Vec<ProviderRow>, String> {
+    let mut chosen: Vec<ProviderRow> = match which {
+        Which::All => rows.to_vec(),
+        Which::Labels(labels) => {
+            let mut out = Vec::new();
+            for label in labels {
+                let row = rows.iter().find(|r| r.label() == *label).ok_or_else(|| {
+                    format!(
+                        "no provider {label} in the cluster; the providers are {}",
+                        rows.iter().map(|r| r.label()).collect::<Vec<_>>().join(", ")
+                    )
+                })?;
+                out.push(row.clone());
+            }
+            out
+        }
+    };
+    chosen.sort_by_key(|r| {
+        (r.provider_kind == ProviderKind::Core, r.provider_kind, r.namespace.clone(), r.name.clone())
+    });
+    Ok(chosen)
+}
+
+/// The message of the condition that says why deletion waits, if any.
+fn blocker(object: &DynamicObject) -> Option<String> {
+    object.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["reason"] == "DeletionBlocked" || (c["type"] == "Ready" && c["reason"] == "Deleting"))
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["reason"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        })
+}
+
+/// Deletes the providers `which` names and waits for each; returns what was deleted.
+pub async fn delete(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    which: &Which,
+    include_crd: bool,
+    waits: Waits,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<String, String> {
+    let rows = providers::list(client, namespace).await?;
+    let chosen = order(&rows, which)?;
+    if chosen.is_empty() {
+        return Err("no providers to delete".into());
+    }
+    let mut done = String::new();
+    for row in &chosen {
+        let what = format!("{} {}/{}", row.kind, row.namespace, row.name);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &row.namespace, &resource(row.provider_kind));
+        if include_crd {
+            let policy = json!({"spec": {"crdDeletionPolicy": "Delete"}});
+            if let Err(e) = patch(client, row.provider_kind, &row.namespace, &row.name, policy).await {
+                // One that went on its own meanwhile (an earlier deletion finishing) is done.
+                if !matches!(api.get_opt(&row.name).await, Ok(None)) {
+                    return Err(e);
+                }
+            }
+        }
+        progress(&format!("Deleting {what}..."));
+        match api.delete(&row.name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(format!("cannot delete {what}: {}", butler_runtime::error::describe(&e))),
+        }
+        let started = Instant::now();
+        let mut last_said = None;
+        loop {
+            match api.get_opt(&row.name).await.map_err(|e| butler_runtime::error::describe(&e))? {
+                None => break,
+                Some(object) => {
+                    let blocked = blocker(&object);
+                    if blocked.is_some() && blocked != last_said {
+                        progress(&format!("  waiting: {}", blocked.as_deref().unwrap_or_default()));
+                        last_said = blocked;
+                    }
+                    if started.elapsed() > waits.timeout {
+                        return Err(format!(
+                            "{what} is not gone after {:?}{}",
+                            waits.timeout,
+                            last_said.map(|m| format!("; {m}")).unwrap_or_default()
+                        ));
+                    }
+                }
+            }
+            tokio::time::sleep(waits.poll).await;
+        }
+        done.push_str(&format!("{what} deleted\n"));
+    }
+    Ok(done)
+}
