@@ -32,6 +32,11 @@ enum Command {
     },
     /// Delete providers in the safe order (the core provider last), waiting for each.
     Delete(DeleteFlags),
+    /// Carry providers into an air-gapped cluster: pack on the connected side, load on the other.
+    Airgap {
+        #[command(subcommand)]
+        what: Airgap,
+    },
     /// Push provider releases to an OCI registry, one artifact per provider (credentials from
     /// OCI_USERNAME and OCI_PASSWORD or OCI_ACCESS_TOKEN; OCI_INSECURE_REGISTRIES for plain HTTP).
     Publish(PublishFlags),
@@ -142,6 +147,52 @@ struct DeleteFlags {
     timeout: u64,
     #[command(flatten)]
     cluster: KubeFlags,
+}
+
+#[derive(Subcommand)]
+enum Airgap {
+    /// Fetch each provider's release once and write the ConfigMaps (and the operator's manifest)
+    /// to a folder or a .tar.gz.
+    Pack {
+        /// The core provider, NAME[:VERSION] (latest by default).
+        #[arg(long, value_name = "NAME[:VERSION]")]
+        core: Option<String>,
+        /// Infrastructure providers, NAME[:VERSION] (repeat, or separate with commas).
+        #[arg(long, short = 'i', value_name = "NAME[:VERSION]", value_delimiter = ',')]
+        infrastructure: Vec<String>,
+        /// Bootstrap providers, NAME[:VERSION].
+        #[arg(long, short = 'b', value_name = "NAME[:VERSION]", value_delimiter = ',')]
+        bootstrap: Vec<String>,
+        /// Control-plane providers, NAME[:VERSION].
+        #[arg(long, short = 'c', value_name = "NAME[:VERSION]", value_delimiter = ',')]
+        control_plane: Vec<String>,
+        /// Addon providers, NAME[:VERSION].
+        #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
+        addon: Vec<String>,
+        /// IPAM providers, NAME[:VERSION].
+        #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
+        ipam: Vec<String>,
+        /// The clusterctl config file.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Where to write: a folder, or a file ending in .tar.gz.
+        #[arg(long, short = 'o', value_name = "DIR|FILE.tar.gz")]
+        output: PathBuf,
+    },
+    /// Apply a bundle: the operator's manifest, then the ConfigMaps.
+    Load {
+        /// The folder or .tar.gz that airgap pack wrote.
+        #[arg(long, short = 'f', value_name = "DIR|FILE.tar.gz")]
+        file: PathBuf,
+        /// Where the ConfigMaps go: the namespace of the providers that select them.
+        #[arg(long, short = 'n', value_name = "NS", default_value = "butler-system")]
+        namespace: String,
+        /// Leave the operator out (installed some other way).
+        #[arg(long)]
+        skip_operator: bool,
+        #[command(flatten)]
+        cluster: KubeFlags,
+    },
 }
 
 /// Which cluster, as kubectl's flags say it.
@@ -279,6 +330,9 @@ async fn main() -> ExitCode {
         }
         Command::Delete(f) => {
             return finish(delete(f).await);
+        }
+        Command::Airgap { what } => {
+            return finish(airgap(what).await);
         }
         Command::Publish(f) => {
             let args = PublishArgs {
@@ -446,6 +500,34 @@ async fn delete(f: DeleteFlags) -> Result<cli::Output, cli::GenerateError> {
         .await
         .map_err(cli::GenerateError::Cluster)?;
     Ok(cli::Output { stdout, stderr: Vec::new() })
+}
+
+async fn airgap(what: Airgap) -> Result<cli::Output, cli::GenerateError> {
+    use butler_repository::ProviderType;
+    match what {
+        Airgap::Pack { core, infrastructure, bootstrap, control_plane, addon, ipam, config, output } => {
+            let named = [
+                (ProviderType::Core, core.into_iter().collect::<Vec<_>>()),
+                (ProviderType::Infrastructure, infrastructure),
+                (ProviderType::Bootstrap, bootstrap),
+                (ProviderType::ControlPlane, control_plane),
+                (ProviderType::Addon, addon),
+                (ProviderType::Ipam, ipam),
+            ];
+            let providers: Vec<(ProviderType, String)> =
+                named.into_iter().flat_map(|(t, items)| items.into_iter().map(move |i| (t, i))).collect();
+            let files = cli::airgap::pack_files(&providers, config.as_deref()).await?;
+            let written = cli::airgap::write_bundle(&output, &files)?;
+            Ok(cli::airgap::packed(&written))
+        }
+        Airgap::Load { file, namespace, skip_operator, cluster } => {
+            let files = cli::airgap::read_bundle(&file)?;
+            let client = cluster.client().await?;
+            let stdout =
+                cli::airgap::load(&client, &files, &namespace, skip_operator, &|l| eprintln!("{l}")).await?;
+            Ok(cli::Output { stdout, stderr: Vec::new() })
+        }
+    }
 }
 
 fn finish(result: Result<cli::Output, cli::GenerateError>) -> ExitCode {

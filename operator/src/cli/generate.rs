@@ -75,7 +75,7 @@ impl ProviderChoice {
 }
 
 /// `name[:version]`.
-fn split_name(text: &str) -> (String, Option<String>) {
+pub(super) fn split_name(text: &str) -> (String, Option<String>) {
     match text.split_once(':') {
         Some((name, version)) => (name.to_string(), Some(version.to_string()).filter(|v| !v.is_empty())),
         None => (text.to_string(), None),
@@ -115,7 +115,7 @@ fn remote_options(variables: &Variables, config: &ClusterctlConfig) -> RemoteOpt
     remote
 }
 
-fn repository(
+pub(super) fn repository(
     config: &ClusterctlConfig,
     variables: &Variables,
     type_: ProviderType,

@@ -2,6 +2,7 @@
 //! `clusterctl generate provider` and `clusterctl generate cluster` and print the same YAML;
 //! `publish` pushes provider releases to an OCI registry.
 
+pub mod airgap;
 pub mod apply;
 pub mod cluster;
 pub mod delete;

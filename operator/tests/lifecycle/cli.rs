@@ -28,6 +28,11 @@ async fn butlerctl(args: &[&str]) -> (i32, String, String) {
         .args(args)
         .env("NO_COLOR", "1")
         .env("GOPROXY", "off")
+        // No clusterctl config, kubeconfig or cache of the person running the tests.
+        .env("HOME", "/nonexistent-home")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("KUBECONFIG")
+        .env("BUTLER_CACHE_DIR", std::env::temp_dir().join("butlerctl-scenario-cache"))
         .output()
         .await
         .expect("butlerctl runs");
@@ -307,5 +312,60 @@ async fn delete_goes_in_the_safe_order_and_shows_what_blocks() {
     assert!(crds.get_opt("gadgets.widget.test.io").await.unwrap().is_none(), "--include-crd");
     let err = delete(&s.client, Some(&s.namespace), &Which::All, false, waits(), &|_| {}).await.unwrap_err();
     assert_eq!(err, "no providers to delete");
+    s.stop_operator().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_airgap_bundle_packed_once_installs_providers_from_configmaps() {
+    let mut s = Scenario::new("cli-airgap").await;
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle.tar.gz");
+    let bundle = bundle.to_str().unwrap();
+    let (code, stdout, stderr) =
+        butlerctl(&["airgap", "pack", "--core", "butler", "-i", "harvester:v0.1.0", "-o", bundle]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), bundle);
+    let folder = dir.path().join("bundle");
+    let (code, stdout, stderr) =
+        butlerctl(&["airgap", "pack", "--core", "butler", "-i", "harvester", "-o", folder.to_str().unwrap()])
+            .await;
+    assert_eq!(code, 0, "{stderr}");
+    for file in [
+        "operator/butler-operator.yaml",
+        "configmaps/butler-v0.1.0.yaml",
+        "configmaps/infrastructure-harvester-v0.1.0.yaml",
+    ] {
+        assert!(stdout.contains(file), "{file}: {stdout}");
+    }
+    let (code, _, stderr) = butlerctl(&["airgap", "pack", "-o", bundle]).await;
+    assert_eq!(code, 2, "{stderr}");
+
+    // The air-gapped side: the operator only on our own server (on a shared cluster it is
+    // installed once for everyone), the ConfigMaps in the providers' namespace.
+    let config = kubeconfig(&s);
+    let mut load =
+        vec!["airgap", "load", "-f", bundle, "-n", &s.namespace, "--kubeconfig", config.to_str().unwrap()];
+    if !s.cluster.is_in_memory() {
+        load.push("--skip-operator");
+    }
+    let (code, stdout, stderr) = butlerctl(&load).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(&format!("ConfigMap {}/infrastructure-harvester-v0.1.0 applied", s.namespace)),
+        "{stdout}"
+    );
+    if s.cluster.is_in_memory() {
+        assert!(stdout.contains("operator/butler-operator.yaml applied"), "{stdout}");
+    }
+
+    s.start_operator();
+    let select = |label: &str| {
+        format!(
+            "version: v0.1.0\nfetchConfig: {{selector: {{matchLabels: {{butler.butlerlabs.dev/provider: {label}}}}}}}"
+        )
+    };
+    s.create::<CoreProvider>("butler", &select("butler")).await;
+    s.create::<InfrastructureProvider>("harvester", &select("infrastructure-harvester")).await;
+    s.wait_for::<InfrastructureProvider>("harvester", "installed from the bundle", installed("v0.1.0")).await;
     s.stop_operator().await;
 }
