@@ -20,6 +20,9 @@ enum Command {
         #[command(subcommand)]
         what: Generate,
     },
+    /// Install the operator when it is missing, then the providers, each with a config Secret of
+    /// the variables its components use; running it twice changes nothing.
+    Init(InitFlags),
     /// Show the providers of a cluster.
     Describe {
         #[command(subcommand)]
@@ -195,6 +198,48 @@ enum Airgap {
     },
 }
 
+#[derive(Args)]
+struct InitFlags {
+    /// The core provider, NAME[:VERSION]; butler by default.
+    #[arg(long, value_name = "NAME[:VERSION]")]
+    core: Option<String>,
+    /// Infrastructure providers, NAME[:VERSION] (repeat, or separate with commas).
+    #[arg(long, short = 'i', value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    infrastructure: Vec<String>,
+    /// Bootstrap providers, NAME[:VERSION].
+    #[arg(long, short = 'b', value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    bootstrap: Vec<String>,
+    /// Control-plane providers, NAME[:VERSION].
+    #[arg(long, short = 'c', value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    control_plane: Vec<String>,
+    /// Addon providers, NAME[:VERSION].
+    #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    addon: Vec<String>,
+    /// IPAM providers, NAME[:VERSION].
+    #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    ipam: Vec<String>,
+    /// The namespace of the provider objects and their Secrets.
+    #[arg(long, short = 'n', value_name = "NS", default_value = "butler-system")]
+    target_namespace: String,
+    /// The clusterctl config file (providers, variables, image overrides).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Wait until every provider is Ready (or say why not).
+    #[arg(long)]
+    wait_providers: bool,
+    /// How long to wait for each provider, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    wait_provider_timeout: u64,
+    /// The operator's image, when the operator is installed (an air-gapped mirror).
+    #[arg(long, value_name = "IMAGE")]
+    operator_image: Option<String>,
+    /// Print what would be applied (Secret values masked) and apply nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    cluster: KubeFlags,
+}
+
 /// Which cluster, as kubectl's flags say it.
 #[derive(Args)]
 struct KubeFlags {
@@ -333,6 +378,9 @@ async fn main() -> ExitCode {
         }
         Command::Airgap { what } => {
             return finish(airgap(what).await);
+        }
+        Command::Init(f) => {
+            return finish(init(f).await);
         }
         Command::Publish(f) => {
             let args = PublishArgs {
@@ -528,6 +576,39 @@ async fn airgap(what: Airgap) -> Result<cli::Output, cli::GenerateError> {
             Ok(cli::Output { stdout, stderr: Vec::new() })
         }
     }
+}
+
+async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError> {
+    use butler_repository::ProviderType;
+    let named = [
+        (ProviderType::Core, f.core.into_iter().collect::<Vec<_>>()),
+        (ProviderType::Infrastructure, f.infrastructure),
+        (ProviderType::Bootstrap, f.bootstrap),
+        (ProviderType::ControlPlane, f.control_plane),
+        (ProviderType::Addon, f.addon),
+        (ProviderType::Ipam, f.ipam),
+    ];
+    let providers: Vec<(ProviderType, String)> =
+        named.into_iter().flat_map(|(t, items)| items.into_iter().map(move |i| (t, i))).collect();
+    let config = butler_repository::ClusterctlConfig::load(f.config.as_deref())?;
+    let client = f.cluster.client().await?;
+    let present = cli::init::operator_present(&client).await?;
+    let args = cli::init::InitArgs {
+        providers,
+        target_namespace: f.target_namespace,
+        operator_image: f.operator_image,
+        explicit: Default::default(),
+    };
+    let plan = cli::init::plan(&args, &config, present).await?;
+    if f.dry_run {
+        return Ok(cli::Output { stdout: plan.to_yaml(), stderr: Vec::new() });
+    }
+    let waits = f.wait_providers.then(|| cli::apply::Waits {
+        timeout: std::time::Duration::from_secs(f.wait_provider_timeout),
+        poll: std::time::Duration::from_millis(500),
+    });
+    let stdout = cli::init::apply(&client, &plan, waits, &|l| eprintln!("{l}")).await?;
+    Ok(cli::Output { stdout, stderr: Vec::new() })
 }
 
 fn finish(result: Result<cli::Output, cli::GenerateError>) -> ExitCode {

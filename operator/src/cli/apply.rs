@@ -242,6 +242,12 @@ async fn target_contract(
     Ok(Some(repo.contract_of(&version).await.map_err(|e| e.to_string())?))
 }
 
+/// Waits until the provider is Ready with its Deployments running (Ready while still held at 0
+/// proves nothing), stopping at the operator's refusal.
+pub(super) async fn wait_ready(client: &kube::Client, m: &Move, waits: Waits) -> Result<(), String> {
+    wait_for(client, m, "Ready", waits, |r| condition_true(r, "Ready") && !condition_true(r, "Paused")).await
+}
+
 /// Runs the upgrade, reporting each step through `progress`; returns the summary.
 pub async fn upgrade_apply(
     client: &kube::Client,
@@ -352,9 +358,7 @@ pub async fn upgrade_apply(
             to: String::new(),
         };
         progress(&format!("Waiting for {} to be Ready...", m.describe()));
-        // Ready while still held at 0 proves nothing: the Deployments must be back.
-        wait_for(client, &m, "Ready", waits, |r| condition_true(r, "Ready") && !condition_true(r, "Paused"))
-            .await?;
+        wait_ready(client, &m, waits).await?;
     }
     Ok(summary.iter().map(|l| format!("{l}\n")).collect())
 }

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod delete;
 pub mod describe;
 mod generate;
+pub mod init;
 pub mod plan;
 pub mod providers;
 mod publish;

@@ -369,3 +369,83 @@ async fn an_airgap_bundle_packed_once_installs_providers_from_configmaps() {
     s.wait_for::<InfrastructureProvider>("harvester", "installed from the bundle", installed("v0.1.0")).await;
     s.stop_operator().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_makes_providers_and_their_secrets_and_a_second_run_changes_nothing() {
+    use butler_operator::cli::init::{InitArgs, apply, operator_present, plan};
+    use butler_repository::ProviderType;
+    use k8s_openapi::api::core::v1::Secret;
+    let mut s = Scenario::new("cli-init").await;
+    s.start_operator();
+    let marker = keep_marking_available(&s);
+    let config = ClusterctlConfig::default();
+    assert!(operator_present(&s.client).await.unwrap(), "the scenario's cluster has the provider CRDs");
+    let mut args = InitArgs {
+        providers: vec![(ProviderType::Infrastructure, "aws".into())],
+        target_namespace: s.namespace.clone(),
+        ..Default::default()
+    };
+
+    // A variable the components need and nobody set: refused before anything is applied.
+    if std::env::var_os("AWS_REGION").is_none() {
+        let err = plan(&args, &config, true).await.unwrap_err().to_string();
+        assert!(err.contains("AWS_REGION (infrastructure-aws)"), "{err}");
+    }
+    args.explicit.insert("AWS_REGION".into(), "eu-west-1".into());
+    let planned = plan(&args, &config, true).await.unwrap();
+    assert!(planned.operator.is_empty());
+    let shown = planned.to_yaml();
+    assert!(shown.contains("AWS_REGION: <redacted>") && !shown.contains("eu-west-1"), "{shown}");
+
+    let quiet = |_: &str| {};
+    let done = apply(&s.client, &planned, Some(waits()), &quiet).await.unwrap();
+    assert!(done.contains(&format!("InfrastructureProvider {}/aws applied", s.namespace)), "{done}");
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(s.client.clone(), &s.namespace);
+    let secret = secrets.get("infrastructure-aws-variables").await.unwrap();
+    assert_eq!(secret.data.unwrap()["AWS_REGION"].0, b"eu-west-1");
+    let aws = s.api::<InfrastructureProvider>().get("aws").await.unwrap();
+    assert_eq!(aws.spec.config_secret.as_ref().unwrap().name, "infrastructure-aws-variables");
+    assert!(aws.spec.fetch_config.is_none(), "the operator knows Butler's providers");
+    s.wait_for::<CoreProvider>("butler", "Ready", |p| crate::support::is(p, "Ready", "True")).await;
+
+    // Twice: nothing changes (the provider's generation, since the operator writes its status).
+    let before = (
+        s.api::<InfrastructureProvider>().get("aws").await.unwrap().metadata.generation,
+        secrets.get("infrastructure-aws-variables").await.unwrap().metadata.resource_version,
+    );
+    apply(&s.client, &plan(&args, &config, true).await.unwrap(), None, &quiet).await.unwrap();
+    let after = (
+        s.api::<InfrastructureProvider>().get("aws").await.unwrap().metadata.generation,
+        secrets.get("infrastructure-aws-variables").await.unwrap().metadata.resource_version,
+    );
+    assert_eq!(before, after, "a second init changes nothing");
+    marker.abort();
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn init_installs_the_operator_where_it_is_missing() {
+    use butler_operator::cli::init::{InitArgs, apply, operator_present, plan};
+    // A cluster of our own: installing the operator is cluster-wide.
+    if std::env::var_os(butler_e2e::cluster::KUBECONFIG_VARIABLE).is_some() {
+        return;
+    }
+    let cluster = butler_e2e::Cluster::connect().await;
+    let client = cluster.client();
+    assert!(!operator_present(&client).await.unwrap());
+    let args = InitArgs {
+        target_namespace: "butler-system".into(),
+        operator_image: Some("mirror.local/butler-operator:v0.1.0".into()),
+        ..Default::default()
+    };
+    let planned = plan(&args, &ClusterctlConfig::default(), false).await.unwrap();
+    let deployment = planned.operator.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "mirror.local/butler-operator:v0.1.0"
+    );
+    apply(&client, &planned, None, &|_| {}).await.unwrap();
+    assert!(operator_present(&client).await.unwrap());
+    let core: kube::Api<CoreProvider> = kube::Api::namespaced(client.clone(), "butler-system");
+    assert!(core.get_opt("butler").await.unwrap().is_some(), "the core provider by default");
+}

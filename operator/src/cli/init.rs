@@ -1,0 +1,189 @@
+//! `butlerctl init`: the operator installed when it is missing (its manifest from this
+//! binary), then each provider object and its config Secret, made from the variables its
+//! components use (flags, environment, config file, in clusterctl's order), applied so that a
+//! second run changes nothing; then, with `--wait-providers`, each provider waited for until it
+//! is Ready or says why not. Secret values are never printed.
+
+use std::collections::BTreeMap;
+
+use butler_repository::{ClusterctlConfig, ProviderType, Variables};
+use butler_runtime::apply::Applier;
+use serde_json::{Value, json};
+
+use super::GenerateError;
+use super::apply::{Move, Waits, wait_ready};
+use super::generate::{repository, split_name};
+
+const FIELD_MANAGER: &str = "butlerctl";
+
+/// What `init` was asked.
+#[derive(Debug, Clone, Default)]
+pub struct InitArgs {
+    /// (type, `NAME[:VERSION]`); the core provider `butler` when no core is named.
+    pub providers: Vec<(ProviderType, String)>,
+    pub target_namespace: String,
+    /// An image for the operator instead of this build's.
+    pub operator_image: Option<String>,
+    pub explicit: BTreeMap<String, String>,
+}
+
+/// What `init` would apply: the operator's manifest when it is missing, Secrets, providers.
+#[derive(Debug, Clone, Default)]
+pub struct InitPlan {
+    pub operator: Vec<Value>,
+    pub objects: Vec<Value>,
+}
+
+impl InitPlan {
+    /// The objects as YAML, Secret values masked.
+    pub fn to_yaml(&self) -> String {
+        self.operator
+            .iter()
+            .chain(&self.objects)
+            .map(|o| {
+                let mut shown = o.clone();
+                if let Some(data) = shown["stringData"].as_object_mut() {
+                    for value in data.values_mut() {
+                        *value = json!("<redacted>");
+                    }
+                }
+                serde_saphyr::to_string(&shown).expect("objects serialize")
+            })
+            .collect::<Vec<_>>()
+            .join("---\n")
+    }
+}
+
+/// The operator's manifest with `image` for its container, if given.
+fn operator_objects(image: Option<&str>) -> Vec<Value> {
+    let mut objects = crate::manifest::objects(butler_repository::EMBEDDED_VERSION);
+    if let Some(image) = image {
+        for o in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
+            for c in o["spec"]["template"]["spec"]["containers"].as_array_mut().into_iter().flatten() {
+                c["image"] = json!(image);
+            }
+        }
+    }
+    objects
+}
+
+/// Builds what `init` applies; fails, before anything is applied, when a provider is unknown
+/// or a variable its components need is not set.
+pub async fn plan(
+    args: &InitArgs,
+    config: &ClusterctlConfig,
+    operator_present: bool,
+) -> Result<InitPlan, GenerateError> {
+    let variables: Variables = config.variables(args.explicit.clone());
+    let mut providers = args.providers.clone();
+    if !providers.iter().any(|(t, _)| *t == ProviderType::Core) {
+        providers.insert(0, (ProviderType::Core, "butler".into()));
+    }
+    providers.sort_by_key(|(t, _)| *t != ProviderType::Core);
+    let ns = &args.target_namespace;
+    let mut objects = vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})];
+    let mut missing = Vec::new();
+    for (type_, text) in &providers {
+        let (name, version) = split_name(text);
+        let entry = config.provider(*type_, &name)?;
+        let repo = repository(config, &variables, *type_, &name)?;
+        let resolved = repo.resolve(version.as_deref()).await?;
+        let components = String::from_utf8(repo.components(&resolved).await?).map_err(|_| {
+            GenerateError::Usage(format!("{} {resolved}: the components are not UTF-8 text", repo.provider()))
+        })?;
+        let label = type_.label(&name);
+        let mut data = BTreeMap::new();
+        for used in butler_repository::list_variables(&components) {
+            match (variables.lookup(&used.name), &used.default) {
+                (Some(value), _) => {
+                    data.insert(used.name.clone(), value);
+                }
+                (None, Some(_)) => {}
+                (None, None) => missing.push(format!("{} ({label})", used.name)),
+            }
+        }
+        let mut spec = json!({});
+        if let Some(v) = version {
+            spec["version"] = json!(v);
+        }
+        // The operator knows Butler's providers; any other comes from where the config says.
+        if !entry.url.starts_with("embedded:") {
+            spec["fetchConfig"] = json!({"url": entry.url});
+        }
+        if !data.is_empty() {
+            let secret = format!("{label}-variables");
+            objects.push(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": secret, "namespace": ns}, "stringData": data}));
+            spec["configSecret"] = json!({"name": secret});
+        }
+        objects.push(json!({"apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": type_.type_name(),
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}));
+    }
+    if !missing.is_empty() {
+        return Err(GenerateError::Usage(format!(
+            "the variables {} are not set; set them in the environment or in the clusterctl config file",
+            missing.join(", ")
+        )));
+    }
+    let operator =
+        if operator_present { Vec::new() } else { operator_objects(args.operator_image.as_deref()) };
+    Ok(InitPlan { operator, objects })
+}
+
+/// Whether the operator is installed: the CoreProvider CRD is there.
+pub async fn operator_present(client: &kube::Client) -> Result<bool, GenerateError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    crds.get_opt("coreproviders.operator.butlerlabs.dev").await.map(|crd| crd.is_some()).map_err(|e| {
+        GenerateError::Cluster(format!("cannot read the CRDs: {}", butler_runtime::error::describe(&e)))
+    })
+}
+
+/// Applies the plan; with `waits`, waits until each provider is Ready.
+pub async fn apply(
+    client: &kube::Client,
+    plan: &InitPlan,
+    waits: Option<Waits>,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<String, GenerateError> {
+    let applier = Applier::new(client.clone(), FIELD_MANAGER);
+    if !plan.operator.is_empty() {
+        progress("Installing the operator...");
+        for object in &plan.operator {
+            applier.apply(object, true).await.map_err(GenerateError::Cluster)?;
+        }
+    }
+    let mut done = String::new();
+    for object in &plan.objects {
+        let (kind, name) = (
+            object["kind"].as_str().unwrap_or_default(),
+            object["metadata"]["name"].as_str().unwrap_or_default(),
+        );
+        let what = match object["metadata"]["namespace"].as_str() {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
+        progress(&format!("Applying {what}..."));
+        // The CRDs of an operator just installed may take a moment to be served.
+        applier.apply(object, true).await.map_err(GenerateError::Cluster)?;
+        done.push_str(&format!("{what} applied\n"));
+    }
+    if let Some(waits) = waits {
+        for object in plan.objects.iter().filter(|o| o["apiVersion"] == "operator.butlerlabs.dev/v1alpha1") {
+            let kind = object["kind"]
+                .as_str()
+                .and_then(|k| k.parse::<ProviderType>().ok())
+                .expect("a provider kind");
+            let m = Move {
+                kind,
+                namespace: object["metadata"]["namespace"].as_str().unwrap_or_default().to_string(),
+                name: object["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                from: None,
+                to: String::new(),
+            };
+            progress(&format!("Waiting for {} {}/{} to be Ready...", kind.type_name(), m.namespace, m.name));
+            wait_ready(client, &m, waits).await.map_err(GenerateError::Cluster)?;
+        }
+    }
+    Ok(done)
+}
