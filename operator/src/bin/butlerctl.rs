@@ -68,6 +68,9 @@ enum Upgrade {
         /// by default.
         #[arg(long, short = 'n', value_name = "NS")]
         namespace: Option<String>,
+        /// Also show, per provider, the objects the step would add (+), change (~) and delete (-).
+        #[arg(long)]
+        diff: bool,
         /// The clusterctl config file (where providers without a fetchConfig come from, tokens).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
@@ -367,8 +370,8 @@ async fn main() -> ExitCode {
         Command::Describe { what: Describe::Providers { namespace, output, cluster } } => {
             return finish(describe(namespace, &output, &cluster).await);
         }
-        Command::Upgrade { what: Upgrade::Plan { namespace, config, cluster } } => {
-            return finish(plan(namespace, config, &cluster).await);
+        Command::Upgrade { what: Upgrade::Plan { namespace, diff, config, cluster } } => {
+            return finish(plan(namespace, diff, config, &cluster).await);
         }
         Command::Upgrade { what: Upgrade::Apply(f) } => {
             return finish(apply(f).await);
@@ -447,6 +450,7 @@ async fn describe(
 
 async fn plan(
     namespace: Option<String>,
+    diff: bool,
     config: Option<PathBuf>,
     cluster: &KubeFlags,
 ) -> Result<cli::Output, cli::GenerateError> {
@@ -458,6 +462,7 @@ async fn plan(
         namespace.as_deref(),
         &config,
         &butler_repository::RemoteOptions::from_env(),
+        diff,
     )
     .await
     .map_err(cli::GenerateError::Cluster)?;

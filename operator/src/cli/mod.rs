@@ -7,6 +7,7 @@ pub mod apply;
 pub mod cluster;
 pub mod delete;
 pub mod describe;
+pub mod diff;
 mod generate;
 pub mod init;
 pub mod plan;

@@ -19,6 +19,8 @@ pub struct PlanRow {
     pub type_: String,
     pub current: Option<String>,
     pub next: Next,
+    /// With `--diff`: what the step does to the provider's objects.
+    pub diff: Option<super::diff::ObjectDiff>,
 }
 
 /// Where a provider goes within a contract.
@@ -94,6 +96,22 @@ pub fn render_plan(plans: &[ContractPlan]) -> String {
             );
         }
         out.push('\n');
+        for row in &plan.rows {
+            let (Some(d), Next::To(to)) = (&row.diff, &row.next) else { continue };
+            let _ = writeln!(out, "{} {} -> {}:", row.label, row.current.as_deref().unwrap_or("-"), to);
+            if d.added.is_empty() && d.changed.is_empty() && d.deleted.is_empty() {
+                out.push_str("  no object changes\n");
+            }
+            for (sign, list) in [("+", &d.added), ("~", &d.changed), ("-", &d.deleted)] {
+                for object in list {
+                    let _ = writeln!(out, "  {sign} {object}");
+                }
+            }
+            for crd in &d.kept {
+                let _ = writeln!(out, "  = {crd} (dropped by the release, kept with its objects)");
+            }
+            out.push('\n');
+        }
         let blocked: Vec<&str> =
             plan.rows.iter().filter(|r| r.next == Next::NoRelease).map(|r| r.label.as_str()).collect();
         if !blocked.is_empty() {
@@ -153,6 +171,7 @@ pub async fn upgrade_plan(
     namespace: Option<&str>,
     config: &ClusterctlConfig,
     base: &RemoteOptions,
+    with_diff: bool,
 ) -> Result<Vec<ContractPlan>, String> {
     let rows = providers::list(client, namespace).await?;
     let core = rows.iter().find(|r| r.provider_kind == ProviderKind::Core).ok_or(
@@ -178,12 +197,22 @@ pub async fn upgrade_plan(
     for contract in contracts_from(&series, &current) {
         let mut plan_rows = Vec::new();
         for (row, repo) in rows.iter().zip(&repos) {
+            let next = next_for(repo, row, &contract).await?;
+            let diff = match (&next, &row.installed_version) {
+                (Next::To(to), Some(current)) if with_diff => {
+                    let before = super::diff::render(client, row, repo, current, config).await?;
+                    let after = super::diff::render(client, row, repo, to, config).await?;
+                    Some(super::diff::diff(&before, &after))
+                }
+                _ => None,
+            };
             plan_rows.push(PlanRow {
                 label: row.label(),
                 namespace: row.namespace.clone(),
                 type_: row.kind.clone(),
                 current: row.installed_version.clone(),
-                next: next_for(repo, row, &contract).await?,
+                next,
+                diff,
             });
         }
         plans.push(ContractPlan { contract, rows: plan_rows });
@@ -213,6 +242,7 @@ mod tests {
             type_: type_.into(),
             current: Some(current.into()),
             next,
+            diff: None,
         };
         let plans = [
             ContractPlan {

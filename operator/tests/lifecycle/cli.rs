@@ -54,8 +54,17 @@ async fn describe_and_upgrade_plan_read_the_providers_and_their_repositories() {
     s.wait_for::<CoreProvider>("butler", "v1.0.0 installed", installed("v1.0.0")).await;
     s.wait_for::<InfrastructureProvider>("widget", "v1.0.0 installed", installed("v1.0.0")).await;
 
-    let plans =
-        upgrade_plan(&s.client, Some(&s.namespace), &ClusterctlConfig::default(), &remote()).await.unwrap();
+    let plans = upgrade_plan(&s.client, Some(&s.namespace), &ClusterctlConfig::default(), &remote(), true)
+        .await
+        .unwrap();
+    // --diff: v1.1.0 of the widget drops its settings ConfigMap and its CRD (which stays).
+    let step =
+        plans[0].rows.iter().find(|r| r.label == "infrastructure-widget").unwrap().diff.clone().unwrap();
+    let ns = &s.namespace;
+    assert_eq!(step.deleted, [format!("ConfigMap {ns}/widget-settings")], "{step:?}");
+    assert_eq!(step.kept, ["CustomResourceDefinition gadgets.widget.test.io"], "{step:?}");
+    assert!(step.changed.iter().any(|o| o.starts_with("Deployment ")), "the image moves: {step:?}");
+    assert!(step.added.is_empty(), "{step:?}");
     let summary: Vec<(String, Vec<(String, Next)>)> = plans
         .iter()
         .map(|p| (p.contract.clone(), p.rows.iter().map(|r| (r.label.clone(), r.next.clone())).collect()))
@@ -102,11 +111,12 @@ async fn describe_and_upgrade_plan_read_the_providers_and_their_repositories() {
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json[1]["name"], "widget");
     let (code, stdout, stderr) =
-        butlerctl(&["upgrade", "plan", "-n", &s.namespace, "--kubeconfig", config]).await;
+        butlerctl(&["upgrade", "plan", "-n", &s.namespace, "--diff", "--kubeconfig", config]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("Checking new release availability..."), "progress on stderr: {stderr}");
     assert!(stdout.contains("butlerctl upgrade apply --contract v1beta1"), "{stdout}");
     assert!(stdout.contains("Latest release available for the v1beta2 contract:"), "{stdout}");
+    assert!(stdout.contains(&format!("  - ConfigMap {}/widget-settings", s.namespace)), "{stdout}");
 
     let (code, _, stderr) = butlerctl(&["describe", "providers", "-o", "xml", "--kubeconfig", config]).await;
     assert_eq!(code, 2, "a usage error: {stderr}");

@@ -1,0 +1,117 @@
+//! What an upgrade step would do to a provider's objects: both versions rendered as the
+//! operator renders them (the provider's variables, its customizations), then compared by
+//! kind, namespace and name. CRDs that the new version drops stay, as the operator keeps them.
+
+use butler_repository::{ClusterctlConfig, ComponentsOptions, Repository, Version, process_components};
+use serde_json::Value;
+
+use super::providers::ProviderRow;
+use crate::controller::config::{self, SecretCache};
+use crate::controller::customize::customize;
+
+/// The objects a step adds, changes and deletes, and the CRDs it drops but keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectDiff {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub deleted: Vec<String>,
+    pub kept: Vec<String>,
+}
+
+fn key(object: &Value) -> String {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    match object["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+/// Compares two renderings. The version labels and image tags are part of the content: a
+/// Deployment whose image moves counts as changed.
+pub fn diff(current: &[Value], next: &[Value]) -> ObjectDiff {
+    let find = |set: &[Value], k: &str| set.iter().find(|o| key(o) == k).cloned();
+    let mut out = ObjectDiff::default();
+    for object in next {
+        let k = key(object);
+        match find(current, &k) {
+            None => out.added.push(k),
+            Some(before) if before != *object => out.changed.push(k),
+            Some(_) => {}
+        }
+    }
+    for object in current {
+        let k = key(object);
+        if find(next, &k).is_none() {
+            if object["kind"] == "CustomResourceDefinition" {
+                out.kept.push(k);
+            } else {
+                out.deleted.push(k);
+            }
+        }
+    }
+    out
+}
+
+/// The objects of `version` as the operator would apply them for `row`.
+pub async fn render(
+    client: &kube::Client,
+    row: &ProviderRow,
+    repo: &Repository,
+    version: &str,
+    operator_config: &ClusterctlConfig,
+) -> Result<Vec<Value>, String> {
+    let version = Version::parse(version, "a version").map_err(|e| e.to_string())?;
+    let text = String::from_utf8(repo.components(&version).await.map_err(|e| e.to_string())?)
+        .map_err(|_| format!("the components of {} {version} are not UTF-8 text", repo.provider()))?;
+    let secret =
+        config::load(client, &SecretCache::default(), &row.namespace, &row.spec, &Default::default())
+            .await
+            .map_err(|e| e.0)?
+            .variables;
+    // As the operator: the config Secret, then the config file; never the environment.
+    let lookup =
+        |name: &str| secret.get(name).cloned().or_else(|| operator_config.variables.get(name).cloned());
+    let label = row.label();
+    let what = format!("{label} {version}");
+    let options = ComponentsOptions {
+        what: &what,
+        provider_label: &label,
+        target_namespace: Some(&row.namespace),
+        images: &operator_config.images,
+        variables: &lookup,
+    };
+    let mut objects =
+        process_components(&text, &options).and_then(|c| c.objects()).map_err(|e| format!("{what}: {e}"))?;
+    customize(&mut objects, &row.spec, &label)?;
+    objects.retain(|o| o["kind"] != "Namespace");
+    Ok(objects)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn added_changed_deleted_and_kept_crds() {
+        let o = |kind: &str, name: &str, v: &str| json!({"kind": kind, "metadata": {"name": name, "namespace": "ns"}, "data": v});
+        let crd = |name: &str| json!({"kind": "CustomResourceDefinition", "metadata": {"name": name}});
+        let current = [
+            o("ConfigMap", "settings", "1"),
+            o("Deployment", "manager", "v1"),
+            crd("gadgets.x.io"),
+            o("Service", "s", "1"),
+        ];
+        let next = [o("Deployment", "manager", "v2"), o("Secret", "new", "1"), o("Service", "s", "1")];
+        assert_eq!(
+            diff(&current, &next),
+            ObjectDiff {
+                added: vec!["Secret ns/new".into()],
+                changed: vec!["Deployment ns/manager".into()],
+                deleted: vec!["ConfigMap ns/settings".into()],
+                kept: vec!["CustomResourceDefinition gadgets.x.io".into()],
+            }
+        );
+    }
+}
