@@ -54,17 +54,26 @@ impl InitPlan {
     }
 }
 
-/// The operator's manifest with `image` for its container, if given.
-fn operator_objects(image: Option<&str>) -> Vec<Value> {
+/// The component name of the operator in clusterctl's `images:` overrides.
+pub const OPERATOR_COMPONENT: &str = "butler-operator";
+
+/// The operator's manifest: its image `image` when given, else this build's with the config's
+/// image overrides (`all`, or `butler-operator`), as providers' images get them.
+fn operator_objects(image: Option<&str>, config: &ClusterctlConfig) -> Result<Vec<Value>, GenerateError> {
     let mut objects = crate::manifest::objects(butler_repository::EMBEDDED_VERSION);
-    if let Some(image) = image {
-        for o in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
-            for c in o["spec"]["template"]["spec"]["containers"].as_array_mut().into_iter().flatten() {
-                c["image"] = json!(image);
-            }
+    for o in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
+        for c in o["spec"]["template"]["spec"]["containers"].as_array_mut().into_iter().flatten() {
+            let wanted = match image {
+                Some(image) => image.to_string(),
+                None => config
+                    .images
+                    .apply(OPERATOR_COMPONENT, c["image"].as_str().unwrap_or_default())
+                    .map_err(|e| GenerateError::Usage(format!("the images of the config: {e}")))?,
+            };
+            c["image"] = json!(wanted);
         }
     }
-    objects
+    Ok(objects)
 }
 
 /// Builds what `init` applies; fails, before anything is applied, when a provider is unknown
@@ -126,7 +135,7 @@ pub async fn plan(
         )));
     }
     let operator =
-        if operator_present { Vec::new() } else { operator_objects(args.operator_image.as_deref()) };
+        if operator_present { Vec::new() } else { operator_objects(args.operator_image.as_deref(), config)? };
     Ok(InitPlan { operator, objects })
 }
 

@@ -273,6 +273,12 @@ async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interrupti
     // waited for rather than read once.
     s.wait_for::<CoreProvider>("butler", "Ready", |p| crate::support::is(p, "Ready", "True")).await;
     s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| crate::support::is(p, "Ready", "True")).await;
+    // A step the operator refuses stops the command with the operator's message.
+    let back = Wanted::Versions(vec![("infrastructure-widget".into(), "v1.1.0".into())]);
+    let err = upgrade_apply(&s.client, Some(&s.namespace), &back, &config, &remote(), waits(), &quiet)
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("the operator refused: InfrastructureProvider"), "{err}");
     marker.abort();
     s.stop_operator().await;
 }
@@ -454,6 +460,16 @@ async fn init_installs_the_operator_where_it_is_missing() {
         deployment["spec"]["template"]["spec"]["containers"][0]["image"],
         "mirror.local/butler-operator:v0.1.0"
     );
+    // Without --operator-image, the config's image overrides move it as they move providers'.
+    let mirrored = ClusterctlConfig::parse(
+        "images:\n  all:\n    repository: registry.internal/butler\n",
+        std::path::Path::new("c.yaml"),
+    )
+    .unwrap();
+    let by_config = plan(&InitArgs { operator_image: None, ..args.clone() }, &mirrored, false).await.unwrap();
+    let deployment = by_config.operator.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let image = deployment["spec"]["template"]["spec"]["containers"][0]["image"].as_str().unwrap();
+    assert!(image.starts_with("registry.internal/butler/butler-operator:"), "{image}");
     apply(&client, &planned, None, &|_| {}).await.unwrap();
     assert!(operator_present(&client).await.unwrap());
     let core: kube::Api<CoreProvider> = kube::Api::namespaced(client.clone(), "butler-system");
