@@ -88,24 +88,8 @@ struct ApplyFlags {
     /// Every provider to its newest release of this contract (see upgrade plan).
     #[arg(long, value_name = "CONTRACT", conflicts_with_all = ["core", "infrastructure", "bootstrap", "control_plane", "addon", "ipam"])]
     contract: Option<String>,
-    /// The core provider, NAME:VERSION.
-    #[arg(long, value_name = "NAME:VERSION")]
-    core: Option<String>,
-    /// Infrastructure providers, NAME:VERSION (repeat, or separate with commas).
-    #[arg(long, short = 'i', value_name = "NAME:VERSION", value_delimiter = ',')]
-    infrastructure: Vec<String>,
-    /// Bootstrap providers, NAME:VERSION.
-    #[arg(long, short = 'b', value_name = "NAME:VERSION", value_delimiter = ',')]
-    bootstrap: Vec<String>,
-    /// Control-plane providers, NAME:VERSION.
-    #[arg(long, short = 'c', value_name = "NAME:VERSION", value_delimiter = ',')]
-    control_plane: Vec<String>,
-    /// Addon providers, NAME:VERSION.
-    #[arg(long, value_name = "NAME:VERSION", value_delimiter = ',')]
-    addon: Vec<String>,
-    /// IPAM providers, NAME:VERSION.
-    #[arg(long, value_name = "NAME:VERSION", value_delimiter = ',')]
-    ipam: Vec<String>,
+    #[command(flatten)]
+    providers: ProviderList,
     /// Only the providers of this namespace; the whole cluster by default.
     #[arg(long, short = 'n', value_name = "NS")]
     namespace: Option<String>,
@@ -124,24 +108,8 @@ struct DeleteFlags {
     /// Every provider.
     #[arg(long, conflicts_with_all = ["core", "infrastructure", "bootstrap", "control_plane", "addon", "ipam"])]
     all: bool,
-    /// The core provider, by name.
-    #[arg(long, value_name = "NAME")]
-    core: Option<String>,
-    /// Infrastructure providers, by name (repeat, or separate with commas).
-    #[arg(long, short = 'i', value_name = "NAME", value_delimiter = ',')]
-    infrastructure: Vec<String>,
-    /// Bootstrap providers, by name.
-    #[arg(long, short = 'b', value_name = "NAME", value_delimiter = ',')]
-    bootstrap: Vec<String>,
-    /// Control-plane providers, by name.
-    #[arg(long, short = 'c', value_name = "NAME", value_delimiter = ',')]
-    control_plane: Vec<String>,
-    /// Addon providers, by name.
-    #[arg(long, value_name = "NAME", value_delimiter = ',')]
-    addon: Vec<String>,
-    /// IPAM providers, by name.
-    #[arg(long, value_name = "NAME", value_delimiter = ',')]
-    ipam: Vec<String>,
+    #[command(flatten)]
+    providers: ProviderList,
     /// Delete the providers' CRDs too, and with them every object of them.
     #[arg(long)]
     include_crd: bool,
@@ -160,24 +128,8 @@ enum Airgap {
     /// Fetch each provider's release once and write the ConfigMaps (and the operator's manifest)
     /// to a folder or a .tar.gz.
     Pack {
-        /// The core provider, NAME[:VERSION] (latest by default).
-        #[arg(long, value_name = "NAME[:VERSION]")]
-        core: Option<String>,
-        /// Infrastructure providers, NAME[:VERSION] (repeat, or separate with commas).
-        #[arg(long, short = 'i', value_name = "NAME[:VERSION]", value_delimiter = ',')]
-        infrastructure: Vec<String>,
-        /// Bootstrap providers, NAME[:VERSION].
-        #[arg(long, short = 'b', value_name = "NAME[:VERSION]", value_delimiter = ',')]
-        bootstrap: Vec<String>,
-        /// Control-plane providers, NAME[:VERSION].
-        #[arg(long, short = 'c', value_name = "NAME[:VERSION]", value_delimiter = ',')]
-        control_plane: Vec<String>,
-        /// Addon providers, NAME[:VERSION].
-        #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
-        addon: Vec<String>,
-        /// IPAM providers, NAME[:VERSION].
-        #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
-        ipam: Vec<String>,
+        #[command(flatten)]
+        providers: ProviderList,
         /// The clusterctl config file.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
@@ -203,24 +155,8 @@ enum Airgap {
 
 #[derive(Args)]
 struct InitFlags {
-    /// The core provider, NAME[:VERSION]; butler by default.
-    #[arg(long, value_name = "NAME[:VERSION]")]
-    core: Option<String>,
-    /// Infrastructure providers, NAME[:VERSION] (repeat, or separate with commas).
-    #[arg(long, short = 'i', value_name = "NAME[:VERSION]", value_delimiter = ',')]
-    infrastructure: Vec<String>,
-    /// Bootstrap providers, NAME[:VERSION].
-    #[arg(long, short = 'b', value_name = "NAME[:VERSION]", value_delimiter = ',')]
-    bootstrap: Vec<String>,
-    /// Control-plane providers, NAME[:VERSION].
-    #[arg(long, short = 'c', value_name = "NAME[:VERSION]", value_delimiter = ',')]
-    control_plane: Vec<String>,
-    /// Addon providers, NAME[:VERSION].
-    #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
-    addon: Vec<String>,
-    /// IPAM providers, NAME[:VERSION].
-    #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
-    ipam: Vec<String>,
+    #[command(flatten)]
+    providers: ProviderList,
     /// The namespace of the provider objects and their Secrets.
     #[arg(long, short = 'n', value_name = "NS", default_value = "butler-system")]
     target_namespace: String,
@@ -241,6 +177,45 @@ struct InitFlags {
     dry_run: bool,
     #[command(flatten)]
     cluster: KubeFlags,
+}
+
+/// Providers named on the command line, by type: NAME or NAME:VERSION, as each command wants.
+#[derive(Args)]
+struct ProviderList {
+    /// The core provider, NAME[:VERSION].
+    #[arg(long, value_name = "NAME[:VERSION]")]
+    core: Option<String>,
+    /// Infrastructure providers, NAME[:VERSION] (repeat, or separate with commas).
+    #[arg(long, short = 'i', value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    infrastructure: Vec<String>,
+    /// Bootstrap providers, NAME[:VERSION].
+    #[arg(long, short = 'b', value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    bootstrap: Vec<String>,
+    /// Control-plane providers, NAME[:VERSION].
+    #[arg(long, short = 'c', value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    control_plane: Vec<String>,
+    /// Addon providers, NAME[:VERSION].
+    #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    addon: Vec<String>,
+    /// IPAM providers, NAME[:VERSION].
+    #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    ipam: Vec<String>,
+}
+
+impl ProviderList {
+    /// Each named provider with its type, the core provider first.
+    fn items(self) -> Vec<(butler_repository::ProviderType, String)> {
+        use butler_repository::ProviderType;
+        let named = [
+            (ProviderType::Core, self.core.into_iter().collect::<Vec<_>>()),
+            (ProviderType::Infrastructure, self.infrastructure),
+            (ProviderType::Bootstrap, self.bootstrap),
+            (ProviderType::ControlPlane, self.control_plane),
+            (ProviderType::Addon, self.addon),
+            (ProviderType::Ipam, self.ipam),
+        ];
+        named.into_iter().flat_map(|(t, items)| items.into_iter().map(move |i| (t, i))).collect()
+    }
 }
 
 /// Which cluster, as kubectl's flags say it.
@@ -470,28 +445,17 @@ async fn plan(
 }
 
 async fn apply(f: ApplyFlags) -> Result<cli::Output, cli::GenerateError> {
-    use butler_repository::ProviderType;
     let usage = cli::GenerateError::CommandLine;
     let wanted = match f.contract {
         Some(contract) => cli::apply::Wanted::Contract(contract),
         None => {
             let mut list = Vec::new();
-            let named = [
-                (ProviderType::Core, f.core.into_iter().collect::<Vec<_>>()),
-                (ProviderType::Infrastructure, f.infrastructure),
-                (ProviderType::Bootstrap, f.bootstrap),
-                (ProviderType::ControlPlane, f.control_plane),
-                (ProviderType::Addon, f.addon),
-                (ProviderType::Ipam, f.ipam),
-            ];
-            for (type_, items) in named {
-                for item in items {
-                    let (name, version) =
-                        item.split_once(':').filter(|(n, v)| !n.is_empty() && !v.is_empty()).ok_or_else(
-                            || usage(format!("{item:?}: give NAME:VERSION, for example harvester:v0.2.0")),
-                        )?;
-                    list.push((type_.label(name), version.to_string()));
-                }
+            for (type_, item) in f.providers.items() {
+                let (name, version) =
+                    item.split_once(':').filter(|(n, v)| !n.is_empty() && !v.is_empty()).ok_or_else(
+                        || usage(format!("{item:?}: give NAME:VERSION, for example harvester:v0.2.0")),
+                    )?;
+                list.push((type_.label(name), version.to_string()));
             }
             if list.is_empty() {
                 return Err(usage("give --contract CONTRACT, or the providers to upgrade (--core NAME:VERSION, --infrastructure NAME:VERSION, ...)".into()));
@@ -520,20 +484,16 @@ async fn apply(f: ApplyFlags) -> Result<cli::Output, cli::GenerateError> {
 }
 
 async fn delete(f: DeleteFlags) -> Result<cli::Output, cli::GenerateError> {
-    use butler_repository::ProviderType;
     let which = if f.all {
         cli::delete::Which::All
     } else {
-        let named = [
-            (ProviderType::Core, f.core.into_iter().collect::<Vec<_>>()),
-            (ProviderType::Infrastructure, f.infrastructure),
-            (ProviderType::Bootstrap, f.bootstrap),
-            (ProviderType::ControlPlane, f.control_plane),
-            (ProviderType::Addon, f.addon),
-            (ProviderType::Ipam, f.ipam),
-        ];
-        let labels: Vec<String> =
-            named.into_iter().flat_map(|(t, names)| names.into_iter().map(move |n| t.label(&n))).collect();
+        // Names; a version given by habit (harvester:v0.1.0) names the same provider.
+        let labels: Vec<String> = f
+            .providers
+            .items()
+            .into_iter()
+            .map(|(t, n)| t.label(n.split_once(':').map_or(n.as_str(), |(name, _)| name)))
+            .collect();
         if labels.is_empty() {
             return Err(cli::GenerateError::CommandLine(
                 "give --all, or the providers to delete (--core NAME, --infrastructure NAME, ...)".into(),
@@ -556,19 +516,9 @@ async fn delete(f: DeleteFlags) -> Result<cli::Output, cli::GenerateError> {
 }
 
 async fn airgap(what: Airgap) -> Result<cli::Output, cli::GenerateError> {
-    use butler_repository::ProviderType;
     match what {
-        Airgap::Pack { core, infrastructure, bootstrap, control_plane, addon, ipam, config, output } => {
-            let named = [
-                (ProviderType::Core, core.into_iter().collect::<Vec<_>>()),
-                (ProviderType::Infrastructure, infrastructure),
-                (ProviderType::Bootstrap, bootstrap),
-                (ProviderType::ControlPlane, control_plane),
-                (ProviderType::Addon, addon),
-                (ProviderType::Ipam, ipam),
-            ];
-            let providers: Vec<(ProviderType, String)> =
-                named.into_iter().flat_map(|(t, items)| items.into_iter().map(move |i| (t, i))).collect();
+        Airgap::Pack { providers, config, output } => {
+            let providers = providers.items();
             let files = cli::airgap::pack_files(&providers, config.as_deref()).await?;
             let written = cli::airgap::write_bundle(&output, &files)?;
             Ok(cli::airgap::packed(&written))
@@ -584,17 +534,7 @@ async fn airgap(what: Airgap) -> Result<cli::Output, cli::GenerateError> {
 }
 
 async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError> {
-    use butler_repository::ProviderType;
-    let named = [
-        (ProviderType::Core, f.core.into_iter().collect::<Vec<_>>()),
-        (ProviderType::Infrastructure, f.infrastructure),
-        (ProviderType::Bootstrap, f.bootstrap),
-        (ProviderType::ControlPlane, f.control_plane),
-        (ProviderType::Addon, f.addon),
-        (ProviderType::Ipam, f.ipam),
-    ];
-    let providers: Vec<(ProviderType, String)> =
-        named.into_iter().flat_map(|(t, items)| items.into_iter().map(move |i| (t, i))).collect();
+    let providers = f.providers.items();
     let config = butler_repository::ClusterctlConfig::load(f.config.as_deref())?;
     let client = f.cluster.client().await?;
     let present = cli::init::operator_present(&client).await?;
