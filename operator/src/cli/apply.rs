@@ -99,15 +99,15 @@ async fn read(
     namespace: &str,
     name: &str,
 ) -> Result<(ProviderRow, i64, bool), String> {
-    let rows = providers::list(client, Some(namespace)).await?;
-    let row = rows
-        .into_iter()
-        .find(|r| r.provider_kind == kind && r.name == name)
-        .ok_or_else(|| format!("{} {namespace}/{name} is gone", kind.kind()))?;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource(kind));
-    let object = api.get(name).await.map_err(|e| butler_runtime::error::describe(&e))?;
+    let object = api
+        .get_opt(name)
+        .await
+        .map_err(|e| butler_runtime::error::describe(&e))?
+        .ok_or_else(|| format!("{} {namespace}/{name} is gone", kind.kind()))?;
     let generation = object.metadata.generation.unwrap_or_default();
     let observed = object.data["status"]["observedGeneration"].as_i64().unwrap_or_default();
+    let row = ProviderRow::from_dynamic(kind, &object)?;
     Ok((row, generation, observed >= generation))
 }
 

@@ -1,9 +1,11 @@
 //! The provider objects of a cluster, every kind, as the commands that look at them read them.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, ListParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DynamicObject, ListParams};
 use serde::Serialize;
 
+use crate::api::ProviderStatus;
 use crate::api::{
     AddonProvider, BootstrapProvider, ControlPlaneProvider, CoreProvider, IPAMProvider,
     InfrastructureProvider, KindNames, ProviderKind, ProviderSpec,
@@ -40,6 +42,45 @@ impl ProviderRow {
     }
 }
 
+impl ProviderRow {
+    /// The row of a provider object of `kind`, from its parts.
+    fn new(
+        kind: ProviderKind,
+        meta: &ObjectMeta,
+        spec: ProviderSpec,
+        status: Option<ProviderStatus>,
+    ) -> ProviderRow {
+        let status = status.unwrap_or_default();
+        ProviderRow {
+            kind: kind.kind().to_string(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            version: spec.version.clone().filter(|v| !v.is_empty()),
+            installed_version: status.installed_version,
+            contract: status.contract,
+            paused: spec.paused.unwrap_or(false),
+            conditions: status.conditions,
+            provider_kind: kind,
+            spec,
+        }
+    }
+
+    /// The row of a provider object read as a dynamic object.
+    pub fn from_dynamic(kind: ProviderKind, object: &DynamicObject) -> Result<ProviderRow, String> {
+        let what = || format!("{} {}", kind.kind(), object.metadata.name.clone().unwrap_or_default());
+        let spec: ProviderSpec = serde_json::from_value(object.data["spec"].clone())
+            .map_err(|e| format!("{}: spec unreadable: {e}", what()))?;
+        let status: Option<ProviderStatus> = match &object.data["status"] {
+            serde_json::Value::Null => None,
+            status => Some(
+                serde_json::from_value(status.clone())
+                    .map_err(|e| format!("{}: status unreadable: {e}", what()))?,
+            ),
+        };
+        Ok(ProviderRow::new(kind, &object.metadata, spec, status))
+    }
+}
+
 async fn list_kind<K: ProviderObject>(
     client: &kube::Client,
     namespace: Option<&str>,
@@ -58,23 +99,7 @@ async fn list_kind<K: ProviderObject>(
     };
     Ok(items
         .into_iter()
-        .map(|object| {
-            let spec = object.provider_spec().clone();
-            let status = object.provider_status().cloned().unwrap_or_default();
-            let meta = object.meta();
-            ProviderRow {
-                kind: K::KIND.kind().to_string(),
-                namespace: meta.namespace.clone().unwrap_or_default(),
-                name: meta.name.clone().unwrap_or_default(),
-                version: spec.version.clone().filter(|v| !v.is_empty()),
-                installed_version: status.installed_version,
-                contract: status.contract,
-                paused: spec.paused.unwrap_or(false),
-                conditions: status.conditions,
-                provider_kind: K::KIND,
-                spec,
-            }
-        })
+        .map(|o| ProviderRow::new(K::KIND, o.meta(), o.provider_spec().clone(), o.provider_status().cloned()))
         .collect())
 }
 

@@ -148,6 +148,26 @@ async fn describe_and_upgrade_plan_read_the_providers_and_their_repositories() {
     s.stop_operator().await;
 }
 
+/// `upgrade apply` for the providers of `namespace`, as the scenarios run it.
+async fn upgrade(
+    client: &kube::Client,
+    namespace: &str,
+    wanted: butler_operator::cli::apply::Wanted,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<String, String> {
+    let config = ClusterctlConfig::default();
+    butler_operator::cli::apply::upgrade_apply(
+        client,
+        Some(namespace),
+        &wanted,
+        &config,
+        &remote(),
+        waits(),
+        progress,
+    )
+    .await
+}
+
 fn waits() -> butler_operator::cli::apply::Waits {
     butler_operator::cli::apply::Waits {
         timeout: std::time::Duration::from_secs(30),
@@ -176,7 +196,7 @@ fn keep_marking_available(s: &Scenario) -> tokio::task::JoinHandle<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interruption() {
-    use butler_operator::cli::apply::{UPGRADE_ANNOTATION, Wanted, upgrade_apply};
+    use butler_operator::cli::apply::{UPGRADE_ANNOTATION, Wanted};
     let mut s = Scenario::new("cli-apply").await;
     publish_releases(&s).await;
     s.start_operator();
@@ -184,21 +204,10 @@ async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interrupti
     s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
     s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
     s.wait_for::<InfrastructureProvider>("widget", "v1.0.0 installed", installed("v1.0.0")).await;
-    let config = ClusterctlConfig::default();
     let quiet = |_: &str| {};
 
     // Within the contract: versions bumped, nothing paused.
-    let done = upgrade_apply(
-        &s.client,
-        Some(&s.namespace),
-        &Wanted::Contract("v1beta1".into()),
-        &config,
-        &remote(),
-        waits(),
-        &quiet,
-    )
-    .await
-    .unwrap();
+    let done = upgrade(&s.client, &s.namespace, Wanted::Contract("v1beta1".into()), &quiet).await.unwrap();
     assert!(done.contains("InfrastructureProvider") && done.contains("v1.0.0 -> v1.1.0"), "{done}");
     let widget = s.api::<InfrastructureProvider>().get("widget").await.unwrap();
     assert_eq!(widget.status.as_ref().unwrap().installed_version.as_deref(), Some("v1.1.0"));
@@ -208,15 +217,9 @@ async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interrupti
     let (client, namespace) = (s.client.clone(), s.namespace.clone());
     let first = tokio::spawn(async move {
         let lines = std::sync::Mutex::new(Vec::new());
-        let _ = upgrade_apply(
-            &client,
-            Some(&namespace),
-            &Wanted::Contract("v1beta2".into()),
-            &ClusterctlConfig::default(),
-            &remote(),
-            waits(),
-            &|l| lines.lock().unwrap().push(l.to_string()),
-        )
+        let _ = upgrade(&client, &namespace, Wanted::Contract("v1beta2".into()), &|l| {
+            lines.lock().unwrap().push(l.to_string())
+        })
         .await;
     });
     s.wait_for::<CoreProvider>("butler", "paused", |p| crate::support::is(p, "Paused", "True")).await;
@@ -232,30 +235,14 @@ async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interrupti
     );
 
     // Another contract is refused while this one is unfinished.
-    let err = upgrade_apply(
-        &s.client,
-        Some(&s.namespace),
-        &Wanted::Contract("v1beta1".into()),
-        &config,
-        &remote(),
-        waits(),
-        &quiet,
-    )
-    .await
-    .unwrap_err();
+    let err = upgrade(&s.client, &s.namespace, Wanted::Contract("v1beta1".into()), &quiet).await.unwrap_err();
     assert!(err.contains("a contract change to v1beta2 is in progress"), "{err}");
 
     // Run again: it goes on from what the cluster shows.
     let lines = std::sync::Mutex::new(Vec::new());
-    upgrade_apply(
-        &s.client,
-        Some(&s.namespace),
-        &Wanted::Contract("v1beta2".into()),
-        &config,
-        &remote(),
-        waits(),
-        &|l| lines.lock().unwrap().push(l.to_string()),
-    )
+    upgrade(&s.client, &s.namespace, Wanted::Contract("v1beta2".into()), &|l| {
+        lines.lock().unwrap().push(l.to_string())
+    })
     .await
     .unwrap();
     let lines = lines.into_inner().unwrap();
@@ -275,9 +262,7 @@ async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interrupti
     s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| crate::support::is(p, "Ready", "True")).await;
     // A step the operator refuses stops the command with the operator's message.
     let back = Wanted::Versions(vec![("infrastructure-widget".into(), "v1.1.0".into())]);
-    let err = upgrade_apply(&s.client, Some(&s.namespace), &back, &config, &remote(), waits(), &quiet)
-        .await
-        .unwrap_err();
+    let err = upgrade(&s.client, &s.namespace, back, &quiet).await.unwrap_err();
     assert!(err.starts_with("the operator refused: InfrastructureProvider"), "{err}");
     marker.abort();
     s.stop_operator().await;
