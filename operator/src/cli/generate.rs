@@ -67,7 +67,7 @@ impl ProviderChoice {
                 let (name, version) = split_name(text);
                 Ok((*type_, name, version))
             }
-            _ => Err(GenerateError::Usage(
+            _ => Err(GenerateError::CommandLine(
                 "give exactly one of --core, --infrastructure, --bootstrap, --control-plane, --addon or --ipam".into(),
             )),
         }
@@ -196,7 +196,7 @@ pub async fn generate_cluster(args: &ClusterArgs) -> Result<Output, GenerateErro
             (utf8(bytes, "the cluster template")?, Some((repo, version)))
         }
         (None, None) => {
-            return Err(GenerateError::Usage(
+            return Err(GenerateError::CommandLine(
                 "name the infrastructure provider with --infrastructure NAME[:VERSION], or give a template with --from".into(),
             ));
         }

@@ -37,7 +37,7 @@ struct Target {
 }
 
 fn usage(message: impl Into<String>) -> GenerateError {
-    GenerateError::Usage(message.into())
+    GenerateError::CommandLine(message.into())
 }
 
 fn target(reference: &str) -> Result<Target, GenerateError> {
