@@ -65,7 +65,12 @@ impl Move {
     }
 }
 
-pub(super) fn resource(kind: ProviderKind) -> ApiResource {
+/// The API of the provider objects of `kind` in `namespace`.
+pub(super) fn provider_api(client: &kube::Client, kind: ProviderKind, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), namespace, &resource(kind))
+}
+
+fn resource(kind: ProviderKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("operator.butlerlabs.dev", "v1alpha1", kind.kind()),
         kind.plural(),
@@ -79,7 +84,7 @@ pub(super) async fn patch(
     name: &str,
     body: serde_json::Value,
 ) -> Result<(), String> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource(kind));
+    let api = provider_api(client, kind, namespace);
     api.patch(
         name,
         &PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() },
@@ -99,7 +104,7 @@ async fn read(
     namespace: &str,
     name: &str,
 ) -> Result<(ProviderRow, i64, bool), String> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource(kind));
+    let api = provider_api(client, kind, namespace);
     let object = api
         .get_opt(name)
         .await
@@ -264,22 +269,9 @@ pub async fn upgrade_apply(
     }
     let moves = moves(client, &rows, wanted, config, base).await?;
     // An interrupted contract change shows in the annotations this command left.
-    let in_progress: Vec<String> = {
-        let mut found = Vec::new();
-        for row in &rows {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), &row.namespace, &resource(row.provider_kind));
-            let object = api.get(&row.name).await.map_err(|e| butler_runtime::error::describe(&e))?;
-            if let Some(contract) =
-                object.metadata.annotations.as_ref().and_then(|a| a.get(UPGRADE_ANNOTATION))
-            {
-                found.push(contract.clone());
-            }
-        }
-        found.sort();
-        found.dedup();
-        found
-    };
+    let mut in_progress: Vec<String> = rows.iter().filter_map(|r| r.upgrade_mark.clone()).collect();
+    in_progress.sort();
+    in_progress.dedup();
     let core = rows.iter().find(|r| r.provider_kind == ProviderKind::Core).expect("checked above");
     let target = target_contract(client, core, wanted, &moves, config, base).await?;
     // A contract change runs the whole sequence; one left unfinished is finished first.
@@ -335,12 +327,8 @@ pub async fn upgrade_apply(
         wait_for(client, m, &format!("installed at {}", m.to), waits, |r| installed(r, &m.to)).await?;
     }
     if contract.is_some() {
-        let rows = providers::list(client, namespace).await?;
-        for row in &rows {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), &row.namespace, &resource(row.provider_kind));
-            let object = api.get(&row.name).await.map_err(|e| butler_runtime::error::describe(&e))?;
-            if object.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(UPGRADE_ANNOTATION)) {
+        for row in providers::list(client, namespace).await? {
+            if row.upgrade_mark.is_some() {
                 progress(&format!("Unpausing {} {}/{}...", row.kind, row.namespace, row.name));
                 patch(client, row.provider_kind, &row.namespace, &row.name, json!({"metadata": {"annotations": {UPGRADE_ANNOTATION: null}}, "spec": {"paused": false}})).await?;
             }

@@ -5,10 +5,10 @@
 
 use std::time::Instant;
 
-use kube::api::{Api, DeleteParams, DynamicObject};
+use kube::api::{DeleteParams, DynamicObject};
 use serde_json::json;
 
-use super::apply::{Waits, patch, resource};
+use super::apply::{Waits, patch, provider_api};
 use super::providers::{self, ProviderRow};
 use crate::api::ProviderKind;
 
@@ -76,8 +76,7 @@ pub async fn delete(
     let mut done = String::new();
     for row in &chosen {
         let what = format!("{} {}/{}", row.kind, row.namespace, row.name);
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &row.namespace, &resource(row.provider_kind));
+        let api = provider_api(client, row.provider_kind, &row.namespace);
         if include_crd {
             let policy = json!({"spec": {"crdDeletionPolicy": "Delete"}});
             if let Err(e) = patch(client, row.provider_kind, &row.namespace, &row.name, policy).await {

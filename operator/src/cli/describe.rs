@@ -144,6 +144,7 @@ mod tests {
             contract: Some("v1beta1".into()),
             paused: false,
             conditions,
+            upgrade_mark: None,
             provider_kind: kind,
             spec: ProviderSpec::default(),
         }

@@ -25,6 +25,9 @@ pub struct ProviderRow {
     pub contract: Option<String>,
     pub paused: bool,
     pub conditions: Vec<Condition>,
+    /// The contract of an unfinished `upgrade apply` that paused this provider, if any.
+    #[serde(skip)]
+    pub upgrade_mark: Option<String>,
     #[serde(skip)]
     pub provider_kind: ProviderKind,
     #[serde(skip)]
@@ -60,6 +63,11 @@ impl ProviderRow {
             contract: status.contract,
             paused: spec.paused.unwrap_or(false),
             conditions: status.conditions,
+            upgrade_mark: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(super::apply::UPGRADE_ANNOTATION))
+                .cloned(),
             provider_kind: kind,
             spec,
         }

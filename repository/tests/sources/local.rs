@@ -41,13 +41,8 @@ async fn versions_are_semver_folders_and_latest_needs_metadata() {
     );
 
     init();
+    let repo = latest_in(&dir);
     let url = format!("{}/infrastructure-x/latest/infrastructure-components.yaml", dir.path().display());
-    let repo = Repository::from_url(
-        "infrastructure-x",
-        &ProviderUrl::parse(&url).unwrap(),
-        &RemoteOptions::default(),
-    )
-    .unwrap();
     let version = repo.resolve(None).await.unwrap();
     assert_eq!(repo.components(&version).await.unwrap(), b"kind: Namespace\n");
     // A folder named after another provider is refused, as clusterctl refuses it.
@@ -85,14 +80,15 @@ async fn latest_for_a_contract_skips_a_tag_whose_release_is_not_there_yet() {
     );
     // v1.2.0 is tagged, its release (metadata and components) not published yet.
     write(dir.path(), "v1.2.0", &[]);
-    let url = format!("{}/infrastructure-x/latest/infrastructure-components.yaml", dir.path().display());
-    let repo = Repository::from_url(
-        "infrastructure-x",
-        &ProviderUrl::parse(&url).unwrap(),
-        &RemoteOptions::default(),
-    )
-    .unwrap();
+    let repo = latest_in(&dir);
     assert_eq!(repo.latest_for_contract("v1beta1").await.unwrap().to_string(), "v1.1.0");
     let none = repo.latest_for_contract("v1beta2").await.unwrap_err().to_string();
     assert!(none.contains("v1beta2"), "{none}");
+}
+
+/// The local repository of `infrastructure-x` in `dir`, as a URL naming latest reads it.
+fn latest_in(dir: &tempfile::TempDir) -> Repository {
+    let url = format!("{}/infrastructure-x/latest/infrastructure-components.yaml", dir.path().display());
+    Repository::from_url("infrastructure-x", &ProviderUrl::parse(&url).unwrap(), &RemoteOptions::default())
+        .unwrap()
 }

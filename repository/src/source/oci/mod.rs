@@ -124,13 +124,26 @@ impl OciSource {
         Ok(tags)
     }
 
-    fn cached_json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<T> {
-        let not_cached = || RepositoryError::NotCached {
+    /// Offline, `key` is not in the cache.
+    fn not_cached(&self, key: &str) -> RepositoryError {
+        RepositoryError::NotCached {
             url: key.to_string(),
             cache: self.http.cache.as_ref().map(|c| c.dir().to_path_buf()).unwrap_or_default(),
-        };
-        let entry = self.http.cache.as_ref().and_then(|c| c.lookup(key)).ok_or_else(not_cached)?;
-        serde_json::from_slice(&entry.body).map_err(|_| not_cached())
+        }
+    }
+
+    /// A manifest's body read as an OCI image manifest; `reference` names it in the error.
+    fn parse_manifest(&self, body: &[u8], reference: &str) -> Result<OciImageManifest> {
+        serde_json::from_slice(body).map_err(|e| RepositoryError::Oci {
+            reference: self.key(reference),
+            message: format!("the manifest is not an OCI image manifest: {e}"),
+        })
+    }
+
+    fn cached_json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<T> {
+        let entry =
+            self.http.cache.as_ref().and_then(|c| c.lookup(key)).ok_or_else(|| self.not_cached(key))?;
+        serde_json::from_slice(&entry.body).map_err(|_| self.not_cached(key))
     }
 
     /// Content named by its digest, from the cache when it is there (and still matches).
@@ -156,10 +169,7 @@ impl OciSource {
         let tag_key = self.key(&format!(":{tag}"));
         if self.http.offline {
             let digest: String = self.cached_json(&tag_key)?;
-            let body = self.cached_by_digest(&digest).ok_or_else(|| RepositoryError::NotCached {
-                url: tag_key.clone(),
-                cache: self.http.cache.as_ref().map(|c| c.dir().to_path_buf()).unwrap_or_default(),
-            })?;
+            let body = self.cached_by_digest(&digest).ok_or_else(|| self.not_cached(&tag_key))?;
             return Ok((body, digest));
         }
         let reference = match &self.digest {
@@ -212,10 +222,7 @@ impl OciSource {
                 location: self.location(),
             }));
         };
-        let manifest: OciImageManifest = serde_json::from_slice(&body).map_err(|e| RepositoryError::Oci {
-            reference: self.key(&format!(":{tag}")),
-            message: format!("the manifest is not an OCI image manifest: {e}"),
-        })?;
+        let manifest = self.parse_manifest(&body, &format!(":{tag}"))?;
         let annotations = manifest.annotations.clone().unwrap_or_default();
         if let Some(pinned) = annotations.get(VERSION_ANNOTATION)
             && self.digest.is_some()
@@ -244,10 +251,7 @@ impl OciSource {
             return Ok(body);
         }
         if self.http.offline {
-            return Err(RepositoryError::NotCached {
-                url: self.key(&format!("@{}", layer.digest)),
-                cache: self.http.cache.as_ref().map(|c| c.dir().to_path_buf()).unwrap_or_default(),
-            });
+            return Err(self.not_cached(&self.key(&format!("@{}", layer.digest))));
         }
         if u64::try_from(layer.size).unwrap_or(u64::MAX) > self.http.max_download {
             return Err(RepositoryError::TooLarge { what: what.to_string(), limit: self.http.max_download });
@@ -331,11 +335,7 @@ impl Source for OciSource {
     async fn versions(&self) -> Result<Vec<Version>> {
         if let Some(digest) = &self.digest {
             let (body, _) = self.manifest_bytes(digest).await?;
-            let manifest: OciImageManifest =
-                serde_json::from_slice(&body).map_err(|e| RepositoryError::Oci {
-                    reference: self.key(&format!("@{digest}")),
-                    message: format!("the manifest is not an OCI image manifest: {e}"),
-                })?;
+            let manifest = self.parse_manifest(&body, &format!("@{digest}"))?;
             let stated = manifest.annotations.unwrap_or_default().get(VERSION_ANNOTATION).cloned();
             return match stated {
                 Some(v) => {
