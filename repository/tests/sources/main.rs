@@ -8,4 +8,5 @@ mod github;
 mod gitlab;
 mod local;
 mod oci;
+mod oci_refresh;
 mod support;

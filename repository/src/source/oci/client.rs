@@ -12,6 +12,7 @@ use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientP
 use oci_client::secrets::RegistryAuth;
 
 use super::OciOptions;
+use super::credentials::Login;
 use crate::digest::sha256_hex;
 use crate::error::{RepositoryError, Result};
 
@@ -70,4 +71,25 @@ pub(super) fn shared(
     }
     clients.insert(key, client.clone());
     Ok(client)
+}
+
+/// The client for `registry/repository` and the credentials to send: the given ones, or an
+/// access token traded for the refresh token (scoped to pull, or to push as well).
+pub(super) async fn connect(
+    options: &OciOptions,
+    registry: &str,
+    repository: &str,
+    plain_http: bool,
+    push: bool,
+    timeout: Duration,
+) -> Result<(Client, RegistryAuth)> {
+    let auth = match options.login_for(registry) {
+        Login::Auth(auth) => auth,
+        Login::Refresh(token) => RegistryAuth::Bearer(
+            super::refresh::access_token(options, registry, repository, plain_http, push, &token, timeout)
+                .await?,
+        ),
+    };
+    let client = shared(options, registry, plain_http, timeout, &auth)?;
+    Ok((client, auth))
 }

@@ -1,7 +1,8 @@
-//! How an OCI registry is reached: credentials (a user and password or a token, as
-//! cluster-api-operator's `OCI_USERNAME`, `OCI_PASSWORD`, `OCI_ACCESS_TOKEN`; or a Docker
-//! `config.json`, as pull Secrets hold it), the registries served over plain HTTP, and
-//! mirrors (clusterctl's `images:` overrides, which already say where images are mirrored).
+//! How an OCI registry is reached: credentials (a user and password, an access token or a
+//! refresh token, as cluster-api-operator's `OCI_USERNAME`, `OCI_PASSWORD`, `OCI_ACCESS_TOKEN`,
+//! `OCI_REFRESH_TOKEN`; or a Docker `config.json`, as pull Secrets hold it), the registries
+//! served over plain HTTP, and mirrors (clusterctl's `images:` overrides, which already say
+//! where images are mirrored).
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,8 @@ use crate::images::ImageOverrides;
 pub const USERNAME_VARIABLE: &str = "OCI_USERNAME";
 pub const PASSWORD_VARIABLE: &str = "OCI_PASSWORD";
 pub const TOKEN_VARIABLE: &str = "OCI_ACCESS_TOKEN";
+/// A refresh token, traded for access tokens at the registry's token service.
+pub const REFRESH_TOKEN_VARIABLE: &str = "OCI_REFRESH_TOKEN";
 /// Comma-separated registries (`host[:port]`) reached over plain HTTP.
 pub const INSECURE_VARIABLE: &str = "OCI_INSECURE_REGISTRIES";
 /// Extra CA certificates (PEM) that registries' certificates may chain to; a provider's config
@@ -32,6 +35,7 @@ pub enum OciCredentials {
         password: String,
     },
     Token(String),
+    Refresh(String),
 }
 
 impl std::fmt::Debug for OciCredentials {
@@ -40,6 +44,26 @@ impl std::fmt::Debug for OciCredentials {
             OciCredentials::Anonymous => f.write_str("Anonymous"),
             OciCredentials::Basic { username, .. } => write!(f, "Basic({username}, <redacted>)"),
             OciCredentials::Token(_) => f.write_str("Token(<redacted>)"),
+            OciCredentials::Refresh(_) => f.write_str("Refresh(<redacted>)"),
+        }
+    }
+}
+
+/// How to sign in at one registry.
+#[derive(Clone, PartialEq, Eq)]
+pub(super) enum Login {
+    Auth(RegistryAuth),
+    /// A refresh token, traded for an access token first.
+    Refresh(String),
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Login::Auth(RegistryAuth::Anonymous) => f.write_str("Anonymous"),
+            Login::Auth(RegistryAuth::Basic(user, _)) => write!(f, "Basic({user}, <redacted>)"),
+            Login::Auth(RegistryAuth::Bearer(_)) => f.write_str("Bearer(<redacted>)"),
+            Login::Refresh(_) => f.write_str("Refresh(<redacted>)"),
         }
     }
 }
@@ -47,8 +71,8 @@ impl std::fmt::Debug for OciCredentials {
 /// Credentials per registry from a Docker `config.json`.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct DockerConfig {
-    /// Registry host (`ghcr.io`, `registry.local:5000`) to user and password.
-    auths: BTreeMap<String, (String, String)>,
+    /// Registry host (`ghcr.io`, `registry.local:5000`) to its login.
+    auths: BTreeMap<String, Login>,
 }
 
 impl std::fmt::Debug for DockerConfig {
@@ -69,8 +93,10 @@ fn registry_of_key(key: &str) -> String {
 }
 
 impl DockerConfig {
-    /// Reads a `config.json`; an entry gives `auth` (base64 of `user:password`) or `username`
-    /// and `password`.
+    /// Reads a `config.json`; an entry gives an `identitytoken` (a refresh token, what
+    /// `docker login` keeps for registries that hand them out; it wins over `auth`, which then
+    /// holds a placeholder user), `auth` (base64 of `user:password`), or `username` and
+    /// `password`.
     pub fn parse(text: &[u8]) -> Result<DockerConfig, String> {
         #[derive(serde::Deserialize)]
         struct File {
@@ -88,6 +114,10 @@ impl DockerConfig {
             serde_json::from_slice(text).map_err(|e| format!("is not a Docker config.json: {e}"))?;
         let mut auths = BTreeMap::new();
         for (key, entry) in file.auths {
+            if let Some(token) = entry.identitytoken.filter(|t| !t.is_empty()) {
+                auths.insert(registry_of_key(&key), Login::Refresh(token));
+                continue;
+            }
             let pair = match (entry.auth, entry.username, entry.password) {
                 (Some(auth), _, _) if !auth.is_empty() => {
                     let decoded = base64::engine::general_purpose::STANDARD
@@ -101,19 +131,18 @@ impl DockerConfig {
                     (user.to_string(), password.to_string())
                 }
                 (_, Some(user), Some(password)) => (user, password),
-                _ if entry.identitytoken.is_some() => {
+                _ => {
                     return Err(format!(
-                        "auths.{key:?} holds only an identitytoken (a credential helper's refresh token); give auth, or username and password"
+                        "auths.{key:?} has no identitytoken, auth, or username and password"
                     ));
                 }
-                _ => return Err(format!("auths.{key:?} has neither auth nor username and password")),
             };
-            auths.insert(registry_of_key(&key), pair);
+            auths.insert(registry_of_key(&key), Login::Auth(RegistryAuth::Basic(pair.0, pair.1)));
         }
         Ok(DockerConfig { auths })
     }
 
-    fn get(&self, registry: &str) -> Option<&(String, String)> {
+    fn get(&self, registry: &str) -> Option<&Login> {
         self.auths.get(&registry_of_key(registry))
     }
 }
@@ -133,14 +162,16 @@ pub struct OciOptions {
 
 impl OciOptions {
     /// The options that variables give (the environment, clusterctl's config, a provider's
-    /// config Secret): `OCI_USERNAME` and `OCI_PASSWORD`, else `OCI_ACCESS_TOKEN`,
-    /// `OCI_CA_CERT` (or `ca.crt`) and `OCI_INSECURE_REGISTRIES`.
+    /// config Secret): `OCI_USERNAME` and `OCI_PASSWORD`, else `OCI_ACCESS_TOKEN`, else
+    /// `OCI_REFRESH_TOKEN`; `OCI_CA_CERT` (or `ca.crt`) and `OCI_INSECURE_REGISTRIES`.
     pub fn apply_variables(&mut self, get: impl Fn(&str) -> Option<String>) {
         let get = |key: &str| get(key).filter(|v| !v.trim().is_empty());
         if let (Some(username), Some(password)) = (get(USERNAME_VARIABLE), get(PASSWORD_VARIABLE)) {
             self.credentials = OciCredentials::Basic { username, password };
         } else if let Some(token) = get(TOKEN_VARIABLE) {
             self.credentials = OciCredentials::Token(token);
+        } else if let Some(token) = get(REFRESH_TOKEN_VARIABLE) {
+            self.credentials = OciCredentials::Refresh(token);
         }
         if let Some(pem) = get(CA_VARIABLE).or_else(|| get(CA_SECRET_KEY)) {
             self.ca_certificates = vec![pem];
@@ -152,15 +183,16 @@ impl OciOptions {
     }
 
     /// Given credentials first, then the Docker config's entry for the registry, else none.
-    pub fn auth_for(&self, registry: &str) -> RegistryAuth {
+    pub(super) fn login_for(&self, registry: &str) -> Login {
         match &self.credentials {
             OciCredentials::Basic { username, password } => {
-                RegistryAuth::Basic(username.clone(), password.clone())
+                Login::Auth(RegistryAuth::Basic(username.clone(), password.clone()))
             }
-            OciCredentials::Token(token) => RegistryAuth::Bearer(token.clone()),
+            OciCredentials::Token(token) => Login::Auth(RegistryAuth::Bearer(token.clone())),
+            OciCredentials::Refresh(token) => Login::Refresh(token.clone()),
             OciCredentials::Anonymous => match self.docker_config.as_ref().and_then(|c| c.get(registry)) {
-                Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
-                None => RegistryAuth::Anonymous,
+                Some(login) => login.clone(),
+                None => Login::Auth(RegistryAuth::Anonymous),
             },
         }
     }
@@ -186,6 +218,10 @@ mod tests {
     use super::*;
     use crate::images::ImageMeta;
 
+    fn basic(user: &str, password: &str) -> Login {
+        Login::Auth(RegistryAuth::Basic(user.into(), password.into()))
+    }
+
     #[test]
     fn docker_config_entries_by_registry() {
         let auth = base64::engine::general_purpose::STANDARD.encode("robot:s3cret");
@@ -195,13 +231,22 @@ mod tests {
         );
         let config = DockerConfig::parse(text.as_bytes()).unwrap();
         let options = OciOptions { docker_config: Some(config), ..Default::default() };
-        assert_eq!(options.auth_for("docker.io"), RegistryAuth::Basic("robot".into(), "s3cret".into()));
-        assert_eq!(options.auth_for("registry.local:5000"), RegistryAuth::Basic("u".into(), "p".into()));
-        assert_eq!(options.auth_for("ghcr.io"), RegistryAuth::Anonymous);
+        assert_eq!(options.login_for("docker.io"), basic("robot", "s3cret"));
+        assert_eq!(options.login_for("registry.local:5000"), basic("u", "p"));
+        assert_eq!(options.login_for("ghcr.io"), Login::Auth(RegistryAuth::Anonymous));
         assert!(!format!("{options:?}").contains("s3cret"), "never printed");
 
-        let only_token = r#"{"auths": {"ghcr.io": {"identitytoken": "t"}}}"#;
-        assert!(DockerConfig::parse(only_token.as_bytes()).unwrap_err().contains("identitytoken"));
+        // What `docker login` writes for Azure Container Registry: a placeholder user with no
+        // password, and the refresh token.
+        let placeholder =
+            base64::engine::general_purpose::STANDARD.encode("00000000-0000-0000-0000-000000000000:");
+        let acr =
+            format!(r#"{{"auths": {{"r.azurecr.io": {{"auth": "{placeholder}", "identitytoken": "rt"}}}}}}"#);
+        let config = DockerConfig::parse(acr.as_bytes()).unwrap();
+        let options = OciOptions { docker_config: Some(config), ..Default::default() };
+        assert_eq!(options.login_for("r.azurecr.io"), Login::Refresh("rt".into()));
+        assert!(!format!("{:?}", options.login_for("r.azurecr.io")).contains("rt)"), "never printed");
+        assert!(DockerConfig::parse(br#"{"auths": {"x.io": {}}}"#).unwrap_err().contains("identitytoken"));
         assert!(
             DockerConfig::parse(br#"{"auths": {"x.io": {"auth": "bm9jb2xvbg=="}}}"#)
                 .unwrap_err()
@@ -218,14 +263,19 @@ mod tests {
         ]);
         let mut options = OciOptions::default();
         options.apply_variables(|k| vars.get(k).map(|v| v.to_string()));
-        assert_eq!(options.auth_for("ghcr.io"), RegistryAuth::Bearer("tok".into()));
+        assert_eq!(options.login_for("ghcr.io"), Login::Auth(RegistryAuth::Bearer("tok".into())));
         assert!(options.is_insecure("127.0.0.1:5000") && options.is_insecure("registry.local"));
         assert!(!options.is_insecure("ghcr.io"));
 
         let vars =
             BTreeMap::from([(USERNAME_VARIABLE, "u"), (PASSWORD_VARIABLE, "p"), (TOKEN_VARIABLE, "t")]);
         options.apply_variables(|k| vars.get(k).map(|v| v.to_string()));
-        assert_eq!(options.auth_for("ghcr.io"), RegistryAuth::Basic("u".into(), "p".into()), "user first");
+        assert_eq!(options.login_for("ghcr.io"), basic("u", "p"), "user first");
+
+        let mut options = OciOptions::default();
+        let vars = BTreeMap::from([(REFRESH_TOKEN_VARIABLE, "rt")]);
+        options.apply_variables(|k| vars.get(k).map(|v| v.to_string()));
+        assert_eq!(options.login_for("r.azurecr.io"), Login::Refresh("rt".into()));
     }
 
     #[test]

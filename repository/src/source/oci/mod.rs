@@ -10,6 +10,7 @@ mod artifact;
 mod client;
 mod credentials;
 mod publish;
+mod refresh;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ pub use artifact::{
 };
 pub use credentials::{
     CA_VARIABLE, DOCKER_CONFIG_KEY, DockerConfig, INSECURE_VARIABLE, OciCredentials, OciOptions,
-    PASSWORD_VARIABLE, TOKEN_VARIABLE, USERNAME_VARIABLE,
+    PASSWORD_VARIABLE, REFRESH_TOKEN_VARIABLE, TOKEN_VARIABLE, USERNAME_VARIABLE,
 };
 pub use publish::{Published, publish};
 
@@ -57,8 +58,10 @@ pub struct OciSource {
     digest: Option<String>,
     /// The provider label, to find its files and check the artifact's claim.
     label: String,
-    client: Client,
-    auth: RegistryAuth,
+    plain_http: bool,
+    options: OciOptions,
+    /// The client and what it sends, made at the first request that reaches the registry.
+    session: tokio::sync::OnceCell<(Client, RegistryAuth)>,
     http: HttpOptions,
     artifacts: Mutex<BTreeMap<String, Arc<Artifact>>>,
 }
@@ -76,15 +79,14 @@ impl OciSource {
         http: HttpOptions,
     ) -> Result<OciSource> {
         let (registry, repository) = options.mirror(label, registry, repository);
-        let auth = options.auth_for(&registry);
-        let client = client::shared(options, &registry, plain_http, http.timeout, &auth)?;
         Ok(OciSource {
-            auth,
             registry,
             repository,
             digest,
             label: label.to_string(),
-            client,
+            plain_http,
+            options: options.clone(),
+            session: tokio::sync::OnceCell::new(),
             http,
             artifacts: Mutex::new(BTreeMap::new()),
         })
@@ -98,6 +100,21 @@ impl OciSource {
         describe(&self.key(""), what, e)
     }
 
+    async fn session(&self) -> Result<&(Client, RegistryAuth)> {
+        self.session
+            .get_or_try_init(|| {
+                client::connect(
+                    &self.options,
+                    &self.registry,
+                    &self.repository,
+                    self.plain_http,
+                    false,
+                    self.http.timeout,
+                )
+            })
+            .await
+    }
+
     /// The tags of the repository, every page.
     async fn tags(&self) -> Result<Vec<String>> {
         let key = self.key("/tags");
@@ -105,11 +122,11 @@ impl OciSource {
             return self.cached_json(&key);
         }
         let reference = Reference::with_tag(self.registry.clone(), self.repository.clone(), "latest".into());
+        let (client, auth) = self.session().await?;
         let mut tags: Vec<String> = Vec::new();
         loop {
-            let page = self
-                .client
-                .list_tags(&reference, &self.auth, Some(TAGS_PER_PAGE), tags.last().map(String::as_str))
+            let page = client
+                .list_tags(&reference, auth, Some(TAGS_PER_PAGE), tags.last().map(String::as_str))
                 .await
                 .map_err(|e| self.error("the tag list", e))?;
             let full = page.tags.len() >= TAGS_PER_PAGE;
@@ -179,9 +196,9 @@ impl OciSource {
             None => Reference::with_tag(self.registry.clone(), self.repository.clone(), tag.to_string()),
         };
         // oci-client checks the body against a digest in the reference.
-        let (body, digest) = self
-            .client
-            .pull_manifest_raw(&reference, &self.auth, &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE])
+        let (client, auth) = self.session().await?;
+        let (body, digest) = client
+            .pull_manifest_raw(&reference, auth, &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE])
             .await
             .map_err(|e| self.error(&format!("the manifest of {tag}"), e))?;
         self.keep_by_digest(&digest, &body)?;
@@ -257,10 +274,8 @@ impl OciSource {
             return Err(RepositoryError::TooLarge { what: what.to_string(), limit: self.http.max_download });
         }
         let mut body = Vec::new();
-        self.client
-            .pull_blob(&artifact.reference, layer, &mut body)
-            .await
-            .map_err(|e| self.error(what, e))?;
+        let (client, _) = self.session().await?;
+        client.pull_blob(&artifact.reference, layer, &mut body).await.map_err(|e| self.error(what, e))?;
         self.keep_by_digest(&layer.digest, &body)?;
         Ok(body)
     }
@@ -290,7 +305,7 @@ fn describe(reference: &str, what: &str, e: OciDistributionError) -> RepositoryE
     let refused = || RepositoryError::Oci {
         reference: reference.to_string(),
         message: format!(
-            "the registry refused to give {what}: set {USERNAME_VARIABLE} and {PASSWORD_VARIABLE}, or {TOKEN_VARIABLE}, or a Docker config.json ({DOCKER_CONFIG_KEY}) with the registry's credentials"
+            "the registry refused to give {what}: set {USERNAME_VARIABLE} and {PASSWORD_VARIABLE}, or {TOKEN_VARIABLE}, or {REFRESH_TOKEN_VARIABLE}, or a Docker config.json ({DOCKER_CONFIG_KEY}) with the registry's credentials"
         ),
     };
     match e {

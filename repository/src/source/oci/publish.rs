@@ -59,9 +59,15 @@ pub async fn publish(
             message: format!("a release needs its {METADATA_FILE}; it is not among the files"),
         });
     }
-    let auth = options.auth_for(registry);
-    let client =
-        super::client::shared(options, registry, plain_http, std::time::Duration::from_secs(60), &auth)?;
+    let (client, auth) = super::client::connect(
+        options,
+        registry,
+        repository,
+        plain_http,
+        true,
+        std::time::Duration::from_secs(60),
+    )
+    .await?;
     let reference = Reference::with_tag(registry.to_string(), repository.to_string(), version.to_string());
     let layer = ImageLayer::new(artifact::pack(files), artifact::TAR_GZIP.to_string(), None);
     let config = Config::new(b"{}".to_vec(), EMPTY_CONFIG_MEDIA_TYPE.to_string(), None);
