@@ -11,6 +11,9 @@ use http::{HeaderMap, HeaderValue, header};
 use crate::cache::Cache;
 use crate::error::RepositoryError;
 
+/// What every request of the repository client calls itself.
+pub(crate) const USER_AGENT: &str = concat!("butler-repository/", env!("CARGO_PKG_VERSION"));
+
 /// How remote fetches behave.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -79,7 +82,7 @@ impl Http {
     pub fn new(options: HttpOptions) -> Http {
         let client = reqwest::Client::builder()
             .timeout(options.timeout)
-            .user_agent(concat!("butler-repository/", env!("CARGO_PKG_VERSION")))
+            .user_agent(USER_AGENT)
             .build()
             .expect("a reqwest client with a crypto provider installed");
         Http { client, options }

@@ -89,10 +89,7 @@ impl GitHubSource {
             .fetch(url, self.options.token.is_some(), |conditional| async move {
                 let mut headers = conditional;
                 headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
-                headers.insert(
-                    header::USER_AGENT,
-                    HeaderValue::from_static(concat!("butler-repository/", env!("CARGO_PKG_VERSION"))),
-                );
+                headers.insert(header::USER_AGENT, HeaderValue::from_static(crate::http::USER_AGENT));
                 headers.insert("x-github-api-version", HeaderValue::from_static("2022-11-28"));
                 if let Some(value) = self
                     .options

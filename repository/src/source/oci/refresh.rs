@@ -180,9 +180,7 @@ pub(super) async fn access_token(
 
 /// A client trusting the system's roots and the extra CAs.
 fn http_client(options: &OciOptions, timeout: Duration) -> std::result::Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder()
-        .timeout(timeout)
-        .user_agent(concat!("butler-repository/", env!("CARGO_PKG_VERSION")));
+    let mut builder = reqwest::Client::builder().timeout(timeout).user_agent(crate::http::USER_AGENT);
     for pem in &options.ca_certificates {
         for certificate in reqwest::Certificate::from_pem_bundle(pem.as_bytes())
             .map_err(|e| format!("{} is not PEM: {e}", super::CA_VARIABLE))?
