@@ -239,6 +239,13 @@ impl MemoryApiServer {
     /// requests are allowed only as far as the Roles and ClusterRoles bound to the account
     /// allow, as Kubernetes' RBAC decides (other clients are administrators).
     pub fn client_as_service_account(&self, agent: &str, namespace: &str, name: &str) -> kube::Client {
+        let config = self.config_as_service_account(agent, namespace, name);
+        kube::Client::try_from(config).expect("a client for a plain HTTP server")
+    }
+
+    /// The configuration of [`MemoryApiServer::client_as_service_account`], for a client made
+    /// elsewhere (on the runtime that will drive it).
+    pub fn config_as_service_account(&self, agent: &str, namespace: &str, name: &str) -> kube::Config {
         let token = format!("{namespace}.{name}.{}", self.shared.requests.load(Ordering::Relaxed));
         let account = rbac::Account { namespace: namespace.into(), name: name.into() };
         self.shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(token.clone(), account);
@@ -247,7 +254,7 @@ impl MemoryApiServer {
             .headers
             .push((axum::http::header::USER_AGENT, agent.parse().expect("an agent is a header value")));
         config.auth_info.token = Some(token.into());
-        kube::Client::try_from(config).expect("a client for a plain HTTP server")
+        config
     }
 
     /// Ends every running watch and holds new ones until [`MemoryApiServer::resume_watches`],

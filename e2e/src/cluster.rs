@@ -104,6 +104,32 @@ impl Cluster {
         self.server.is_some()
     }
 
+    /// The configuration of a client authenticated as the ServiceAccount `namespace/name`
+    /// (User-Agent `agent`), allowed only what its Roles allow: on the in-memory server a token
+    /// it issues, on a real cluster one from the TokenRequest API (an hour long). The client is
+    /// made by the caller, on the runtime that will drive it.
+    pub async fn service_account_config(&self, agent: &str, namespace: &str, name: &str) -> Config {
+        if let Some(server) = &self.server {
+            return server.config_as_service_account(agent, namespace, name);
+        }
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        let request = TokenRequest {
+            spec: TokenRequestSpec { expiration_seconds: Some(3600), ..Default::default() },
+            ..Default::default()
+        };
+        let issued = accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+            .unwrap_or_else(|e| panic!("a token for the ServiceAccount {namespace}/{name}: {e}"));
+        let token = issued.status.map(|s| s.token).unwrap_or_default();
+        let mut config = self.config.clone().expect("a real cluster has its configuration");
+        config.auth_info = kube::config::AuthInfo { token: Some(token.into()), ..Default::default() };
+        config.headers.push((http::header::USER_AGENT, agent.parse().expect("an agent is a header value")));
+        config
+    }
+
     /// A name of this scenario's own: `{base}-{run}`.
     pub fn unique(&self, base: &str) -> String {
         format!("{base}-{}", self.run)

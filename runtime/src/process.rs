@@ -89,6 +89,7 @@ impl ProcessArgs {
             lease_duration: self.leader_election_lease_duration,
             json_logs: self.log_format == "json",
             verbosity: self.verbosity,
+            identity: None,
         })
     }
 }
@@ -113,6 +114,9 @@ pub struct Settings {
     pub json_logs: bool,
     /// The `--v` level, for the log filter when RUST_LOG is not set.
     pub verbosity: Option<u8>,
+    /// This replica's name in the Lease and in events; `None`: the pod's name (POD_NAME), else
+    /// the host's name and the process ID.
+    pub identity: Option<String>,
 }
 
 /// Why the process stopped with an error.
@@ -245,13 +249,30 @@ where
     F: FnOnce(Leading) -> Started,
 {
     let client = kube::Client::try_default().await.map_err(RunError::NoCluster)?;
+    run_with(client, termination(), settings, metrics, services, start).await
+}
+
+/// [`run`] with a client of the caller's and a future that asks the process to stop (a
+/// process embedded in another, such as a scenario's replicas, which share a cluster).
+pub async fn run_with<S, F>(
+    client: kube::Client,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    services: S,
+    start: F,
+) -> Result<(), RunError>
+where
+    S: FnOnce(kube::Client, Shutdown) -> Started,
+    F: FnOnce(Leading) -> Started,
+{
     let ready = Arc::new(AtomicBool::new(false));
     let services_ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn({
         let stop_tx = stop_tx.clone();
         async move {
-            termination().await;
+            stop.await;
             tracing::info!("stopping: finishing the reconciles under way");
             let _ = stop_tx.send(true);
         }
@@ -272,7 +293,7 @@ where
         let router = Router::new().route("/metrics", get(metrics_text)).with_state(probe);
         servers.push(serve("metrics", address, router, stop_rx.clone()).await?);
     }
-    let instance = instance(&settings.name);
+    let instance = settings.identity.clone().unwrap_or_else(|| instance(&settings.name));
     let services_stopped = {
         let mut rx = stop_rx.clone();
         async move {

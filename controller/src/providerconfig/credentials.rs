@@ -27,6 +27,31 @@ pub struct Credentials {
 /// Why the credentials cannot be used: a message that names the Secret's keys.
 pub type Invalid = String;
 
+/// The namespace of a ProviderConfig's credentials Secret. `spec.credentialsRef.namespace`
+/// names another namespace only for a platform-scoped ProviderConfig outside every team's
+/// namespace (written by the platform's administrators): a team's ProviderConfig reads the
+/// Secrets of its own namespace only, or its team would send the platform's credentials to an
+/// endpoint of its choosing. A refusal is decided before anything is read, so that it tells
+/// nothing of the other namespace.
+pub fn secret_namespace(
+    config_namespace: &str,
+    reference: Option<&str>,
+    team_scoped: bool,
+    in_team_namespace: bool,
+) -> Result<String, Invalid> {
+    let Some(other) = reference.filter(|n| !n.is_empty() && *n != config_namespace) else {
+        return Ok(config_namespace.to_string());
+    };
+    let whose = match (team_scoped, in_team_namespace) {
+        (false, false) => return Ok(other.to_string()),
+        (true, _) => "a team-scoped ProviderConfig",
+        (false, true) => "a ProviderConfig in a team's namespace",
+    };
+    Err(format!(
+        "spec.credentialsRef.namespace {other:?} is refused: {whose} reads Secrets of its own namespace ({config_namespace}) only; put the Secret in {config_namespace} and leave spec.credentialsRef.namespace out"
+    ))
+}
+
 fn text<'a>(data: &'a BTreeMap<String, Vec<u8>>, key: &str) -> Option<&'a str> {
     data.get(key).and_then(|v| std::str::from_utf8(v).ok()).map(str::trim).filter(|v| !v.is_empty())
 }
@@ -143,6 +168,28 @@ fn service_account(text: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_platforms_own_provider_configs_read_secrets_of_other_namespaces() {
+        assert_eq!(secret_namespace("team-a", None, true, true), Ok("team-a".into()));
+        assert_eq!(secret_namespace("team-a", Some(""), false, true), Ok("team-a".into()));
+        assert_eq!(secret_namespace("team-a", Some("team-a"), true, true), Ok("team-a".into()));
+        assert_eq!(secret_namespace("butler-system", Some("vault"), false, false), Ok("vault".into()));
+        for (team_scoped, in_team, whose) in [
+            (true, true, "a team-scoped ProviderConfig"),
+            (true, false, "a team-scoped ProviderConfig"),
+            (false, true, "a ProviderConfig in a team's namespace"),
+        ] {
+            let refused =
+                secret_namespace("team-a", Some("butler-system"), team_scoped, in_team).unwrap_err();
+            assert_eq!(
+                refused,
+                format!(
+                    "spec.credentialsRef.namespace \"butler-system\" is refused: {whose} reads Secrets of its own namespace (team-a) only; put the Secret in team-a and leave spec.credentialsRef.namespace out"
+                )
+            );
+        }
+    }
 
     fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect()

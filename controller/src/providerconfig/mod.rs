@@ -72,22 +72,46 @@ async fn reconcile_live(
     let uid = config.meta().uid.clone().unwrap_or_default();
     // Observe: the Secret (read at each reconcile: its watch wakes this one when it changes).
     let reference = &config.spec.credentials_ref;
-    let secret_namespace = reference.namespace.clone().filter(|n| !n.is_empty()).unwrap_or(namespace.clone());
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &secret_namespace);
-    let what = format!("the Secret {secret_namespace}/{} of spec.credentialsRef", reference.name);
-    let (checked, secret_version) = match not_found_ok(secrets.get(&reference.name).await) {
-        Ok(Some(secret)) => {
-            let data: BTreeMap<String, Vec<u8>> =
-                secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
-            let checked = credentials::validate(config.spec.provider, &data, reference.key.as_deref())
-                .map_err(|why| format!("{what}: {why}"));
-            (checked, secret.metadata.resource_version)
+    let team_scoped =
+        config.spec.scope.as_ref().and_then(|s| s.type_) == Some(butler_core::api::ScopeType::Team);
+    let in_team_namespace = ctx
+        .teams
+        .namespaces
+        .get(&ObjectRef::new(&namespace))
+        .is_some_and(|ns| ns.labels().contains_key(butler_core::api::labels::LABEL_TEAM));
+    let secret_namespace = credentials::secret_namespace(
+        &namespace,
+        reference.namespace.as_deref(),
+        team_scoped,
+        in_team_namespace,
+    );
+    let what = format!(
+        "the Secret {}/{} of spec.credentialsRef",
+        secret_namespace.as_deref().unwrap_or(&namespace),
+        reference.name
+    );
+    let read = match &secret_namespace {
+        Ok(ns) => {
+            Ok(not_found_ok(Api::<Secret>::namespaced(ctx.client.clone(), ns).get(&reference.name).await))
         }
-        Ok(None) => (
-            Err(format!("{what} does not exist; create it with the keys {} needs", config.spec.provider)),
-            None,
-        ),
-        Err(e) => (Err(format!("cannot read {what}: {}", describe(&e))), None),
+        Err(refused) => Err(refused.clone()),
+    };
+    let (checked, secret_version) = match read {
+        Err(refused) => (Err(refused), None),
+        Ok(read) => match read {
+            Ok(Some(secret)) => {
+                let data: BTreeMap<String, Vec<u8>> =
+                    secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+                let checked = credentials::validate(config.spec.provider, &data, reference.key.as_deref())
+                    .map_err(|why| format!("{what}: {why}"));
+                (checked, secret.metadata.resource_version)
+            }
+            Ok(None) => (
+                Err(format!("{what} does not exist; create it with the keys {} needs", config.spec.provider)),
+                None,
+            ),
+            Err(e) => (Err(format!("cannot read {what}: {}", describe(&e))), None),
+        },
     };
     // The platform, when its probe is due.
     let now = jiff::Timestamp::now();

@@ -4,6 +4,7 @@
 //! IPAllocations), and on deletion gives back every allocation it holds. Cloud mode does nothing.
 
 pub mod elastic;
+pub mod kubeconfig;
 pub mod plan;
 pub mod tenant;
 pub mod watch;

@@ -21,6 +21,10 @@ use super::elastic::Service;
 pub const METALLB_NAMESPACE: &str = "metallb-system";
 pub const METALLB_POOL: &str = "default-pool";
 
+/// How long a tenant's API server may take to accept a connection, and to answer.
+const TENANT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+const TENANT_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Clients of tenant clusters, by TenantCluster UID, with the Secret's resourceVersion they
 /// were made from.
 #[derive(Default)]
@@ -54,11 +58,18 @@ impl TenantClients {
             secret.data.as_ref().and_then(|d| d.get("value")).ok_or(format!("{what} has no key value"))?;
         let text =
             String::from_utf8(value.0.clone()).map_err(|_| format!("{what}: the key value is not text"))?;
+        let raw: serde_json::Value = serde_saphyr::from_str(&text)
+            .map_err(|_| format!("{what}: the key value is not a kubeconfig (not YAML)"))?;
+        super::kubeconfig::check(&raw).map_err(|why| format!("{what}: {why}"))?;
         let kubeconfig = Kubeconfig::from_yaml(&text)
             .map_err(|e| format!("{what}: the key value is not a kubeconfig: {e}"))?;
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .map_err(|e| format!("{what}: {e}"))?;
+        // A tenant that never answers must not hold a reconcile.
+        config.connect_timeout = Some(TENANT_CONNECT_TIMEOUT);
+        config.read_timeout = Some(TENANT_READ_TIMEOUT);
+        config.write_timeout = Some(TENANT_READ_TIMEOUT);
         let client = Client::try_from(config).map_err(|e| format!("{what}: {e}"))?;
         self.0.lock().expect("not poisoned").insert(uid, (version.clone(), client.clone()));
         Ok(Some((client, version)))

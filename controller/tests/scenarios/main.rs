@@ -4,7 +4,10 @@
 mod examples;
 mod ipam;
 mod ipam_races;
+mod isolation;
+mod leadership;
 mod providerconfig;
+mod shipped;
 mod support;
 mod team;
 mod tenant_elastic;

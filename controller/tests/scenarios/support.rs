@@ -63,7 +63,7 @@ impl Scenario {
     }
 
     /// The controllers' options: the scenario's clock and, on a real cluster, its namespaces.
-    fn options(&self, instance: &str) -> Options {
+    pub fn options(&self, instance: &str) -> Options {
         let mut options = Options { clock: self.clock.clone(), ..Options::in_process(instance) };
         if !self.cluster.is_in_memory() {
             // A real cluster is shared with the other scenarios' controllers: each acts in its

@@ -1,0 +1,131 @@
+//! What a tenant kubeconfig may hold. A team writes its cluster's kubeconfig Secret, and the
+//! controller connects with it: every feature that runs a command or reads a file of the
+//! controller's (`exec`, `auth-provider`, `tokenFile`, `client-certificate`, `client-key`,
+//! `certificate-authority`) would let the team have the controller run its program or send the
+//! controller's own token to a server of the team's, and `proxy-url` would route the
+//! controller through a host of the team's. Only inline credentials are accepted; anything
+//! else is refused by its path, before the kubeconfig is loaded.
+
+use serde_json::Value;
+
+/// The keys each part may hold; any other key is refused.
+const TOP: &[&str] =
+    &["apiVersion", "kind", "clusters", "users", "contexts", "current-context", "preferences"];
+const CLUSTER: &[&str] = &[
+    "server",
+    "certificate-authority-data",
+    "insecure-skip-tls-verify",
+    "tls-server-name",
+    "disable-compression",
+];
+const USER: &[&str] = &["token", "client-certificate-data", "client-key-data", "username", "password"];
+const CONTEXT: &[&str] = &["cluster", "user", "namespace"];
+
+const INLINE: &str = "a tenant kubeconfig carries its credentials inline: token (or username and password), client-certificate-data and client-key-data, certificate-authority-data";
+
+/// Checks a tenant kubeconfig (already parsed, as JSON) and returns the first path that is not
+/// accepted, with what to write instead.
+pub fn check(kubeconfig: &Value) -> Result<(), String> {
+    let Some(top) = kubeconfig.as_object() else { return Err("it is not a kubeconfig (a mapping)".into()) };
+    refuse_other(top.keys(), TOP, "")?;
+    for (list, inner, allowed) in
+        [("clusters", "cluster", CLUSTER), ("users", "user", USER), ("contexts", "context", CONTEXT)]
+    {
+        for (i, entry) in top.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            let Some(entry) = entry.as_object() else { return Err(format!("{list}[{i}] is not a mapping")) };
+            refuse_other(entry.keys(), &["name", inner], &format!("{list}[{i}]."))?;
+            match entry.get(inner) {
+                Some(Value::Object(fields)) => {
+                    refuse_other(fields.keys(), allowed, &format!("{list}[{i}].{inner}."))?
+                }
+                None | Some(Value::Null) => {}
+                Some(_) => return Err(format!("{list}[{i}].{inner} is not a mapping")),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn refuse_other<'a>(
+    keys: impl Iterator<Item = &'a String>,
+    allowed: &[&str],
+    at: &str,
+) -> Result<(), String> {
+    match keys.into_iter().find(|k| !allowed.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(key) => Err(format!("{at}{key} is not accepted: {INLINE}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubeconfig(cluster: &str, user: &str) -> Value {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n{cluster}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u, namespace: default}}\ncurrent-context: x\nusers:\n- name: u\n  user:\n{user}\n"
+        );
+        serde_saphyr::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn inline_credentials_are_accepted() {
+        for user in [
+            "    token: abc",
+            "    client-certificate-data: Zm9v\n    client-key-data: YmFy",
+            "    username: admin\n    password: secret",
+        ] {
+            let config = kubeconfig(
+                "    server: https://10.0.0.1:6443\n    certificate-authority-data: Zm9v\n    tls-server-name: api",
+                user,
+            );
+            assert_eq!(check(&config), Ok(()), "{user}");
+        }
+    }
+
+    #[test]
+    fn what_runs_a_command_reads_a_file_or_picks_a_proxy_is_refused_by_its_path() {
+        let server = "    server: https://10.0.0.1:6443";
+        for (cluster, user, path) in [
+            (
+                server,
+                "    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token",
+                "users[0].user.tokenFile",
+            ),
+            (
+                server,
+                "    exec: {command: sh, apiVersion: client.authentication.k8s.io/v1}",
+                "users[0].user.exec",
+            ),
+            (server, "    auth-provider: {name: gcp}", "users[0].user.auth-provider"),
+            (server, "    client-certificate: /etc/ssl/c.pem", "users[0].user.client-certificate"),
+            (server, "    client-key: /etc/ssl/k.pem", "users[0].user.client-key"),
+            (server, "    as: system:admin", "users[0].user.as"),
+            (
+                "    server: https://x\n    certificate-authority: /etc/ca.pem",
+                "    token: t",
+                "clusters[0].cluster.certificate-authority",
+            ),
+            (
+                "    server: https://x\n    proxy-url: http://evil:3128",
+                "    token: t",
+                "clusters[0].cluster.proxy-url",
+            ),
+        ] {
+            let refused = check(&kubeconfig(cluster, user)).unwrap_err();
+            assert!(refused.starts_with(&format!("{path} is not accepted: ")), "{refused}");
+            assert!(refused.contains("inline"), "{refused}");
+        }
+    }
+
+    #[test]
+    fn extensions_and_unknown_keys_are_refused_too() {
+        let mut config = kubeconfig("    server: https://x", "    token: t");
+        config["users"][0]["user"]["token-file"] = Value::from("/x");
+        assert!(check(&config).unwrap_err().starts_with("users[0].user.token-file is not accepted"));
+        let mut config = kubeconfig("    server: https://x", "    token: t");
+        config["extensions"] = Value::from(Vec::<Value>::new());
+        assert!(check(&config).unwrap_err().starts_with("extensions is not accepted"));
+        assert!(check(&Value::from("text")).is_err());
+    }
+}

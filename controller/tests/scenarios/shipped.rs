@@ -1,0 +1,79 @@
+//! The core components' own RBAC (`components/core/butler.yaml`): its ServiceAccount, Roles
+//! and bindings made for a scenario, so that the controllers run with what a real install
+//! grants them and no more. Namespaced objects go to the scenario's namespace; cluster-wide
+//! ones get the scenario's run in their name and a label that removes them with the scenario
+//! (scenarios share a real cluster, and may run beside a real install).
+
+use butler_e2e::Cluster;
+use butler_runtime::apply::Applier;
+use serde_json::{Value, json};
+
+const COMPONENTS: &str = include_str!("../../../components/core/butler.yaml");
+
+/// The controller's ServiceAccount.
+pub const ACCOUNT: &str = "butler-controller";
+
+/// The namespace the components install into, which the scenario's replaces.
+const HOME: &str = "butler-system";
+
+const KINDS: [&str; 5] = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
+
+/// The label of the cluster-wide objects a scenario made from the components.
+const RUN_LABEL: &str = "scenario.butlerlabs.dev/run";
+
+/// The components' RBAC objects, moved to `namespace`, cluster-wide names ending in `suffix`.
+pub fn objects(namespace: &str, suffix: &str) -> Vec<Value> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(COMPONENTS).expect("the core components parse");
+    documents
+        .into_iter()
+        .filter(|o| o["kind"].as_str().is_some_and(|k| KINDS.contains(&k)))
+        .map(|mut object| {
+            let cluster_wide = object["kind"].as_str().is_some_and(|k| k.starts_with("Cluster"));
+            let metadata = &mut object["metadata"];
+            if cluster_wide {
+                let name = format!("{}-{suffix}", metadata["name"].as_str().unwrap_or_default());
+                metadata["name"] = json!(name);
+                metadata["labels"][RUN_LABEL] = json!(suffix);
+            } else {
+                metadata["namespace"] = json!(namespace);
+            }
+            if object["roleRef"]["kind"] == "ClusterRole" {
+                let name = format!("{}-{suffix}", object["roleRef"]["name"].as_str().unwrap_or_default());
+                object["roleRef"]["name"] = json!(name);
+            }
+            for subject in object["subjects"].as_array_mut().into_iter().flatten() {
+                if subject["namespace"] == HOME {
+                    subject["namespace"] = json!(namespace);
+                }
+            }
+            object
+        })
+        .collect()
+}
+
+/// Makes the components' RBAC for the account `namespace/butler-controller`, as an
+/// administrator installs it; the cluster-wide part goes with the scenario.
+pub async fn install(cluster: &Cluster, namespace: &str) {
+    let suffix = cluster.unique("rbac");
+    cluster.remove_cluster_objects_labelled(&format!("{RUN_LABEL}={suffix}"));
+    let applier = Applier::new(cluster.client(), "scenario");
+    for object in objects(namespace, &suffix) {
+        applier.apply(&object, false).await.unwrap_or_else(|e| panic!("installing the shipped RBAC: {e}"));
+    }
+}
+
+#[test]
+fn the_shipped_rbac_moves_to_the_scenarios_namespace_and_names() {
+    let objects = objects("ns-x", "run-x");
+    let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    for kind in KINDS {
+        assert!(kinds.contains(&kind), "the components hold a {kind}: {kinds:?}");
+    }
+    for object in &objects {
+        let text = object.to_string();
+        assert!(!text.contains(HOME), "{text}");
+    }
+    let binding = objects.iter().find(|o| o["kind"] == "ClusterRoleBinding").unwrap();
+    assert_eq!(binding["roleRef"]["name"], "butler-controller-run-x");
+    assert_eq!(binding["subjects"][0]["namespace"], "ns-x");
+}
