@@ -351,7 +351,7 @@ async fn controllers_narrowed_to_some_namespaces_leave_the_others_alone() {
     let ours = s.cluster.namespace("scope-ours").await;
     let theirs = s.cluster.namespace("scope-theirs").await;
     let keep = ours.clone();
-    s.start_controllers_in(move |ns| ns == keep);
+    s.start_controllers_in(move |ns| ns == keep).await;
     pool(&s, &ours, "lab", json!({"cidr": "10.11.0.0/24"})).await;
     pool(&s, &theirs, "lab", json!({"cidr": "10.12.0.0/24"})).await;
     let mine: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ours);

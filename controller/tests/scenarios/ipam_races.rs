@@ -26,8 +26,8 @@ async fn many(s: &Scenario, ns: &str, range: std::ops::Range<usize>) {
 #[tokio::test]
 async fn replicas_with_lagging_caches_never_hand_out_an_address_twice() {
     let mut s = Scenario::start().await;
-    s.start_replica("lagging", Duration::from_millis(150));
-    s.start_replica("lagging-more", Duration::from_millis(400));
+    s.start_replica("lagging", Duration::from_millis(150)).await;
+    s.start_replica("lagging-more", Duration::from_millis(400)).await;
     let ns = s.cluster.namespace("ipam-replicas").await;
     pool(&s, &ns, "lab", json!({"cidr": "10.100.0.0/20"})).await;
     tenant(&s, &ns, "t").await;
@@ -69,7 +69,7 @@ async fn a_controller_killed_mid_batch_converges_without_overlaps() {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     s.kill_controllers();
-    s.start_controllers();
+    s.start_controllers().await;
     let list = all_allocated(&api, 200, Duration::from_secs(60)).await;
     assert_eq!(overlaps(&list), Vec::<(String, String)>::new());
 }
@@ -102,7 +102,7 @@ async fn a_block_in_the_journal_of_a_killed_planner_goes_to_its_allocation_only(
         .patch_status("lab", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(journal))
         .await
         .unwrap();
-    s.start_controllers();
+    s.start_controllers().await;
     let list = all_allocated(&api, 2, Duration::from_secs(30)).await;
     let block = |name: &str| cidr(list.iter().find(|a| a.name_any() == name).unwrap());
     assert_eq!((block("claimed").as_str(), block("older").as_str()), ("10.120.0.0/29", "10.120.0.8/29"));

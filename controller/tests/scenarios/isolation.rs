@@ -45,15 +45,20 @@ async fn a_tenant_kubeconfig_that_reads_the_controllers_files_is_refused_by_its_
     let token = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(token.path(), "the-controllers-token").unwrap();
     pool(&s, &system, "lab", "10.61.0.0/24").await;
-    config(&s, &system, json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}))
-        .await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
+    )
+    .await;
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: '{server}'}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\nusers:\n- name: u\n  user: {{tokenFile: '{}'}}\n",
         token.path().display()
     );
-    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "web-kubeconfig", "namespace": team},
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "web-kubeconfig", "namespace": team},
         "stringData": {"value": kubeconfig}}))
-    .unwrap();
+        .unwrap();
     Api::<Secret>::namespaced(s.client.clone(), &team).create(&PostParams::default(), &secret).await.unwrap();
     cluster(&s, &team, "web", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);

@@ -28,6 +28,8 @@ pub struct Scenario {
     pub clock: Arc<Clock>,
     controllers: Option<(watch::Sender<bool>, JoinHandle<()>)>,
     replicas: Vec<(watch::Sender<bool>, JoinHandle<()>)>,
+    /// The namespace of the controllers' ServiceAccount (`butler-system` of an install).
+    pub home: String,
 }
 
 pub fn from_yaml<T: DeserializeOwned>(text: &str) -> T {
@@ -48,18 +50,30 @@ impl Scenario {
             cluster.install_crd(&butler_runtime::crds::tidy(crd)).await;
         }
         let client = cluster.client();
-        let mut scenario =
-            Scenario { cluster, client, clock: Arc::default(), controllers: None, replicas: Vec::new() };
-        scenario.start_controllers();
+        // The controllers run as the core components' ServiceAccount, with their RBAC only.
+        let home = cluster.namespace("butler").await;
+        crate::shipped::install(&cluster, &home).await;
+        let mut scenario = Scenario {
+            cluster,
+            client,
+            clock: Arc::default(),
+            controllers: None,
+            replicas: Vec::new(),
+            home,
+        };
+        scenario.start_controllers().await;
         scenario
     }
 
-    /// The controllers' client: on the in-memory server one whose requests can be counted.
-    fn controller_client(&self) -> Client {
-        match self.cluster.server() {
-            Some(server) => server.client_as(AGENT),
-            None => self.cluster.client(),
-        }
+    /// A client of the controllers' ServiceAccount (User-Agent `agent`, so that the in-memory
+    /// server can count its requests).
+    pub async fn controller_client_as(&self, agent: &str) -> Client {
+        let config = self.cluster.service_account_config(agent, &self.home, crate::shipped::ACCOUNT).await;
+        Client::try_from(config).expect("a client for the controllers' account")
+    }
+
+    async fn controller_client(&self) -> Client {
+        self.controller_client_as(AGENT).await
     }
 
     /// The controllers' options: the scenario's clock and, on a real cluster, its namespaces.
@@ -82,14 +96,16 @@ impl Scenario {
         (stop, tokio::spawn(controllers.run))
     }
 
-    pub fn start_controllers(&mut self) {
-        self.controllers = Some(self.spawn(self.options("scenario"), self.controller_client()));
+    pub async fn start_controllers(&mut self) {
+        let client = self.controller_client().await;
+        self.controllers = Some(self.spawn(self.options("scenario"), client));
     }
 
     /// The controllers again, acting only in the namespaces `keep` picks.
-    pub fn start_controllers_in(&mut self, keep: impl Fn(&str) -> bool + Send + Sync + 'static) {
+    pub async fn start_controllers_in(&mut self, keep: impl Fn(&str) -> bool + Send + Sync + 'static) {
         let options = Options { scope: Scope::only(keep), ..self.options("scoped") };
-        self.controllers = Some(self.spawn(options, self.controller_client()));
+        let client = self.controller_client().await;
+        self.controllers = Some(self.spawn(options, client));
     }
 
     /// Kills the controllers wherever they are (no graceful end), as a crash would.
@@ -102,15 +118,12 @@ impl Scenario {
     /// Another replica of the controllers, running beside the first (no leader election). On
     /// the in-memory server its watches deliver every change `lag` late, so that its caches
     /// trail what the first replica writes (a real cluster brings its own lag).
-    pub fn start_replica(&mut self, instance: &str, lag: Duration) {
-        let client = match self.cluster.server() {
-            Some(server) => {
-                let agent = format!("{AGENT}-{instance}");
-                server.delay_watches_of(&agent, lag);
-                server.client_as(&agent)
-            }
-            None => self.cluster.client(),
-        };
+    pub async fn start_replica(&mut self, instance: &str, lag: Duration) {
+        let agent = format!("{AGENT}-{instance}");
+        if let Some(server) = self.cluster.server() {
+            server.delay_watches_of(&agent, lag);
+        }
+        let client = self.controller_client_as(&agent).await;
         let replica = self.spawn(self.options(instance), client);
         self.replicas.push(replica);
     }
