@@ -247,7 +247,7 @@ impl MemoryApiServer {
     /// elsewhere (on the runtime that will drive it).
     pub fn config_as_service_account(&self, agent: &str, namespace: &str, name: &str) -> kube::Config {
         let token = format!("{namespace}.{name}.{}", self.shared.requests.load(Ordering::Relaxed));
-        let account = rbac::Account { namespace: namespace.into(), name: name.into() };
+        let account = rbac::Account::service_account(namespace, name);
         self.shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(token.clone(), account);
         let mut config = kube::Config::new(self.url().parse().expect("a URL of 127.0.0.1 parses"));
         config

@@ -13,24 +13,46 @@ use super::store::{ListOptions, Store};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
-/// A ServiceAccount, as its token names it.
+/// Who makes a request: a ServiceAccount (as its token names it) or a user an administrator
+/// impersonates (`Impersonate-User` and `Impersonate-Group`, as `kubectl --as` sends them),
+/// with the groups Kubernetes gives them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Account {
-    pub namespace: String,
-    pub name: String,
+    user: String,
+    groups: Vec<String>,
 }
 
 impl Account {
-    pub fn username(&self) -> String {
-        format!("system:serviceaccount:{}:{}", self.namespace, self.name)
+    /// The ServiceAccount `namespace/name`.
+    pub fn service_account(namespace: &str, name: &str) -> Account {
+        Account {
+            user: format!("system:serviceaccount:{namespace}:{name}"),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+                "system:authenticated".into(),
+            ],
+        }
     }
 
-    fn groups(&self) -> [String; 3] {
-        [
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{}", self.namespace),
-            "system:authenticated".into(),
-        ]
+    /// A user with the groups it is given, and `system:authenticated`; a ServiceAccount's user
+    /// name gets the account's groups, as Kubernetes gives them to an impersonated account.
+    pub fn user(name: &str, groups: Vec<String>) -> Account {
+        let parts: Vec<&str> = name.split(':').collect();
+        if let ["system", "serviceaccount", namespace, account] = parts.as_slice() {
+            let mut sa = Account::service_account(namespace, account);
+            sa.groups.extend(groups);
+            return sa;
+        }
+        let mut groups = groups;
+        if !groups.iter().any(|g| g == "system:authenticated") {
+            groups.push("system:authenticated".into());
+        }
+        Account { user: name.into(), groups }
+    }
+
+    pub fn username(&self) -> &str {
+        &self.user
     }
 
     /// Whether a binding's subject is this account (`namespace` is the binding's, the default
@@ -40,10 +62,10 @@ impl Account {
         match subject["kind"].as_str() {
             Some("ServiceAccount") => {
                 let ns = subject["namespace"].as_str().filter(|n| !n.is_empty()).or(namespace);
-                name == self.name && ns == Some(self.namespace.as_str())
+                ns.is_some_and(|ns| self.user == format!("system:serviceaccount:{ns}:{name}"))
             }
-            Some("User") => name == self.username(),
-            Some("Group") => self.groups().iter().any(|g| g == name),
+            Some("User") => name == self.user,
+            Some("Group") => self.groups.iter().any(|g| g == name),
             _ => false,
         }
     }
@@ -260,7 +282,7 @@ mod tests {
 
     #[test]
     fn subjects_are_the_account_its_user_name_or_its_groups() {
-        let me = Account { namespace: "ops".into(), name: "op".into() };
+        let me = Account::service_account("ops", "op");
         assert!(me.is(&json!({"kind": "ServiceAccount", "name": "op", "namespace": "ops"}), None));
         assert!(me.is(&json!({"kind": "ServiceAccount", "name": "op"}), Some("ops")));
         assert!(!me.is(&json!({"kind": "ServiceAccount", "name": "op"}), None));
@@ -268,6 +290,13 @@ mod tests {
         assert!(me.is(&json!({"kind": "User", "name": "system:serviceaccount:ops:op"}), None));
         assert!(me.is(&json!({"kind": "Group", "name": "system:serviceaccounts:ops"}), None));
         assert!(!me.is(&json!({"kind": "Group", "name": "system:masters"}), None));
+        let alice = Account::user("alice@example.com", vec!["devs".into()]);
+        assert!(alice.is(&json!({"kind": "User", "name": "alice@example.com"}), None));
+        assert!(alice.is(&json!({"kind": "Group", "name": "devs"}), None));
+        assert!(alice.is(&json!({"kind": "Group", "name": "system:authenticated"}), None));
+        assert!(!alice.is(&json!({"kind": "ServiceAccount", "name": "alice@example.com"}), Some("x")));
+        let impersonated = Account::user("system:serviceaccount:ops:op", Vec::new());
+        assert_eq!(impersonated, me, "an account's user name is the account, with its groups");
     }
 
     #[test]

@@ -130,6 +130,20 @@ impl Cluster {
         config
     }
 
+    /// A client that acts as the user `user` in `groups` (and `system:authenticated`), allowed
+    /// only what RBAC grants them: the administrator's client impersonating them, as
+    /// `kubectl --as --as-group` does.
+    pub fn client_as_user(&self, user: &str, groups: &[&str]) -> Client {
+        let mut config = match (&self.server, &self.config) {
+            (Some(server), _) => Config::new(server.url().parse().expect("a URL of 127.0.0.1 parses")),
+            (None, Some(config)) => config.clone(),
+            (None, None) => unreachable!("a cluster is in memory or has a configuration"),
+        };
+        config.auth_info.impersonate = Some(user.into());
+        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+        Client::try_from(config).expect("a client for the impersonated user")
+    }
+
     /// A name of this scenario's own: `{base}-{run}`.
     pub fn unique(&self, base: &str) -> String {
         format!("{base}-{}", self.run)
@@ -164,7 +178,8 @@ impl Cluster {
 
     /// Cluster-scoped objects matching `selector` (`key=value`) are the scenario's: a
     /// controller under test made them (a provider's ClusterRoles and CRDs, say), and they go
-    /// with the scenario's namespaces.
+    /// with the scenario's namespaces, finalizers and all (their controller stops with the
+    /// scenario).
     pub fn remove_cluster_objects_labelled(&self, selector: &str) {
         self.cluster_objects.lock().expect("not poisoned").push(selector.to_string());
     }
@@ -265,6 +280,11 @@ async fn remove_labelled(client: &Client, selectors: &[String]) {
                 let Ok(list) = api.list_metadata(&params).await else { continue };
                 for object in &list.items {
                     let name = object.metadata.name.clone().unwrap_or_default();
+                    // Their controller stopped with the scenario: a finalizer would keep them.
+                    if object.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+                        let patch = serde_json::json!({"metadata": {"finalizers": null}});
+                        let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await;
+                    }
                     let _ = api.delete(&name, &DeleteParams::background()).await;
                 }
             }

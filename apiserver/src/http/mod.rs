@@ -88,8 +88,9 @@ fn route(path: &str) -> Option<Route> {
     Some(Route::Resource(target))
 }
 
-/// RBAC for the ServiceAccount tokens the server issued; requests without a token are an
-/// administrator's, and a token the server did not issue is refused (401).
+/// RBAC for the ServiceAccount tokens the server issued and for the users an administrator
+/// impersonates; other requests without a token are an administrator's, and a token the
+/// server did not issue is refused (401).
 fn authorize(
     shared: &Shared,
     headers: &HeaderMap,
@@ -98,16 +99,25 @@ fn authorize(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Result<(), ApiError> {
-    let Some(token) = headers
+    let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    else {
-        return Ok(());
-    };
-    let account = shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).get(token).cloned();
-    let Some(account) = account else {
-        return Err(ApiError::unauthorized());
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let impersonated = headers.get("impersonate-user").and_then(|v| v.to_str().ok());
+    let account = match (token, impersonated) {
+        (Some(token), _) => {
+            let account = shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).get(token).cloned();
+            account.ok_or_else(ApiError::unauthorized)?
+        }
+        (None, Some(user)) => {
+            let groups = headers
+                .get_all("impersonate-group")
+                .iter()
+                .filter_map(|v| v.to_str().ok().map(String::from))
+                .collect();
+            rbac::Account::user(user, groups)
+        }
+        (None, None) => return Ok(()),
     };
     let Some(Route::Resource(target)) = route else {
         return Ok(()); // Discovery: open to every authenticated account.

@@ -102,7 +102,7 @@ pub fn desired_objects(team: &Team) -> Vec<Value> {
         let role_name = rbac::team_role_name(&name, admin);
         objects.push(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": meta(team, &role_name, None), "rules": rbac::team_rules(&name, admin),
+            "metadata": meta(team, &role_name, None), "rules": rbac::team_rules(&name),
         }));
         let wanted = move |r: butler_core::api::TeamRole| !admin || r == butler_core::api::TeamRole::Admin;
         objects.push(json!({

@@ -1,7 +1,7 @@
 //! Who may do what in a team: the three roles of spec/001 as Roles in the team namespace, the
 //! members bound to them (a member listed twice gets the highest role), group names normalised
-//! as the identity provider sends them, and the Team object itself (admins edit it, every
-//! member reads it) through a ClusterRole per team.
+//! as the identity provider sends them, and the Team object itself (every member reads it,
+//! nobody of the team writes it) through a ClusterRole per team.
 
 use std::collections::BTreeMap;
 
@@ -70,16 +70,21 @@ pub fn rules(role: TeamRole) -> Vec<PolicyRule> {
     rules
 }
 
-/// The ClusterRole that lets members read their Team (`member`) or admins also change it
-/// (`admin`): `butler-team-{team}-{member|admin}`.
+/// The ClusterRoles that let members (`member`) and admins (`admin`) read their Team:
+/// `butler-team-{team}-{member|admin}`. Nobody of the team writes it: its spec holds the
+/// team's limits and what it may use, which are the platform's to set (admins manage the
+/// team's namespace instead). The admin role stays, read-only, so that installs which bound
+/// it keep working and an earlier version's write grant is replaced wherever it was applied.
 pub fn team_role_name(team: &str, admin: bool) -> String {
     format!("butler-team-{team}-{}", if admin { "admin" } else { "member" })
 }
 
-/// The rules of [`team_role_name`].
-pub fn team_rules(team: &str, admin: bool) -> Vec<PolicyRule> {
-    let verbs: &[&str] = if admin { &["get", "watch", "update", "patch"] } else { &["get", "watch"] };
-    vec![PolicyRule { resource_names: Some(vec![team.to_string()]), ..rule(&[BUTLER], &["teams"], verbs) }]
+/// The rules of [`team_role_name`]: read the Team, by name.
+pub fn team_rules(team: &str) -> Vec<PolicyRule> {
+    vec![PolicyRule {
+        resource_names: Some(vec![team.to_string()]),
+        ..rule(&[BUTLER], &["teams"], &["get", "watch"])
+    }]
 }
 
 /// A group name as Butler compares it (spec/001, "How Group Matching Works"): the local part
@@ -207,12 +212,9 @@ mod tests {
         assert!(grants(TeamRole::Operator, "secrets", "get"));
         assert!(grants(TeamRole::Admin, "providerconfigs", "create"));
         assert!(grants(TeamRole::Admin, "secrets", "create"));
-        let admin_rules = team_rules("t", true);
-        assert_eq!(admin_rules[0].resource_names.as_deref(), Some(&["t".to_string()][..]));
-        assert!(
-            !team_rules("t", false)[0].verbs.contains(&"update".to_string()),
-            "members cannot change the Team"
-        );
+        let team_rules = team_rules("t");
+        assert_eq!(team_rules[0].resource_names.as_deref(), Some(&["t".to_string()][..]));
+        assert_eq!(team_rules[0].verbs, ["get", "watch"], "nobody of the team changes the Team");
         assert_eq!(role_name(TeamRole::Operator), "butler-team-operator");
     }
 }

@@ -125,3 +125,62 @@ async fn a_teams_provider_config_cannot_read_the_platforms_credentials() {
         assert_eq!(status.ready, Some(false));
     }
 }
+
+#[tokio::test]
+async fn a_team_admin_reads_the_team_but_cannot_raise_its_limits_or_reach_another_namespace() {
+    use butler_core::api::Team;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let s = Scenario::start().await;
+    let name = s.cluster.unique("iso-admin");
+    let ns = format!("team-{name}");
+    let other = s.cluster.namespace("iso-admin-other").await;
+    let teams: Api<Team> = Api::all(s.client.clone());
+    let run_label = format!("scenario.butlerlabs.dev/team={name}");
+    s.cluster.remove_cluster_objects_labelled(&run_label);
+    create(
+        &teams,
+        &format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}, labels: {{scenario.butlerlabs.dev/team: {name}}}}}\nspec:\n  access:\n    users:\n    - {{name: mallory@example.com, role: admin}}\n  resourceLimits: {{maxClusters: 1}}\n"
+        ),
+    )
+    .await;
+    wait_for(&teams, &name, "Ready", |t| {
+        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(butler_core::api::TeamPhase::Ready))
+    })
+    .await;
+    let mallory = s.cluster.client_as_user("mallory@example.com", &[]);
+    fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) {
+        match result {
+            Err(kube::Error::Api(e)) if e.code == 403 => {}
+            other => panic!("{what}: a team admin was not refused: {other:?}"),
+        }
+    }
+    let theirs: Api<Team> = Api::all(mallory.clone());
+    theirs.get(&name).await.expect("a team admin reads the Team");
+    let raise = json!({"spec": {"resourceLimits": {"maxClusters": 100}}});
+    forbidden(
+        theirs.patch(&name, &PatchParams::default(), &Patch::Merge(raise)).await,
+        "raising maxClusters",
+    );
+    let mut team = theirs.get(&name).await.unwrap();
+    team.spec.resource_limits = None;
+    forbidden(theirs.replace(&name, &PostParams::default(), &team).await, "dropping the limits");
+    // Their namespace is theirs; another is not.
+    let config_map = |ns: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": "x", "namespace": ns}})).unwrap()
+    };
+    Api::<ConfigMap>::namespaced(mallory.clone(), &ns)
+        .create(&PostParams::default(), &config_map(&ns))
+        .await
+        .expect("a team admin writes in the team's namespace");
+    forbidden(
+        Api::<ConfigMap>::namespaced(mallory.clone(), &other)
+            .create(&PostParams::default(), &config_map(&other))
+            .await,
+        "a ConfigMap in another namespace",
+    );
+    forbidden(
+        Api::<Secret>::namespaced(mallory, &s.home).list(&Default::default()).await,
+        "the controller's Secrets",
+    );
+}
