@@ -97,6 +97,45 @@ fn selector_matches(selector: &Value, object: &Value) -> bool {
     LabelSelector::parse(&parts.join(",")).is_ok_and(|parsed| parsed.matches(object))
 }
 
+/// Whether every `matchConditions` expression of a webhook holds for a write (CEL over
+/// `object`, `oldObject` and `request`, null where Kubernetes has null: `oldObject` on
+/// CREATE, `object` on DELETE). An expression that cannot be evaluated counts as not holding
+/// (Kubernetes then applies the failure policy; the webhooks here never rely on that).
+fn conditions_hold(conditions: &Value, a: &Attributes, object: &Value, old: &Value) -> bool {
+    let Some(conditions) = conditions.as_array().filter(|c| !c.is_empty()) else { return true };
+    let request = kube_cel::AdmissionRequest {
+        operation: a.operation.into(),
+        username: a.user.clone(),
+        name: a.name.clone(),
+        namespace: a.namespace.clone().unwrap_or_default(),
+        dry_run: a.dry_run,
+        kind: kube_cel::GroupVersionKind {
+            group: a.group.clone(),
+            version: a.version.clone(),
+            kind: a.kind.clone(),
+        },
+        resource: kube_cel::GroupVersionResource {
+            group: a.group.clone(),
+            version: a.version.clone(),
+            resource: a.resource.clone(),
+        },
+        ..Default::default()
+    };
+    let mut evaluator = kube_cel::VapEvaluator::builder().object(object.clone()).request(request);
+    if !old.is_null() {
+        evaluator = evaluator.old_object(old.clone());
+    }
+    let expressions: Vec<kube_cel::VapExpression> = conditions
+        .iter()
+        .map(|c| kube_cel::VapExpression {
+            expression: c["expression"].as_str().unwrap_or("false").to_string(),
+            message: None,
+            message_expression: None,
+        })
+        .collect();
+    evaluator.build().evaluate(&expressions).iter().all(|r| r.passed)
+}
+
 /// The webhooks of the configurations that match a write, mutating ones first, each list in
 /// the order of the configurations' names.
 pub fn matching(configurations: &[(bool, Value)], a: &Attributes, object: &Value, old: &Value) -> Vec<Hook> {
@@ -117,6 +156,9 @@ pub fn matching(configurations: &[(bool, Value)], a: &Attributes, object: &Value
             }
             let selector = &webhook["objectSelector"];
             if !(selector_matches(selector, object) || selector_matches(selector, old)) {
+                continue;
+            }
+            if !conditions_hold(&webhook["matchConditions"], a, object, old) {
                 continue;
             }
             hooks.push(Hook {
@@ -286,6 +328,30 @@ mod tests {
         json!({"metadata": {"name": name}, "webhooks": [{"name": format!("{name}.hook"), "clientConfig": {"url": "https://x"},
             "objectSelector": selector,
             "rules": [{"apiGroups": ["butler.butlerlabs.dev"], "apiVersions": ["*"], "operations": operations, "resources": ["tenantclusters"], "scope": "Namespaced"}]}]})
+    }
+
+    #[test]
+    fn match_conditions_skip_a_webhook_as_kubernetes_evaluates_them() {
+        let mut configuration = configuration("v", json!(["CREATE", "UPDATE", "DELETE"]), Value::Null);
+        configuration["webhooks"][0]["matchConditions"] = json!([
+            {"name": "not-being-deleted", "expression": "request.operation != 'UPDATE' || !has(oldObject.metadata.deletionTimestamp)"},
+            {"name": "spec-changed", "expression": "request.operation != 'UPDATE' || object.spec != oldObject.spec"},
+        ]);
+        let configurations = vec![(false, configuration)];
+        let old = json!({"metadata": {"name": "t"}, "spec": {"a": 1}});
+        let called = |op, object: &Value, old: &Value| {
+            !matching(&configurations, &attributes(op), object, old).is_empty()
+        };
+        assert!(called("CREATE", &old, &Value::Null));
+        assert!(called("DELETE", &Value::Null, &old));
+        assert!(called("UPDATE", &json!({"metadata": {"name": "t"}, "spec": {"a": 2}}), &old));
+        let finalizer_only = json!({"metadata": {"name": "t", "finalizers": ["x"]}, "spec": {"a": 1}});
+        assert!(!called("UPDATE", &finalizer_only, &old));
+        let terminating =
+            json!({"metadata": {"name": "t", "deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": {"a": 1}});
+        let changed =
+            json!({"metadata": {"name": "t", "deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": {"a": 3}});
+        assert!(!called("UPDATE", &changed, &terminating));
     }
 
     #[test]

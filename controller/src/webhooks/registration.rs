@@ -43,8 +43,21 @@ fn webhook(name: &str, endpoint: &Endpoint, path: &str, ca_pem: &str, fail: bool
         "timeoutSeconds": 10,
         "matchPolicy": "Equivalent",
         "rules": [rule],
+        "matchConditions": MATCH_CONDITIONS.iter()
+            .map(|(name, expression)| json!({"name": name, "expression": expression}))
+            .collect::<Vec<_>>(),
     })
 }
+
+/// When the API server calls the webhooks at all. Never for an object being deleted nor for
+/// an update that leaves the spec alone (finalizers, labels, annotations): what the webhooks
+/// check is the spec, and with the controller stopped (crashed, scaled to 0, uninstalled with
+/// its configurations left) a `Fail` policy would otherwise keep every finalizer in place and
+/// every namespace that holds Butler's objects Terminating.
+const MATCH_CONDITIONS: [(&str, &str); 2] = [
+    ("not-being-deleted", "request.operation != 'UPDATE' || !has(oldObject.metadata.deletionTimestamp)"),
+    ("spec-changed", "request.operation != 'UPDATE' || object.spec != oldObject.spec"),
+];
 
 fn rule(resource: &str, operations: &[&str]) -> Value {
     json!({
@@ -118,6 +131,8 @@ mod tests {
         assert_eq!(first["failurePolicy"], "Ignore");
         assert_eq!(first["rules"][0]["operations"], json!(["CREATE", "UPDATE", "DELETE"]));
         assert_eq!(mutating["webhooks"][0]["rules"][0]["operations"], json!(["CREATE"]));
+        assert_eq!(first["matchConditions"][0]["name"], "not-being-deleted");
+        assert_eq!(first["matchConditions"][1]["name"], "spec-changed");
         assert!(!fails_closed(&validating));
         let owner = OwnerReference {
             api_version: "rbac.authorization.k8s.io/v1".into(),

@@ -294,3 +294,60 @@ async fn a_pool_change_that_would_strand_a_live_block_is_refused() {
     let _ = served.stop.send(true);
     served.running.abort();
 }
+
+#[tokio::test]
+async fn a_stopped_controller_leaves_finalizers_labels_and_deletions_free() {
+    use butler_core::api::NetworkPool;
+    use kube::api::{Patch, PatchParams};
+    let mut s = Scenario::start().await;
+    if !s.webhooks_allowed() {
+        return;
+    }
+    let ns = s.cluster.namespace("hooks-stopped").await;
+    let Served { stop, running, .. } = serve_webhooks(&s, &ns).await;
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
+    pools
+        .create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: NetworkPool\nmetadata: {{name: lab, namespace: {ns}}}\nspec: {{cidr: 10.62.0.0/24}}\n")))
+        .await
+        .unwrap();
+    wait_for(&pools, "lab", "its finalizer", |p| {
+        p.is_some_and(|p| !p.metadata.finalizers.clone().unwrap_or_default().is_empty())
+    })
+    .await;
+
+    // The controller stops (crashed, scaled to 0) and its configurations stay, failing closed.
+    s.kill_controllers();
+    let _ = stop.send(true);
+    let _ = running.await;
+    let refused = pools
+        .patch("lab", &PatchParams::default(), &Patch::Merge(json!({"spec": {"cidr": "10.63.0.0/24"}})))
+        .await
+        .unwrap_err();
+    assert!(
+        api_message(&refused).contains("failed calling webhook"),
+        "a spec change still needs admission: {refused}"
+    );
+    // What it never checks goes through: labels, and the deletion of the pool to its end.
+    pools
+        .patch(
+            "lab",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"owner": "ops"}}})),
+        )
+        .await
+        .expect("a label change is not the webhook's");
+    pools.delete("lab", &DeleteParams::default()).await.unwrap();
+    pools
+        .patch("lab", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .await
+        .expect("a finalizer goes without the webhook");
+    wait_for(&pools, "lab", "gone", |p| p.is_none()).await;
+    Api::<ValidatingWebhookConfiguration>::all(s.client.clone())
+        .delete(VALIDATING, &DeleteParams::default())
+        .await
+        .unwrap();
+    Api::<MutatingWebhookConfiguration>::all(s.client.clone())
+        .delete(MUTATING, &DeleteParams::default())
+        .await
+        .unwrap();
+}
