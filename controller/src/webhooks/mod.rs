@@ -154,7 +154,13 @@ pub fn validate_tenantcluster(ctx: &Caches, request: &AdmissionRequest<DynamicOb
             config: related.config.as_deref(),
             others: related.others.iter().map(Arc::as_ref).collect(),
         };
-        tenantcluster::validate(&cluster, &check)
+        match request.operation {
+            Operation::Update => {
+                let old = typed::<TenantCluster>(request.old_object.as_ref())?;
+                tenantcluster::validate_update(&old, &cluster, &check)
+            }
+            _ => tenantcluster::validate(&cluster, &check),
+        }
     });
     answer(request, decision)
 }

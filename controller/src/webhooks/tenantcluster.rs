@@ -45,53 +45,90 @@ pub fn version_allowed(version: &str, pattern: &str) -> bool {
     pattern.iter().enumerate().all(|(i, p)| *p == "x" || *p == "*" || version.get(i) == Some(p))
 }
 
-/// The rules of create and update.
+/// The sizes of a cluster's machines: quantities Kubernetes can read, and more than zero.
+/// (Unreadable or negative sizes would count as nothing, or subtract from the team's use.)
+pub fn sizes(cluster: &TenantCluster) -> Result<(), String> {
+    let machine = cluster.spec.workers.as_ref().and_then(|w| w.machine_template.as_ref());
+    let fields = [
+        ("cpu", machine.and_then(|m| m.cpu.as_ref())),
+        ("memory", machine.and_then(|m| m.memory.as_ref())),
+        ("diskSize", machine.and_then(|m| m.disk_size.as_ref())),
+    ];
+    for (field, quantity) in fields {
+        let Some(quantity) = quantity else { continue };
+        let positive = kube_quantity::ParsedQuantity::try_from(quantity)
+            .ok()
+            .and_then(|q| q.to_bytes_f64())
+            .is_some_and(|n| n > 0.0);
+        if !positive {
+            return Err(format!(
+                "{}: spec.workers.machineTemplate.{field} {:?} is not a positive quantity; write it as Kubernetes does, such as 4, 500m, 16Gi",
+                who(cluster),
+                quantity.0
+            ));
+        }
+    }
+    match cluster.spec.workers.as_ref().and_then(|w| w.replicas) {
+        Some(replicas) if replicas < 0 => {
+            Err(format!("{}: spec.workers.replicas {replicas} is negative; give 0 or more", who(cluster)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The rules of create: readable sizes, the team's restrictions and every limit.
 pub fn validate(cluster: &TenantCluster, ctx: &Context<'_>) -> Result<(), String> {
+    sizes(cluster)?;
+    check(cluster, ctx, true, true)
+}
+
+/// The rules of an update, which must never lock a team out of its own clusters: sizes are
+/// readable; the restrictions are checked when what they restrict changes (version, addons,
+/// ProviderConfig), the limits when the cluster grows (more workers, or larger ones). A change
+/// that shrinks a cluster, or leaves its size alone, passes after the limits were lowered.
+pub fn validate_update(
+    old: &TenantCluster,
+    cluster: &TenantCluster,
+    ctx: &Context<'_>,
+) -> Result<(), String> {
+    sizes(cluster)?;
+    let team = ctx.team;
+    let (before, after) = (footprint(old, team), footprint(cluster, team));
+    let larger = |a: &Option<kube_quantity::ParsedQuantity>, b: &Option<kube_quantity::ParsedQuantity>| {
+        let n = |q: &Option<kube_quantity::ParsedQuantity>| {
+            q.as_ref().and_then(|q| q.to_bytes_f64()).unwrap_or(0.0)
+        };
+        n(a) > n(b)
+    };
+    let grows = after.replicas > before.replicas
+        || larger(&after.cpu, &before.cpu)
+        || larger(&after.memory, &before.memory)
+        || larger(&after.storage, &before.storage);
+    let (o, n) = (&old.spec, &cluster.spec);
+    let restricted = o.kubernetes_version != n.kubernetes_version
+        || o.addons != n.addons
+        || o.provider_config_ref != n.provider_config_ref;
+    check(cluster, ctx, restricted, grows)
+}
+
+fn check(
+    cluster: &TenantCluster,
+    ctx: &Context<'_>,
+    restrictions: bool,
+    limits_too: bool,
+) -> Result<(), String> {
     let Some(team) = ctx.team else { return Ok(()) };
     let limits = team.spec.resource_limits.clone().unwrap_or_default();
+    if restrictions {
+        self::restrictions(cluster, ctx, &limits)?;
+    }
+    if !limits_too {
+        return Ok(());
+    }
     let mine = footprint(cluster, Some(team));
     let others = Totals::of(team, &ctx.others);
     let mut with_me = others.clone();
     with_me.add(&cluster.name_any(), &mine);
-
-    // Feature restrictions.
-    if let Some(allowed) = limits.allowed_kubernetes_versions.as_ref().filter(|a| !a.is_empty()) {
-        let version = cluster.spec.kubernetes_version.clone().unwrap_or_default();
-        if !allowed.iter().any(|p| version_allowed(&version, p)) {
-            return Err(format!(
-                "{}: Kubernetes {version:?} is not allowed in this team; allowed: {}",
-                who(cluster),
-                allowed.join(", ")
-            ));
-        }
-    }
-    if let (Some(allowed), Some(config)) =
-        (limits.allowed_providers.as_ref().filter(|a| !a.is_empty()), ctx.config)
-        && !allowed.iter().any(|p| p == config.spec.provider.as_str())
-    {
-        return Err(format!(
-            "{}: the provider {} is not allowed in this team; allowed: {}",
-            who(cluster),
-            config.spec.provider,
-            allowed.join(", ")
-        ));
-    }
-    for addon in cluster.spec.addons.iter().flatten() {
-        if limits.denied_addons.iter().flatten().any(|d| d == &addon.name) {
-            return Err(format!("{}: the addon {} is denied in this team", who(cluster), addon.name));
-        }
-        if let Some(allowed) = limits.allowed_addons.as_ref().filter(|a| !a.is_empty())
-            && !allowed.contains(&addon.name)
-        {
-            return Err(format!(
-                "{}: the addon {} is not allowed in this team; allowed: {}",
-                who(cluster),
-                addon.name,
-                allowed.join(", ")
-            ));
-        }
-    }
-
     // Counts.
     if let Some(max) = limits.max_clusters
         && with_me.clusters > max
@@ -180,6 +217,51 @@ pub fn validate(cluster: &TenantCluster, ctx: &Context<'_>) -> Result<(), String
                 &used.nodes.to_string(),
                 &mine.replicas.to_string(),
                 &max.to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The team's restrictions: allowed Kubernetes versions, providers and addons.
+fn restrictions(
+    cluster: &TenantCluster,
+    ctx: &Context<'_>,
+    limits: &butler_core::api::TeamResourceLimits,
+) -> Result<(), String> {
+    if let Some(allowed) = limits.allowed_kubernetes_versions.as_ref().filter(|a| !a.is_empty()) {
+        let version = cluster.spec.kubernetes_version.clone().unwrap_or_default();
+        if !allowed.iter().any(|p| version_allowed(&version, p)) {
+            return Err(format!(
+                "{}: Kubernetes {version:?} is not allowed in this team; allowed: {}",
+                who(cluster),
+                allowed.join(", ")
+            ));
+        }
+    }
+    if let (Some(allowed), Some(config)) =
+        (limits.allowed_providers.as_ref().filter(|a| !a.is_empty()), ctx.config)
+        && !allowed.iter().any(|p| p == config.spec.provider.as_str())
+    {
+        return Err(format!(
+            "{}: the provider {} is not allowed in this team; allowed: {}",
+            who(cluster),
+            config.spec.provider,
+            allowed.join(", ")
+        ));
+    }
+    for addon in cluster.spec.addons.iter().flatten() {
+        if limits.denied_addons.iter().flatten().any(|d| d == &addon.name) {
+            return Err(format!("{}: the addon {} is denied in this team", who(cluster), addon.name));
+        }
+        if let Some(allowed) = limits.allowed_addons.as_ref().filter(|a| !a.is_empty())
+            && !allowed.contains(&addon.name)
+        {
+            return Err(format!(
+                "{}: the addon {} is not allowed in this team; allowed: {}",
+                who(cluster),
+                addon.name,
+                allowed.join(", ")
             ));
         }
     }
@@ -379,6 +461,63 @@ mod tests {
                 .contains("the ProviderConfig pc's maxClustersPerTeam: 1 in use, 1 requested, limit 1")
         );
         assert!(uses(&on_pc, &pc) && !uses(&elsewhere, &pc));
+    }
+
+    #[test]
+    fn an_update_is_checked_only_for_what_it_raises_or_changes() {
+        // The limits were lowered under the team's clusters: 8 nodes in use, 4 allowed now.
+        let t = team("  resourceLimits: {maxTotalNodes: 4, allowedKubernetesVersions: ['1.30.x']}\n");
+        let other = cluster("other", "  workers: {replicas: 4}\n");
+        let ctx = Context { team: Some(&t), config: None, others: vec![&other] };
+        let old = cluster("web", "  workers: {replicas: 4}\n");
+        assert_eq!(validate_update(&old, &old, &ctx), Ok(()), "an unchanged spec");
+        let smaller = cluster("web", "  workers: {replicas: 2}\n");
+        assert_eq!(validate_update(&old, &smaller, &ctx), Ok(()), "scaling down is always allowed");
+        let larger = cluster("web", "  workers: {replicas: 5}\n");
+        let refused = validate_update(&old, &larger, &ctx).unwrap_err();
+        assert!(refused.contains("maxTotalNodes: 4 in use, 5 requested, limit 4"), "{refused}");
+        let was = cluster("web", "  workers: {replicas: 4, machineTemplate: {cpu: '4'}}\n");
+        let bigger_machines = cluster("web", "  workers: {replicas: 4, machineTemplate: {cpu: '8'}}\n");
+        assert!(validate_update(&was, &bigger_machines, &ctx).is_err(), "larger machines raise usage");
+        // A version the team may no longer use stays, until it is changed.
+        let mut old_version = cluster("web", "  workers: {replicas: 4}\n");
+        old_version.spec.kubernetes_version = Some("1.29.1".into());
+        let mut down = old_version.clone();
+        down.spec.workers.as_mut().unwrap().replicas = Some(1);
+        assert_eq!(validate_update(&old_version, &down, &ctx), Ok(()));
+        let mut moved = old_version.clone();
+        moved.spec.kubernetes_version = Some("1.29.2".into());
+        let refused = validate_update(&old_version, &moved, &ctx).unwrap_err();
+        assert!(refused.contains("is not allowed in this team"), "{refused}");
+    }
+
+    #[test]
+    fn sizes_must_be_positive_quantities() {
+        let t = team("  resourceLimits: {maxCPUCores: '8'}\n");
+        let ctx = Context { team: Some(&t), config: None, others: vec![] };
+        for (spec, field) in [
+            ("  workers: {replicas: 1, machineTemplate: {cpu: lots}}\n", "cpu \"lots\""),
+            ("  workers: {replicas: 1, machineTemplate: {cpu: '-4'}}\n", "cpu \"-4\""),
+            ("  workers: {replicas: 1, machineTemplate: {memory: '0'}}\n", "memory \"0\""),
+            ("  workers: {replicas: 1, machineTemplate: {diskSize: 10XB}}\n", "diskSize \"10XB\""),
+        ] {
+            let refused = validate(&cluster("c", spec), &ctx).unwrap_err();
+            assert!(
+                refused.starts_with(&format!(
+                    "TenantCluster team-a/c: spec.workers.machineTemplate.{field} is not a positive quantity"
+                )),
+                "{refused}"
+            );
+        }
+        let refused = validate(&cluster("c", "  workers: {replicas: -3}\n"), &ctx).unwrap_err();
+        assert!(refused.contains("spec.workers.replicas -3 is negative"), "{refused}");
+        assert_eq!(
+            validate(
+                &cluster("c", "  workers: {replicas: 1, machineTemplate: {cpu: 500m, memory: 2Gi}}\n"),
+                &ctx
+            ),
+            Ok(())
+        );
     }
 
     #[test]

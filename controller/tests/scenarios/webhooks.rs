@@ -351,3 +351,63 @@ async fn a_stopped_controller_leaves_finalizers_labels_and_deletions_free() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn lowered_limits_never_lock_a_team_out_of_its_clusters() {
+    use kube::api::{Patch, PatchParams};
+    let s = Scenario::start().await;
+    if !s.webhooks_allowed() {
+        return;
+    }
+    let ns = s.cluster.namespace("hooks-lowered").await;
+    let Served { stop, .. } = serve_webhooks(&s, &ns).await;
+    let team = s.cluster.unique("lowered");
+    let team_ns = format!("team-{team}");
+    let teams = Api::<Team>::all(s.client.clone());
+    teams
+        .create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {team}}}\nspec:\n  access: {{}}\n  resourceLimits: {{maxTotalNodes: 8}}\n")))
+        .await
+        .unwrap();
+    wait_for(&teams, &team, "Ready", |t| {
+        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(butler_core::api::TeamPhase::Ready))
+    })
+    .await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team_ns);
+    eventually(|| async {
+        let made = clusters.create(&PostParams::default(), &from_yaml::<TenantCluster>(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: web, namespace: {team_ns}}}\nspec: {{workers: {{replicas: 6, machineTemplate: {{cpu: '2'}}}}}}\n"))).await;
+        made.ok()
+    })
+    .await;
+    // The platform lowers the limit under the team's use.
+    teams
+        .patch(
+            &team,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"resourceLimits": {"maxTotalNodes": 2}}})),
+        )
+        .await
+        .unwrap();
+    let grow = json!({"spec": {"workers": {"replicas": 7}}});
+    let refused = eventually(|| async {
+        clusters.patch("web", &PatchParams::default(), &Patch::Merge(grow.clone())).await.err()
+    })
+    .await;
+    assert!(api_message(&refused).contains("maxTotalNodes: 0 in use, 7 requested, limit 2"), "{refused}");
+    let shrink = json!({"spec": {"workers": {"replicas": 4}}});
+    clusters
+        .patch("web", &PatchParams::default(), &Patch::Merge(shrink))
+        .await
+        .expect("scaling down is allowed");
+    clusters
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": "gold"}}})),
+        )
+        .await
+        .expect("a label is not a limit's");
+    clusters.delete("web", &DeleteParams::default()).await.unwrap();
+    wait_for(&clusters, "web", "gone", |c| c.is_none()).await;
+    teams.delete(&team, &DeleteParams::default()).await.unwrap();
+    let _ = stop.send(true);
+}
