@@ -114,11 +114,7 @@ fn strategic_merge(rt: &ResourceType, target: &mut Value, patch: &Value, path: &
         {
             let slot = target_map.entry(key.clone()).or_insert_with(|| Value::Array(Vec::new()));
             if let Value::Array(list) = slot {
-                for item in items {
-                    if !list.contains(item) {
-                        list.push(item.clone());
-                    }
-                }
+                *list = merge_scalars(list, items);
             }
             path.pop();
             continue;
@@ -137,6 +133,59 @@ fn strategic_merge(rt: &ResourceType, target: &mut Value, patch: &Value, path: &
             }
         }
         path.pop();
+    }
+}
+
+/// A list of scalars with the merge strategy, as Kubernetes merges it (strategicpatch's
+/// `mergeSlice` and `mergeSortedSlice`): the patch's items in the patch's order, with the
+/// items only the server has put in among them by their order in the live list; where the two
+/// cannot be compared, a patch item goes first (so `[b]` onto `[a]` gives `[b, a]`).
+fn merge_scalars(live: &[Value], patch: &[Value]) -> Vec<Value> {
+    let mut patch_items: Vec<&Value> = Vec::new();
+    for item in patch {
+        if !patch_items.contains(&item) {
+            patch_items.push(item);
+        }
+    }
+    let mut server_only: Vec<&Value> = Vec::new();
+    for item in live {
+        if !patch.contains(item) && !server_only.contains(&item) {
+            server_only.push(item);
+        }
+    }
+    let position = |v: &Value| live.iter().position(|l| l == v);
+    let (mut i, mut j) = (0, 0);
+    let mut merged = Vec::with_capacity(patch_items.len() + server_only.len());
+    while i < server_only.len() || j < patch_items.len() {
+        let take_server = match (server_only.get(i), patch_items.get(j)) {
+            (Some(_), None) => true,
+            (None, _) => false,
+            (Some(l), Some(r)) => matches!((position(l), position(r)), (Some(a), Some(b)) if a < b),
+        };
+        if take_server {
+            merged.push(server_only[i].clone());
+            i += 1;
+        } else {
+            merged.push(patch_items[j].clone());
+            j += 1;
+        }
+    }
+    merged
+}
+
+#[cfg(test)]
+#[test]
+fn scalars_merge_in_the_order_kubernetes_gives_them() {
+    let v = |items: &[&str]| -> Vec<Value> { items.iter().map(|i| Value::from(*i)).collect() };
+    for (live, patch, merged) in [
+        (&["a"][..], &["b"][..], &["b", "a"][..]),
+        (&["a", "b"], &["b"], &["a", "b"]),
+        (&["a", "b", "c"], &["c", "d"], &["a", "b", "c", "d"]),
+        (&["a", "b"], &["d", "a"], &["d", "a", "b"]),
+        (&[], &["x", "x"], &["x"]),
+        (&["a", "a"], &[], &["a"]),
+    ] {
+        assert_eq!(merge_scalars(&v(live), &v(patch)), v(merged), "{live:?} + {patch:?}");
     }
 }
 

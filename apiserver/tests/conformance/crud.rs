@@ -234,8 +234,8 @@ async fn a_strategic_merge_patch_adds_to_the_finalizers_and_can_take_one_out() {
     let patched = api.patch("held", &PatchParams::default(), &add).await.unwrap();
     assert_eq!(
         patched.metadata.finalizers.unwrap(),
-        ["example.com/a", "example.com/b"],
-        "merged, not replaced"
+        ["example.com/b", "example.com/a"],
+        "merged, not replaced: the patch's items first, as Kubernetes orders them"
     );
     let remove = Patch::Strategic(
         json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/a", "example.com/b"]}}),

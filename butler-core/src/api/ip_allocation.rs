@@ -34,6 +34,9 @@ use super::refs::{LocalObjectReference, NamespacedObjectReference};
 #[schemars(extend("x-kubernetes-validations" = [{
     "rule": "!(has(self.count) && has(self.pinnedRange))",
     "message": "set either count or pinnedRange, not both"
+}, {
+    "rule": "self == oldSelf",
+    "message": "spec is immutable: a served block belongs to its pool and cluster; delete the IPAllocation and create another"
 }]))]
 pub struct IPAllocationSpec {
     /// The NetworkPool (in this namespace) to allocate from.

@@ -366,3 +366,30 @@ async fn controllers_narrowed_to_some_namespaces_leave_the_others_alone() {
         "another namespace's pool was touched: {other:?}"
     );
 }
+
+#[tokio::test]
+async fn an_allocations_spec_cannot_be_moved_to_another_pool_or_resized() {
+    use kube::api::{Patch, PatchParams};
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("ipam-immutable").await;
+    pool(&s, &ns, "first", json!({"cidr": "10.64.0.0/28"})).await;
+    pool(&s, &ns, "second", json!({"cidr": "10.65.0.0/28"})).await;
+    tenant(&s, &ns, "web").await;
+    allocate(&s, &ns, "web-lb", "first", "web", json!({"count": 4})).await;
+    let allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    wait_for(&allocations, "web-lb", "Allocated", |a| phase(a) == Some(IPAllocationPhase::Allocated)).await;
+    for change in [json!({"spec": {"poolRef": {"name": "second"}}}), json!({"spec": {"count": 8}})] {
+        let refused = allocations.patch("web-lb", &PatchParams::default(), &Patch::Merge(&change)).await;
+        match refused {
+            Err(kube::Error::Api(e)) if e.code == 422 => {
+                assert!(e.message.contains("spec is immutable"), "{}", e.message)
+            }
+            other => panic!("{change}: an allocation's spec changed: {other:?}"),
+        }
+    }
+    let labelled = json!({"metadata": {"labels": {"team": "a"}}});
+    allocations
+        .patch("web-lb", &PatchParams::default(), &Patch::Merge(&labelled))
+        .await
+        .expect("metadata stays mutable");
+}
