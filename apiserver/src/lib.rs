@@ -177,6 +177,21 @@ impl MemoryApiServer {
             .fallback(http::handle)
             .layer(DefaultBodyLimit::max(64 * 1024 * 1024))
             .with_state(shared.clone());
+        // kube-controller-manager's root-CA publisher: new namespaces get their
+        // `kube-root-ca.crt` a moment after they are made. It ends with the server.
+        let store = Arc::downgrade(&shared.store);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(50));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(store) = store.upgrade() else { return };
+                let mut store = store.lock().unwrap_or_else(|e| e.into_inner());
+                if !store.root_ca_due.is_empty() {
+                    store.publish_root_ca(None);
+                }
+            }
+        });
         let (shutdown, stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)

@@ -166,7 +166,8 @@ fn check_crd(old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
 }
 
 /// Kind-specific follow-ups once an object is stored: a CRD serves its kinds; a new namespace
-/// gets the `kube-root-ca.crt` ConfigMap that kube-controller-manager puts in every namespace.
+/// is due its `kube-root-ca.crt` ConfigMap, which the server publishes a moment later (as
+/// kube-controller-manager does: a watch from the namespace's creation sees it arrive).
 pub fn after_save(
     store: &mut Store,
     rt: &ResourceType,
@@ -175,15 +176,14 @@ pub fn after_save(
 ) -> Result<(), ApiError> {
     if created && rt.group.is_empty() && rt.kind == "Namespace" {
         let namespace = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        if let Some(configmaps) = store.registry.find("", "v1", "configmaps").cloned() {
-            let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "kube-root-ca.crt", "namespace": namespace,
-                             "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
-                "data": {"ca.crt": store.root_ca()}});
-            let options =
-                super::WriteOptions { manager: "kube-controller-manager".into(), ..Default::default() };
-            store.create(&configmaps, &namespace, body, &options)?;
-        }
+        store.root_ca_due.push(namespace);
+    } else if let Some(namespace) = object["metadata"]["namespace"].as_str()
+        && store.root_ca_due.iter().any(|n| n == namespace)
+    {
+        // The first write in a new namespace comes before its kube-root-ca.crt, as it mostly
+        // does on a real cluster, so that scenarios meet it the way they would there.
+        let namespace = namespace.to_string();
+        store.publish_root_ca(Some(&namespace));
     }
     if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
         let types = Registry::types_of_crd(object)?;
@@ -192,4 +192,39 @@ pub fn after_save(
         store.registry.register(group, plural, types);
     }
     Ok(())
+}
+
+impl Store {
+    /// Publishes `kube-root-ca.crt` in the namespaces due it (all, or `only` one) that still
+    /// exist and are not terminating, as kube-controller-manager's root-CA publisher does.
+    pub fn publish_root_ca(&mut self, only: Option<&str>) {
+        let due: Vec<String> = match only {
+            None => std::mem::take(&mut self.root_ca_due),
+            Some(namespace) => {
+                self.root_ca_due.retain(|n| n != namespace);
+                vec![namespace.to_string()]
+            }
+        };
+        let (Some(namespaces), Some(configmaps)) = (
+            self.registry.find("", "v1", "namespaces").cloned(),
+            self.registry.find("", "v1", "configmaps").cloned(),
+        ) else {
+            return;
+        };
+        for namespace in due {
+            let live = self
+                .lookup(&namespaces, "", &namespace)
+                .is_some_and(|ns| ns["metadata"]["deletionTimestamp"].is_null());
+            if !live || self.lookup(&configmaps, &namespace, "kube-root-ca.crt").is_some() {
+                continue;
+            }
+            let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "kube-root-ca.crt", "namespace": namespace,
+                             "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
+                "data": {"ca.crt": self.root_ca()}});
+            let options =
+                super::WriteOptions { manager: "kube-controller-manager".into(), ..Default::default() };
+            let _ = self.create(&configmaps, &namespace, body, &options);
+        }
+    }
 }

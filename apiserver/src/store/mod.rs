@@ -69,6 +69,8 @@ pub struct Store {
     tx: broadcast::Sender<Arc<Event>>,
     /// The cluster CA that every namespace's `kube-root-ca.crt` ConfigMap publishes.
     root_ca: String,
+    /// Namespaces made since the last [`Store::publish_root_ca`].
+    pub(crate) root_ca_due: Vec<String>,
 }
 
 /// An object without the times of its managedFields entries.
@@ -128,6 +130,7 @@ impl Store {
             )
             .map(|ca| ca.cert)
             .unwrap_or_default(),
+            root_ca_due: Vec::new(),
         };
         let namespaces =
             store.registry.find("", "v1", "namespaces").cloned().expect("namespaces are built in");
@@ -142,6 +145,7 @@ impl Store {
                 )
                 .expect("the standard namespaces can be created");
         }
+        store.publish_root_ca(None);
         store
     }
 
