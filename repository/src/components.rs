@@ -111,6 +111,7 @@ pub(crate) fn expand_error(what: &str, e: ExpandError) -> ProcessError {
     match e {
         ExpandError::Missing(missing) => ProcessError::MissingVariables(missing),
         ExpandError::Bad(bad) => ProcessError::BadSubstitution { what: what.to_string(), bad },
+        other => ProcessError::Invalid { what: what.to_string(), message: other.to_string() },
     }
 }
 

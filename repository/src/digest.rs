@@ -25,6 +25,48 @@ pub fn gunzip(bytes: &[u8], limit: u64, what: &str) -> Result<Vec<u8>, Repositor
     Ok(out)
 }
 
+/// At most this many entries in an archive (a million empty files is an archive too).
+pub const MAX_TAR_ENTRIES: usize = 10_000;
+
+/// The regular files of a tar archive read from `reader` (decompress first if need be), by
+/// path without a leading `./`; at most `limit` bytes and [`MAX_TAR_ENTRIES`] entries in all.
+/// Each entry's real size (a PAX `size` record overrides the ustar field) is counted before it
+/// is read, and reading stops at the limit whatever the headers said. Paths that climb out
+/// (`..`) or are absolute are refused.
+pub fn untar(reader: impl Read, limit: u64) -> Result<std::collections::BTreeMap<String, Vec<u8>>, String> {
+    let mut archive = tar::Archive::new(reader);
+    let mut files = std::collections::BTreeMap::new();
+    let mut total = 0u64;
+    for (count, entry) in archive.entries().map_err(|e| format!("not a tar archive: {e}"))?.enumerate() {
+        if count >= MAX_TAR_ENTRIES {
+            return Err(format!("the archive holds more than {MAX_TAR_ENTRIES} entries"));
+        }
+        let entry = entry.map_err(|e| format!("a damaged tar entry: {e}"))?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let path = entry.path().map_err(|e| format!("a tar entry with a bad path: {e}"))?.into_owned();
+        let text = path.to_string_lossy().trim_start_matches("./").to_string();
+        if path.is_absolute() || text.split('/').any(|part| part == "..") {
+            return Err(format!("the archive entry {text:?} points outside the archive"));
+        }
+        // The size the entry will read (PAX included), checked before reading; the read itself
+        // is bounded too.
+        total = total.saturating_add(entry.size());
+        if total > limit {
+            return Err(format!("the archive holds more than {limit} bytes"));
+        }
+        let mut data = Vec::new();
+        let allowed = limit - (total - entry.size());
+        entry.take(allowed + 1).read_to_end(&mut data).map_err(|e| format!("{text}: {e}"))?;
+        if data.len() as u64 > allowed {
+            return Err(format!("the archive holds more than {limit} bytes"));
+        }
+        files.insert(text, data);
+    }
+    Ok(files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,6 +76,38 @@ mod tests {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         encoder.write_all(bytes).unwrap();
         encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn a_pax_size_cannot_slip_past_the_limit() {
+        // The ustar field says 10 bytes; the PAX record, which readers obey, says a megabyte.
+        let mut builder = tar::Builder::new(Vec::new());
+        builder.append_pax_extensions([("size", b"1000000".as_slice())]).unwrap();
+        let mut header = tar::Header::new_ustar();
+        header.set_path("components.yaml").unwrap();
+        header.set_size(10);
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_cksum();
+        builder.append(&header, vec![b'x'; 1_000_000].as_slice()).unwrap();
+        let archive = builder.into_inner().unwrap();
+        let refused = untar(archive.as_slice(), 1000).unwrap_err();
+        assert_eq!(refused, "the archive holds more than 1000 bytes");
+    }
+
+    #[test]
+    fn entries_are_counted() {
+        let mut builder = tar::Builder::new(Vec::new());
+        for i in 0..=MAX_TAR_ENTRIES {
+            let mut header = tar::Header::new_ustar();
+            header.set_size(0);
+            header.set_entry_type(tar::EntryType::Directory);
+            builder.append_data(&mut header, format!("d{i}/"), std::io::empty()).unwrap();
+        }
+        let archive = builder.into_inner().unwrap();
+        assert_eq!(
+            untar(archive.as_slice(), 1 << 20).unwrap_err(),
+            "the archive holds more than 10000 entries"
+        );
     }
 
     #[test]

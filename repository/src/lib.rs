@@ -33,7 +33,7 @@ pub use components::{
     ProcessError, process_components,
 };
 pub use config::{ClusterctlConfig, ConfigError};
-pub use digest::{gunzip, sha256_hex};
+pub use digest::{MAX_TAR_ENTRIES, gunzip, sha256_hex, untar};
 pub use envsubst::{BadSubstitution, ExpandError, MissingVariables, VariableUse, expand, list_variables};
 pub use error::{RepositoryError, Result};
 pub use http::HttpOptions;

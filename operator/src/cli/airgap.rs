@@ -92,6 +92,9 @@ pub fn write_bundle(out: &Path, files: &BTreeMap<String, Vec<u8>>) -> Result<Vec
     Ok(written)
 }
 
+/// The most a bundle may hold, decompressed: every provider's releases with room to spare.
+const BUNDLE_LIMIT: u64 = 512 << 20;
+
 /// Reads a bundle from a folder or a `.tar.gz`.
 pub fn read_bundle(from: &Path) -> Result<BTreeMap<String, Vec<u8>>, GenerateError> {
     let mut files = BTreeMap::new();
@@ -110,14 +113,9 @@ pub fn read_bundle(from: &Path) -> Result<BTreeMap<String, Vec<u8>>, GenerateErr
         }
     } else {
         let file = std::fs::File::open(from).map_err(|e| io(from, e))?;
-        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-        for entry in archive.entries().map_err(|e| io(from, e))? {
-            let mut entry = entry.map_err(|e| io(from, e))?;
-            let path = entry.path().map_err(|e| io(from, e))?.to_string_lossy().into_owned();
-            let mut data = Vec::new();
-            entry.read_to_end(&mut data).map_err(|e| io(from, e))?;
-            files.insert(path, data);
-        }
+        // A bundle is read whole: bounded in bytes and entries, so that a bomb is refused.
+        files = butler_repository::untar(flate2::read::GzDecoder::new(file), BUNDLE_LIMIT)
+            .map_err(|why| GenerateError::Usage(format!("{}: {why}", from.display())))?;
     }
     if !files.keys().any(|k| k.starts_with("configmaps/")) {
         return Err(GenerateError::Usage(format!(

@@ -64,11 +64,25 @@ impl fmt::Display for BadSubstitution {
 
 impl std::error::Error for BadSubstitution {}
 
+/// How deep forms may nest in one another (`${A:=${B:=...}}`): far beyond what templates
+/// write, and far below what would exhaust a worker's stack.
+pub const MAX_NESTING: usize = 32;
+
+/// The most text an expansion may make (a value repeated, or replaced into every match, grows
+/// a text beyond what a components file or template may hold).
+pub const MAX_OUTPUT: usize = 64 << 20;
+
 /// Why expansion failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExpandError {
     Missing(MissingVariables),
     Bad(BadSubstitution),
+    /// Forms nested deeper than [`MAX_NESTING`], from this line (1-based).
+    TooDeep {
+        line: usize,
+    },
+    /// The expanded text would exceed [`MAX_OUTPUT`] bytes.
+    TooLarge,
 }
 
 impl fmt::Display for ExpandError {
@@ -76,6 +90,15 @@ impl fmt::Display for ExpandError {
         match self {
             ExpandError::Missing(m) => m.fmt(f),
             ExpandError::Bad(b) => b.fmt(f),
+            ExpandError::TooDeep { line } => write!(
+                f,
+                "the ${{...}} forms on line {line} nest more than {MAX_NESTING} deep; write the default in fewer levels"
+            ),
+            ExpandError::TooLarge => write!(
+                f,
+                "the text would grow beyond {} MiB once its variables are expanded; check the values that are repeated or replaced into it",
+                MAX_OUTPUT >> 20
+            ),
         }
     }
 }
@@ -109,10 +132,12 @@ enum Node {
         name: String,
         op: Op,
     },
-    /// A bad substitution at this byte offset of the text it was parsed from.
+    /// A bad substitution at this byte offset of the text it was parsed from (`deep`: a form
+    /// nested beyond [`MAX_NESTING`]).
     Bad {
         form: String,
         offset: usize,
+        deep: bool,
     },
 }
 
@@ -148,6 +173,11 @@ fn is_name_char(c: char) -> bool {
 /// Parses `text` into literal text and variable forms. Never fails: what is not a form is text.
 /// Only `$`, `{` and `}` matter, all ASCII, so the text is scanned as bytes.
 fn parse(text: &str) -> Vec<Node> {
+    parse_at(text, 0)
+}
+
+/// [`parse`] of a text nested `depth` forms deep.
+fn parse_at(text: &str, depth: usize) -> Vec<Node> {
     let bytes = text.as_bytes();
     let mut nodes = Vec::new();
     let mut literal = String::new();
@@ -162,7 +192,10 @@ fn parse(text: &str) -> Vec<Node> {
                 from = i;
             }
             Some(b'{') => {
-                let (node, next) = parse_form(text, at + 2).unwrap_or_else(|| bad_form(text, at));
+                let (node, next) = match depth < MAX_NESTING {
+                    true => parse_form(text, at + 2, depth + 1).unwrap_or_else(|| bad_form(text, at, false)),
+                    false => bad_form(text, at, true),
+                };
                 literal.push_str(&text[from..at]);
                 if !literal.is_empty() {
                     nodes.push(Node::Text(unescape(&std::mem::take(&mut literal))));
@@ -221,17 +254,17 @@ fn closing_brace(bytes: &[u8], start: usize) -> Option<usize> {
 
 /// The bad substitution starting at `at` (its `$`): the form to its closing brace, else to the
 /// end of its line; parsing goes on after it.
-fn bad_form(text: &str, at: usize) -> (Node, usize) {
+fn bad_form(text: &str, at: usize, deep: bool) -> (Node, usize) {
     let end = match closing_brace(text.as_bytes(), at + 2) {
         Some(close) => close + 1,
         None => text[at..].find('\n').map_or(text.len(), |n| at + n),
     };
-    (Node::Bad { form: text[at..end].to_string(), offset: at }, end)
+    (Node::Bad { form: text[at..end].to_string(), offset: at, deep }, end)
 }
 
 /// Parses the form whose body starts at `start` (just after `${`); returns it and the index
 /// after its closing brace.
-fn parse_form(text: &str, start: usize) -> Option<(Node, usize)> {
+fn parse_form(text: &str, start: usize, depth: usize) -> Option<(Node, usize)> {
     let end = closing_brace(text.as_bytes(), start)?;
     let body = &text[start..end];
     // clusterctl turns `${ VAR }`, `${ VAR}` and `${VAR }` into `${VAR}` before drone parses:
@@ -250,7 +283,7 @@ fn parse_form(text: &str, start: usize) -> Option<(Node, usize)> {
     if !valid_name(name) {
         return None;
     }
-    let op = parse_op(&body[name_len..])?;
+    let op = parse_op(&body[name_len..], depth)?;
     Some((Node::Var { name: name.to_string(), op }, end + 1))
 }
 
@@ -258,7 +291,8 @@ fn valid_name(name: &str) -> bool {
     name.chars().next().is_some_and(is_name_start) && name.chars().all(is_name_char)
 }
 
-fn parse_op(rest: &str) -> Option<Op> {
+fn parse_op(rest: &str, depth: usize) -> Option<Op> {
+    let parse = |text: &str| parse_at(text, depth);
     // `${VAR?x}` and `${VAR+x}` are bad substitutions in drone (only their `:` forms exist).
     const PREFIXES: [&str; 5] = [":=", ":-", ":?", ":+", "="];
     for prefix in PREFIXES {
@@ -266,23 +300,23 @@ fn parse_op(rest: &str) -> Option<Op> {
             return Some(Op::Default(parse(arg)));
         }
     }
-    type MakeOp = fn(&str) -> Op;
+    type MakeOp = fn(Vec<Node>) -> Op;
     let table: [(&str, MakeOp); 13] = [
-        ("##", |a| Op::TrimPrefix { longest: true, pattern: parse(a) }),
-        ("#", |a| Op::TrimPrefix { longest: false, pattern: parse(a) }),
-        ("%%", |a| Op::TrimSuffix { longest: true, pattern: parse(a) }),
-        ("%", |a| Op::TrimSuffix { longest: false, pattern: parse(a) }),
-        ("//", |a| Op::Replace { mode: ReplaceMode::All, args: parse(a) }),
-        ("/#", |a| Op::Replace { mode: ReplaceMode::Prefix, args: parse(a) }),
-        ("/%", |a| Op::Replace { mode: ReplaceMode::Suffix, args: parse(a) }),
-        ("/", |a| Op::Replace { mode: ReplaceMode::First, args: parse(a) }),
+        ("##", |a| Op::TrimPrefix { longest: true, pattern: a }),
+        ("#", |a| Op::TrimPrefix { longest: false, pattern: a }),
+        ("%%", |a| Op::TrimSuffix { longest: true, pattern: a }),
+        ("%", |a| Op::TrimSuffix { longest: false, pattern: a }),
+        ("//", |a| Op::Replace { mode: ReplaceMode::All, args: a }),
+        ("/#", |a| Op::Replace { mode: ReplaceMode::Prefix, args: a }),
+        ("/%", |a| Op::Replace { mode: ReplaceMode::Suffix, args: a }),
+        ("/", |a| Op::Replace { mode: ReplaceMode::First, args: a }),
         ("^^", |_| Op::Case { upper: true, all: true }),
         ("^", |_| Op::Case { upper: true, all: false }),
         (",,", |_| Op::Case { upper: false, all: true }),
         (",", |_| Op::Case { upper: false, all: false }),
-        (":", |a| Op::Substring(parse(a))),
+        (":", Op::Substring),
     ];
-    table.iter().find_map(|(prefix, make)| rest.strip_prefix(prefix).map(make))
+    table.iter().find_map(|(prefix, make)| rest.strip_prefix(prefix).map(|a| make(parse(a))))
 }
 
 /// A text parsed once for both listing its variables and expanding them.
@@ -298,19 +332,26 @@ impl Parsed {
         variables_of(&self.0)
     }
 
-    /// The first bad substitution, if any (drone fails on the whole text).
-    pub fn bad_substitution(&self, text: &str) -> Option<BadSubstitution> {
-        fn first(nodes: &[Node]) -> Option<(&str, usize)> {
+    /// The first bad substitution, if any (drone fails on the whole text), or forms nested
+    /// too deep.
+    pub fn bad_substitution(&self, text: &str) -> Option<ExpandError> {
+        fn first(nodes: &[Node]) -> Option<(&str, usize, bool)> {
             nodes.iter().find_map(|node| match node {
-                Node::Bad { form, offset } => Some((form.as_str(), *offset)),
-                Node::Var { op, .. } => op.arguments().and_then(first).map(|(form, _)| (form, usize::MAX)),
+                Node::Bad { form, offset, deep } => Some((form.as_str(), *offset, *deep)),
+                Node::Var { op, .. } => {
+                    op.arguments().and_then(first).map(|(form, _, deep)| (form, usize::MAX, deep))
+                }
                 Node::Text(_) => None,
             })
         }
-        let (form, offset) = first(&self.0)?;
+        let (form, offset, deep) = first(&self.0)?;
         // A bad form inside an argument is found by its text.
         let offset = if offset == usize::MAX { text.find(form).unwrap_or(0) } else { offset };
-        Some(BadSubstitution { form: form.to_string(), line: 1 + text[..offset].matches('\n').count() })
+        let line = 1 + text[..offset].matches('\n').count();
+        Some(match deep {
+            true => ExpandError::TooDeep { line },
+            false => ExpandError::Bad(BadSubstitution { form: form.to_string(), line }),
+        })
     }
 
     /// See [`expand`]; `text` is the text this was parsed from, for the line of an error.
@@ -320,22 +361,22 @@ impl Parsed {
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<String, ExpandError> {
         if let Some(bad) = self.bad_substitution(text) {
-            return Err(ExpandError::Bad(bad));
+            return Err(bad);
         }
-        self.expand(lookup).map_err(ExpandError::Missing)
+        self.expand(lookup)
     }
 
     /// Expands, reporting every missing variable (bad substitutions are left as written:
     /// [`Parsed::expand_text`] refuses them first).
-    fn expand(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, MissingVariables> {
+    fn expand(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
         let mut missing = Vec::new();
-        let out = eval(&self.0, lookup, &mut missing);
+        let out = eval(&self.0, lookup, &mut missing).map_err(|TooLarge| ExpandError::TooLarge)?;
         if missing.is_empty() {
             Ok(out)
         } else {
             missing.sort();
             missing.dedup();
-            Err(MissingVariables(missing))
+            Err(ExpandError::Missing(MissingVariables(missing)))
         }
     }
 }
@@ -391,39 +432,55 @@ pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Str
     Parsed::new(text).expand_text(text, lookup)
 }
 
-fn eval(nodes: &[Node], lookup: &dyn Fn(&str) -> Option<String>, missing: &mut Vec<String>) -> String {
+/// An expansion that would exceed [`MAX_OUTPUT`].
+struct TooLarge;
+
+/// Appends to an expansion, within [`MAX_OUTPUT`].
+fn push(out: &mut String, text: &str) -> Result<(), TooLarge> {
+    if out.len() + text.len() > MAX_OUTPUT {
+        return Err(TooLarge);
+    }
+    out.push_str(text);
+    Ok(())
+}
+
+fn eval(
+    nodes: &[Node],
+    lookup: &dyn Fn(&str) -> Option<String>,
+    missing: &mut Vec<String>,
+) -> Result<String, TooLarge> {
     let mut out = String::new();
     for node in nodes {
         match node {
-            Node::Text(t) => out.push_str(t),
-            Node::Bad { form, .. } => out.push_str(form),
+            Node::Text(t) => push(&mut out, t)?,
+            Node::Bad { form, .. } => push(&mut out, form)?,
             Node::Var { name, op } => {
                 let value = lookup(name);
                 match op {
                     // No argument, no default: `${VAR:=}` needs VAR (set and empty is fine).
                     Op::Default(arg) if arg.is_empty() => match value {
                         None => missing.push(name.clone()),
-                        Some(v) => out.push_str(&v),
+                        Some(v) => push(&mut out, &v)?,
                     },
                     // Variables inside a default are neither required nor listed: unset, they
                     // read as empty.
                     Op::Default(arg) => match value.filter(|v| !v.is_empty()) {
-                        Some(v) => out.push_str(&v),
-                        None => out.push_str(&eval(arg, lookup, &mut Vec::new())),
+                        Some(v) => push(&mut out, &v)?,
+                        None => push(&mut out, &eval(arg, lookup, &mut Vec::new())?)?,
                     },
                     // Any argument counts as a default: an unset variable reads as empty.
                     Op::Substring(_) | Op::TrimPrefix { .. } | Op::TrimSuffix { .. } | Op::Replace { .. } => {
-                        out.push_str(&apply(op, &value.unwrap_or_default(), lookup))
+                        push(&mut out, &apply(op, &value.unwrap_or_default(), lookup)?)?
                     }
                     _ => match value {
                         None => missing.push(name.clone()),
-                        Some(v) => out.push_str(&apply(op, &v, lookup)),
+                        Some(v) => push(&mut out, &apply(op, &v, lookup)?)?,
                     },
                 }
             }
         }
     }
-    out
+    Ok(out)
 }
 
 impl Op {
@@ -438,23 +495,30 @@ impl Op {
     }
 }
 
-fn apply(op: &Op, value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+fn apply(op: &Op, value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, TooLarge> {
     // Variables inside arguments are not required either.
     let arg = |nodes: &Vec<Node>| eval(nodes, lookup, &mut Vec::new());
-    match op {
+    Ok(match op {
         Op::Value | Op::Default(_) => value.to_string(),
         // Go counts bytes.
         Op::Length => value.len().to_string(),
-        Op::Substring(args) => substring(value, &arg(args)),
-        Op::TrimPrefix { longest, pattern } => trim_prefix(value, &arg(pattern), *longest),
-        Op::TrimSuffix { longest, pattern } => trim_suffix(value, &arg(pattern), *longest),
+        Op::Substring(args) => substring(value, &arg(args)?),
+        Op::TrimPrefix { longest, pattern } => trim_prefix(value, &arg(pattern)?, *longest),
+        Op::TrimSuffix { longest, pattern } => trim_suffix(value, &arg(pattern)?, *longest),
         Op::Replace { mode, args } => {
-            let text = arg(args);
+            let text = arg(args)?;
             let (pattern, replacement) = text.split_once('/').unwrap_or((text.as_str(), ""));
+            // Every match replaced: the size is known before the text is made.
+            if *mode == ReplaceMode::All && !pattern.is_empty() && replacement.len() > pattern.len() {
+                let grows = value.matches(pattern).count().saturating_mul(replacement.len() - pattern.len());
+                if value.len().saturating_add(grows) > MAX_OUTPUT {
+                    return Err(TooLarge);
+                }
+            }
             replace(value, pattern, replacement, *mode)
         }
         Op::Case { upper, all } => change_case(value, *upper, *all),
-    }
+    })
 }
 
 #[cfg(test)]

@@ -184,3 +184,39 @@ fn globs_match_like_path_match() {
     let stars: String = "*".repeat(200) + "z";
     assert!(!m(&stars, &"a".repeat(2000)));
 }
+
+#[test]
+fn nesting_is_bounded_with_the_line_it_starts_on() {
+    let nested = |depth: usize| format!("a: 1\nb: {}x{}\n", "${A:-".repeat(depth), "}".repeat(depth));
+    assert_eq!(expand(&nested(MAX_NESTING), &|_| None), Ok("a: 1\nb: x\n".to_string()));
+    let refused = expand(&nested(MAX_NESTING + 1), &|_| None).unwrap_err();
+    assert_eq!(refused, ExpandError::TooDeep { line: 2 });
+    assert!(refused.to_string().contains("nest more than 32 deep"), "{refused}");
+    // Thousands of levels, closed or not, are refused without exhausting a stack.
+    let handle = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(|| {
+            let deep = "${A:-".repeat(5000);
+            (expand(&deep, &|_| None), expand(&format!("{deep}{}", "}".repeat(5000)), &|_| None))
+        })
+        .unwrap();
+    let (open, closed) = handle.join().expect("no stack overflow");
+    assert!(open.is_err() && closed.is_err());
+}
+
+#[test]
+fn output_is_bounded() {
+    let big = "x".repeat(1 << 20);
+    let lookup = |name: &str| (name == "X").then(|| big.clone());
+    let repeated = "${X}".repeat(65);
+    assert_eq!(expand(&repeated, &lookup), Err(ExpandError::TooLarge));
+    assert_eq!(expand(&"${X}".repeat(3), &lookup).map(|s| s.len()), Ok(3 << 20));
+    // One replacement that multiplies the value: refused before the text is made.
+    let lookup = |name: &str| match name {
+        "X" => Some("a".repeat(1 << 20)),
+        "R" => Some("b".repeat(100)),
+        _ => None,
+    };
+    assert_eq!(expand("${X//a/${R}}", &lookup), Err(ExpandError::TooLarge));
+    assert!(ExpandError::TooLarge.to_string().contains("beyond 64 MiB"));
+}

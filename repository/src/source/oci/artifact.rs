@@ -6,7 +6,6 @@
 //! layer holding the files, the manifest annotated with the provider's type and name.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
@@ -109,34 +108,12 @@ pub fn candidates(name: &str, label: &str, version: &str) -> Vec<String> {
     out
 }
 
-/// The regular files of a tar (optionally gzipped) archive, by path without a leading `./`;
-/// at most `limit` bytes in all. Paths that climb out (`..`) or are absolute are refused.
+/// The regular files of a tar (optionally gzipped) archive, bounded as [`crate::digest::untar`].
 pub fn unpack(bytes: &[u8], gzipped: bool, limit: u64) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    let reader: Box<dyn Read> =
-        if gzipped { Box::new(flate2::read::GzDecoder::new(bytes)) } else { Box::new(bytes) };
-    let mut archive = tar::Archive::new(reader);
-    let mut files = BTreeMap::new();
-    let mut total = 0u64;
-    for entry in archive.entries().map_err(|e| format!("not a tar archive: {e}"))? {
-        let mut entry = entry.map_err(|e| format!("a damaged tar entry: {e}"))?;
-        if !entry.header().entry_type().is_file() {
-            continue;
-        }
-        let path = entry.path().map_err(|e| format!("a tar entry with a bad path: {e}"))?.into_owned();
-        let text = path.to_string_lossy().trim_start_matches("./").to_string();
-        if path.is_absolute() || text.split('/').any(|part| part == "..") {
-            return Err(format!("the archive entry {text:?} points outside the archive"));
-        }
-        // Sizes are checked before reading, so a bomb is refused before it is inflated.
-        total = total.saturating_add(entry.header().size().map_err(|e| format!("{text}: {e}"))?);
-        if total > limit {
-            return Err(format!("the archive holds more than {limit} bytes"));
-        }
-        let mut data = Vec::new();
-        entry.read_to_end(&mut data).map_err(|e| format!("{text}: {e}"))?;
-        files.insert(text, data);
+    match gzipped {
+        true => crate::digest::untar(flate2::read::GzDecoder::new(bytes), limit),
+        false => crate::digest::untar(bytes, limit),
     }
-    Ok(files)
 }
 
 /// A tar+gzip archive of `files` (what `butlerctl publish` pushes), with fixed modes and times
