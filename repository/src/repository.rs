@@ -16,7 +16,7 @@ use crate::url::{Location, ProviderUrl};
 use crate::version::{self, Version};
 
 /// How remote repositories are reached.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RemoteOptions {
     pub http: HttpOptions,
     pub github: GitHubOptions,
@@ -24,6 +24,18 @@ pub struct RemoteOptions {
     pub gitlab_token: Option<String>,
     /// Credentials, plain-HTTP registries and mirrors of OCI registries.
     pub oci: OciOptions,
+}
+
+/// Tokens are never printed (options end up in logs and error reports).
+impl std::fmt::Debug for RemoteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteOptions")
+            .field("http", &self.http)
+            .field("github", &self.github)
+            .field("gitlab_token", &self.gitlab_token.as_ref().map(|_| "<redacted>"))
+            .field("oci", &self.oci)
+            .finish()
+    }
 }
 
 impl RemoteOptions {
@@ -251,5 +263,19 @@ impl<S: Source> Repository<S> {
             }
         }
         Err(last_missing.unwrap_or(RepositoryError::NoVersions { location: self.source.location() }))
+    }
+}
+
+#[cfg(test)]
+mod debug_tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_prints_a_token() {
+        let mut options = RemoteOptions { gitlab_token: Some("glpat-secret".into()), ..Default::default() };
+        options.github.token = Some("ghp_secret".into());
+        let printed = format!("{options:?}");
+        assert!(!printed.contains("secret"), "{printed}");
+        assert!(printed.contains("<redacted>"), "{printed}");
     }
 }

@@ -16,7 +16,7 @@ use crate::http::{Answer, Http, SendError};
 use crate::version::{self, Version};
 
 /// Where GitHub is, and how to talk to it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct GitHubOptions {
     /// The REST API (`https://api.github.com`, or `https://{host}/api/v3` for GitHub Enterprise).
     pub api_base: String,
@@ -25,6 +25,18 @@ pub struct GitHubOptions {
     /// A token (`GITHUB_TOKEN`): raises the rate limit and reaches private repositories.
     pub token: Option<String>,
     pub goproxy: GoProxy,
+}
+
+/// The token is never printed (options end up in logs and error reports).
+impl std::fmt::Debug for GitHubOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitHubOptions")
+            .field("api_base", &self.api_base)
+            .field("web_base", &self.web_base)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("goproxy", &self.goproxy)
+            .finish()
+    }
 }
 
 impl Default for GitHubOptions {
