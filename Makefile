@@ -37,6 +37,7 @@ e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBE
 	$(CARGO) test -p butler-e2e --tests
 	$(CARGO) test -p butler-apiserver --test conformance
 	$(CARGO) test -p butler-operator --test lifecycle
+	$(CARGO) test -p butler-operator --test attacks
 	$(CARGO) test -p butler-controller --test scenarios
 
 crds: ## Regenerate crds/ from the API types (one file per CRD)

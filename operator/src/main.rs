@@ -67,6 +67,14 @@ struct RunArgs {
     /// there too), as a Cluster API manager's --namespace does; every namespace when not given.
     #[arg(long, env = "BUTLER_NAMESPACE", value_name = "NAMESPACE")]
     namespace: Option<String>,
+    /// A ClusterRole that providers' bindings may name besides their own roles (repeat the
+    /// flag for more); the render-time policy refuses any other.
+    #[arg(long = "allow-cluster-role", value_name = "NAME")]
+    allow_cluster_roles: Vec<String>,
+    /// An API group that providers' webhook configurations may intercept besides their own
+    /// CRDs' groups (repeat the flag for more).
+    #[arg(long = "allow-webhook-group", value_name = "GROUP")]
+    allow_webhook_groups: Vec<String>,
 }
 
 fn run(args: RunArgs) -> ExitCode {
@@ -95,6 +103,10 @@ fn run(args: RunArgs) -> ExitCode {
                 concurrency: args.concurrency,
                 config: args.config,
                 namespace: args.namespace,
+                policy: controller::policy::Policy {
+                    cluster_roles: args.allow_cluster_roles,
+                    webhook_groups: args.allow_webhook_groups,
+                },
             };
             let operator = controller::start(leading.client, metrics, options, leading.shutdown);
             let ctx = operator.context.clone();

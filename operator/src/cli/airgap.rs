@@ -8,7 +8,6 @@
 //!   by `butler.butlerlabs.dev/provider: {provider label}`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use butler_repository::{ClusterctlConfig, EMBEDDED_VERSION, METADATA_FILE, ProviderType};

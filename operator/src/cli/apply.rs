@@ -20,13 +20,14 @@ const FIELD_MANAGER: &str = "butlerctl";
 
 /// Reasons the operator gives when it will not do what was asked until something changes: the
 /// command stops there with the operator's message.
-const REFUSALS: [&str; 10] = [
+const REFUSALS: [&str; 11] = [
     "DowngradeRefused",
     "ContractMismatch",
     "ContractChangeNeedsPause",
     "UnpauseRefused",
     "RenderFailed",
     "InvalidCustomization",
+    "PolicyViolation",
     "InvalidVersion",
     "UnknownProvider",
     "InvalidFetchConfig",

@@ -104,6 +104,8 @@ pub struct Context {
     pub decided: tokio::sync::RwLock<()>,
     /// The one namespace whose providers this operator manages, when it is limited to one.
     pub namespace: Option<String>,
+    /// What providers' components may grant beyond their own objects.
+    pub policy: super::policy::Policy,
 }
 
 impl Context {

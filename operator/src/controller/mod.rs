@@ -13,6 +13,7 @@ pub mod error;
 pub mod fetch;
 pub mod inventory;
 pub mod plan;
+pub mod policy;
 pub mod reason;
 pub mod reconcile;
 pub mod run;

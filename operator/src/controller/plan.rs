@@ -142,6 +142,8 @@ pub struct InstallInput<'a> {
     pub live: &'a [LiveDeployment],
     /// Image overrides of the operator's config file (clusterctl's `images`).
     pub images: &'a ImageOverrides,
+    /// What the operator allows a provider's components beyond their own objects.
+    pub policy: &'a super::policy::Policy,
 }
 
 /// The outcome of planning an install or upgrade.
@@ -298,6 +300,10 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     // The target namespace holds the provider object, so it exists; providers may share it, and
     // their components' Namespace labels would fight, so it is left alone.
     objects.retain(|o| o["kind"] != "Namespace");
+    // Nothing is written when one object breaks the policy.
+    if let Err(message) = super::policy::check(&objects, input.policy) {
+        return keep(plan, Reason::PolicyViolation, message);
+    }
     objects.sort_by_key(apply_order);
     let labels = me.key.labels();
     for object in objects.iter_mut() {

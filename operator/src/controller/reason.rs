@@ -79,6 +79,7 @@ reasons! {
     FetchFailed => INSTALLED, WARNING, Retry::Backoff;
     RenderFailed => INSTALLED, WARNING, Retry::OnChange;
     InvalidCustomization => INSTALLED, WARNING, Retry::OnChange;
+    PolicyViolation => INSTALLED, WARNING, Retry::OnChange;
     ApplyFailed => INSTALLED, WARNING, Retry::Backoff;
     Upgraded => UPGRADED, NORMAL, Retry::OnChange;
     ContractChangeNeedsPause => UPGRADED, WARNING, Retry::OnChange;

@@ -89,6 +89,7 @@ where
             inventory: observed.previous.as_ref(),
             live: &observed.live,
             images: &operator_config.images,
+            policy: &ctx.policy,
         })
     };
     // An unpause and a contract change depend on the other providers: they are decided again

@@ -48,6 +48,8 @@ pub struct Options {
     /// Only the providers of this namespace (and their Deployments and inventories), as a
     /// Cluster API manager's `--namespace` does; every namespace when none.
     pub namespace: Option<String>,
+    /// What providers' components may grant beyond their own objects.
+    pub policy: super::policy::Policy,
 }
 
 impl Options {
@@ -63,6 +65,7 @@ impl Options {
             concurrency: 0,
             config: None,
             namespace: None,
+            policy: Default::default(),
         }
     }
 }
@@ -213,6 +216,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         contract_gate: tokio::sync::Mutex::new(()),
         decided: tokio::sync::RwLock::new(()),
         namespace: options.namespace.clone(),
+        policy: options.policy.clone(),
     });
 
     let watch_deployments = {

@@ -43,6 +43,7 @@ fn plan(
         inventory,
         live,
         images: &images,
+        policy: &Default::default(),
     })
 }
 
@@ -385,6 +386,7 @@ fn a_missing_variable_says_where_the_operator_takes_variables_from() {
         inventory: None,
         live: &[],
         images: &images,
+        policy: &Default::default(),
     });
     let installed = condition(&p, INSTALLED);
     assert_eq!(installed.reason, "RenderFailed");

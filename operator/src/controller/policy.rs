@@ -1,0 +1,293 @@
+//! The render-time policy: what a provider's components may grant, checked on the rendered
+//! objects before anything is written. The operator may `escalate` and `bind` every role (it
+//! installs providers' RBAC), so without this a release (or a ConfigMap repository in a
+//! tenant's namespace) could bind `cluster-admin` to every authenticated user.
+//!
+//! - A RoleBinding or ClusterRoleBinding names a Role or ClusterRole that the same components
+//!   define, or a ClusterRole the operator's configuration allows (`--allow-cluster-role`).
+//! - Its subjects are ServiceAccounts that the same components define: never a User or Group.
+//! - A Role or ClusterRole never aggregates into Kubernetes' own roles (labels
+//!   `rbac.authorization.k8s.io/aggregate-to-*`), and an aggregated ClusterRole selects by
+//!   labels of its own (not everything, not the built-in roles' pieces).
+//! - A webhook configuration intercepts only the API groups of the CRDs the same components
+//!   define, or groups the operator's configuration allows (`--allow-webhook-group`).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+/// What the operator's configuration allows beyond a provider's own objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// ClusterRoles outside the components that their bindings may name.
+    pub cluster_roles: Vec<String>,
+    /// API groups outside the provider's CRDs that its webhook configurations may intercept.
+    pub webhook_groups: Vec<String>,
+}
+
+/// Kubernetes' prefix of the labels that aggregate into its own roles (admin, edit, view).
+const BUILT_IN_AGGREGATION: &str = "rbac.authorization.k8s.io/aggregate-to-";
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+fn describe(object: &Value) -> String {
+    let meta = &object["metadata"];
+    match meta["namespace"].as_str().filter(|n| !n.is_empty()) {
+        Some(ns) => format!("{} {ns}/{}", text(&object["kind"]), text(&meta["name"])),
+        None => format!("{} {}", text(&object["kind"]), text(&meta["name"])),
+    }
+}
+
+/// The first object of `objects` that breaks the policy, as a message that names the object
+/// and the rule; `Ok` when every object keeps to it.
+pub fn check(objects: &[Value], policy: &Policy) -> Result<(), String> {
+    let defined = |kind: &str, namespace: Option<&str>, name: &str| {
+        objects.iter().any(|o| {
+            o["kind"] == kind
+                && text(&o["metadata"]["name"]) == name
+                && namespace.is_none_or(|ns| text(&o["metadata"]["namespace"]) == ns)
+        })
+    };
+    let groups: BTreeSet<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .map(|o| text(&o["spec"]["group"]))
+        .chain(policy.webhook_groups.iter().map(String::as_str))
+        .collect();
+    for object in objects {
+        let refuse = |rule: String| Err(format!("{} is refused: {rule}", describe(object)));
+        match text(&object["kind"]) {
+            kind @ ("RoleBinding" | "ClusterRoleBinding") => {
+                let namespace = (kind == "RoleBinding").then(|| text(&object["metadata"]["namespace"]));
+                let role = text(&object["roleRef"]["name"]);
+                let own_role = match text(&object["roleRef"]["kind"]) {
+                    "ClusterRole" => {
+                        defined("ClusterRole", None, role) || policy.cluster_roles.iter().any(|r| r == role)
+                    }
+                    "Role" => namespace.is_some() && defined("Role", namespace, role),
+                    _ => false,
+                };
+                if !own_role {
+                    return refuse(format!(
+                        "it binds the {} {role:?}, which the provider's components do not define; a provider's bindings name its own roles (or a ClusterRole the operator allows with --allow-cluster-role)",
+                        text(&object["roleRef"]["kind"])
+                    ));
+                }
+                for subject in object["subjects"].as_array().into_iter().flatten() {
+                    let name = text(&subject["name"]);
+                    let subject_namespace =
+                        subject["namespace"].as_str().filter(|n| !n.is_empty()).or(namespace);
+                    let own = subject["kind"] == "ServiceAccount"
+                        && subject_namespace.is_some_and(|ns| defined("ServiceAccount", Some(ns), name));
+                    if !own {
+                        return refuse(format!(
+                            "its subject {} {name:?} is not a ServiceAccount of the provider's components; a provider binds roles to its own ServiceAccounts only",
+                            text(&subject["kind"])
+                        ));
+                    }
+                }
+            }
+            "Role" | "ClusterRole" => {
+                let labels = object["metadata"]["labels"].as_object();
+                if let Some(label) =
+                    labels.into_iter().flatten().map(|(k, _)| k).find(|k| k.starts_with(BUILT_IN_AGGREGATION))
+                {
+                    return refuse(format!(
+                        "its label {label} would add its rules to Kubernetes' own roles; a provider's roles aggregate into its own roles only"
+                    ));
+                }
+                for selector in
+                    object["aggregationRule"]["clusterRoleSelectors"].as_array().into_iter().flatten()
+                {
+                    let keys: Vec<&str> = selector["matchLabels"]
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, _)| k.as_str())
+                        .chain(
+                            selector["matchExpressions"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .map(|e| text(&e["key"])),
+                        )
+                        .collect();
+                    if keys.is_empty() || keys.iter().any(|k| k.starts_with("rbac.authorization.k8s.io/")) {
+                        return refuse(
+                            "its aggregationRule selects every ClusterRole or Kubernetes' own roles; select by labels of the provider's own".into(),
+                        );
+                    }
+                }
+            }
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+                for webhook in object["webhooks"].as_array().into_iter().flatten() {
+                    let rules = webhook["rules"].as_array().into_iter().flatten();
+                    let foreign = rules
+                        .flat_map(|r| r["apiGroups"].as_array().into_iter().flatten())
+                        .map(text)
+                        .find(|g| !groups.contains(g));
+                    if let Some(group) = foreign {
+                        let shown = match group {
+                            "" => "\"\" (the core group)".to_string(),
+                            g => format!("{g:?}"),
+                        };
+                        return refuse(format!(
+                            "its webhook {:?} intercepts the API group {shown}, outside the groups of the provider's own CRDs; allow it with --allow-webhook-group if the provider needs it",
+                            text(&webhook["name"])
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn own() -> Vec<Value> {
+        serde_saphyr::from_multiple(
+            "apiVersion: v1
+kind: ServiceAccount
+metadata: {name: manager, namespace: p-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: p-manager, labels: {cluster.x-k8s.io/aggregate-to-manager: 'true'}}
+rules: [{apiGroups: [p.test.io], resources: ['*'], verbs: ['*']}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: p-manager}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: p-manager}
+subjects: [{kind: ServiceAccount, name: manager, namespace: p-system}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: leader, namespace: p-system}
+rules: [{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: leader, namespace: p-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: leader}
+subjects: [{kind: ServiceAccount, name: manager}]
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.p.test.io}
+spec: {group: p.test.io}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: p-validating}
+webhooks:
+- name: validation.gadget.p.test.io
+  rules: [{apiGroups: [p.test.io], apiVersions: [v1], operations: [CREATE], resources: [gadgets]}]
+",
+        )
+        .unwrap()
+    }
+
+    fn with(extra: Value) -> Vec<Value> {
+        let mut objects = own();
+        objects.push(extra);
+        objects
+    }
+
+    #[test]
+    fn a_providers_own_rbac_crds_and_webhooks_pass() {
+        assert_eq!(check(&own(), &Policy::default()), Ok(()));
+    }
+
+    #[test]
+    fn bindings_to_roles_or_subjects_outside_the_components_are_refused() {
+        let binding = |role: &str, subject: Value| {
+            json!({"kind": "ClusterRoleBinding", "metadata": {"name": "evil"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [subject]})
+        };
+        let cases = [
+            (
+                binding("cluster-admin", json!({"kind": "Group", "name": "system:authenticated"})),
+                "ClusterRoleBinding evil is refused: it binds the ClusterRole \"cluster-admin\", which the provider's components do not define",
+            ),
+            (
+                binding("p-manager", json!({"kind": "Group", "name": "system:authenticated"})),
+                "ClusterRoleBinding evil is refused: its subject Group \"system:authenticated\" is not a ServiceAccount of the provider's components",
+            ),
+            (
+                binding("p-manager", json!({"kind": "User", "name": "mallory"})),
+                "its subject User \"mallory\" is not a ServiceAccount",
+            ),
+            (
+                binding(
+                    "p-manager",
+                    json!({"kind": "ServiceAccount", "name": "default", "namespace": "kube-system"}),
+                ),
+                "its subject ServiceAccount \"default\" is not a ServiceAccount",
+            ),
+            (
+                json!({"kind": "RoleBinding", "metadata": {"name": "x", "namespace": "kube-system"},
+                    "roleRef": {"kind": "Role", "name": "leader"}, "subjects": [{"kind": "ServiceAccount", "name": "manager"}]}),
+                "RoleBinding kube-system/x is refused: it binds the Role \"leader\"",
+            ),
+        ];
+        for (object, wanted) in cases {
+            let refused = check(&with(object), &Policy::default()).unwrap_err();
+            assert!(refused.contains(wanted), "{refused}");
+        }
+        let allowed = Policy { cluster_roles: vec!["system:auth-delegator".into()], ..Default::default() };
+        let delegator = binding(
+            "system:auth-delegator",
+            json!({"kind": "ServiceAccount", "name": "manager", "namespace": "p-system"}),
+        );
+        assert_eq!(check(&with(delegator.clone()), &allowed), Ok(()));
+        assert!(check(&with(delegator), &Policy::default()).is_err());
+    }
+
+    #[test]
+    fn roles_never_aggregate_into_kubernetes_own_roles() {
+        let to_admin = json!({"kind": "ClusterRole", "metadata": {"name": "sneaky",
+            "labels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true"}}, "rules": []});
+        let refused = check(&with(to_admin), &Policy::default()).unwrap_err();
+        assert!(
+            refused.starts_with(
+                "ClusterRole sneaky is refused: its label rbac.authorization.k8s.io/aggregate-to-admin"
+            ),
+            "{refused}"
+        );
+        for selector in
+            [json!({}), json!({"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}})]
+        {
+            let gathering = json!({"kind": "ClusterRole", "metadata": {"name": "all"},
+                "aggregationRule": {"clusterRoleSelectors": [selector]}});
+            assert!(check(&with(gathering), &Policy::default()).unwrap_err().contains("aggregationRule"));
+        }
+        let own_aggregation = json!({"kind": "ClusterRole", "metadata": {"name": "mine"},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"p.test.io/aggregate": "true"}}]}});
+        assert_eq!(check(&with(own_aggregation), &Policy::default()), Ok(()));
+    }
+
+    #[test]
+    fn webhooks_intercept_the_providers_own_groups_only() {
+        let hook = |group: &str| {
+            json!({"kind": "MutatingWebhookConfiguration", "metadata": {"name": "m"},
+                "webhooks": [{"name": "pods.p.test.io", "rules": [{"apiGroups": [group], "resources": ["*"]}]}]})
+        };
+        let refused = check(&with(hook("")), &Policy::default()).unwrap_err();
+        assert_eq!(
+            refused,
+            "MutatingWebhookConfiguration m is refused: its webhook \"pods.p.test.io\" intercepts the API group \"\" (the core group), outside the groups of the provider's own CRDs; allow it with --allow-webhook-group if the provider needs it"
+        );
+        assert!(check(&with(hook("*")), &Policy::default()).unwrap_err().contains("\"*\""));
+        let allowed = Policy { webhook_groups: vec!["apps".into()], ..Default::default() };
+        assert_eq!(check(&with(hook("apps")), &allowed), Ok(()));
+    }
+}

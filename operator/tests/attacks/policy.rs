@@ -1,0 +1,65 @@
+//! Components that would grant more than the provider's own objects are refused before
+//! anything is written.
+
+use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::Api;
+use serde_json::json;
+
+use crate::fixtures::{components, publish, selector};
+use crate::support::{Scenario, condition, reason};
+
+fn spec(label: &str) -> String {
+    let mut spec: serde_json::Value = serde_json::from_str(&selector(label)).unwrap();
+    spec["version"] = json!("v1.0.0");
+    spec.to_string()
+}
+
+/// A repository in a labelled ConfigMap (writable by whoever may write ConfigMaps in the
+/// providers' namespace) whose components bind cluster-admin to every authenticated user.
+#[tokio::test]
+async fn a_binding_of_cluster_admin_to_everyone_is_refused_and_nothing_is_applied() {
+    let mut s = Scenario::new("attack-crb").await;
+    let binding = s.cluster.unique("everyone-admin");
+    let run_label = s.cluster.unique("attack");
+    // Had it been applied, it goes with the scenario.
+    s.cluster.remove_cluster_objects_labelled(&format!("scenario.butlerlabs.dev/run={run_label}"));
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let mut evil = components("evil", "v1.0.0", &[]);
+    evil.push_str(&format!(
+        "---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {binding}
+  labels: {{scenario.butlerlabs.dev/run: {run_label}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}}
+subjects:
+- {{apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'system:authenticated'}}
+"
+    ));
+    publish(&s, "infrastructure-evil", "infrastructure-components.yaml", "v1.0.0", &evil).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    s.create::<InfrastructureProvider>("evil", &spec("infrastructure-evil")).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("evil", "the components refused", |p| {
+            reason(p, "ProviderInstalled", "PolicyViolation")
+        })
+        .await;
+    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    assert_eq!(
+        message,
+        &format!(
+            "ClusterRoleBinding {binding} is refused: it binds the ClusterRole \"cluster-admin\", which the provider's components do not define; a provider's bindings name its own roles (or a ClusterRole the operator allows with --allow-cluster-role)"
+        )
+    );
+    assert!(reason(&refused, "Ready", "NotInstalled"), "{:?}", refused.status);
+    // Nothing of the release was written: not the binding, not the rest.
+    let bindings: Api<ClusterRoleBinding> = Api::all(s.client.clone());
+    assert!(bindings.get_opt(&binding).await.unwrap().is_none(), "the binding was applied");
+    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+    assert!(deployments.get_opt("evil-controller-manager").await.unwrap().is_none());
+    s.stop_operator().await;
+}
