@@ -21,6 +21,26 @@ pub const ORDER: &[&str] = &[VALIDATED, REACHABLE, POOLS_AVAILABLE, READY];
 const NODES_PER_TENANT: i32 = 5;
 const LB_PER_TENANT: i32 = 8;
 
+/// spec/000 "Team Scope": a ProviderConfig scoped to a team may be used by that team's
+/// clusters only (`team`: the team of the cluster's namespace, if it is a team's). A
+/// platform-scoped one (or one without a scope) may be used by any.
+pub fn scope_allows(config: &ProviderConfig, team: Option<&str>) -> Result<(), String> {
+    let Some(scope) =
+        config.spec.scope.as_ref().filter(|s| s.type_ == Some(butler_core::api::ScopeType::Team))
+    else {
+        return Ok(());
+    };
+    let owner = scope.team_ref.as_ref().map(|r| r.name.as_str()).unwrap_or_default();
+    if !owner.is_empty() && team == Some(owner) {
+        return Ok(());
+    }
+    Err(format!(
+        "the ProviderConfig {}/{} is scoped to the team {owner:?}, and only that team's clusters may use it; point spec.providerConfigRef at a platform ProviderConfig or one of your team's",
+        config.namespace().unwrap_or_default(),
+        config.name_any()
+    ))
+}
+
 /// What the plan reads.
 pub struct Observed<'a> {
     pub config: &'a ProviderConfig,
@@ -220,6 +240,29 @@ pub fn users<'a>(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_team_scoped_provider_config_serves_its_team_only() {
+        let config = |scope: &str| -> ProviderConfig {
+            serde_saphyr::from_str(&format!(
+                "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: azure, namespace: team-a}}\nspec:\n  provider: azure\n  credentialsRef: {{name: c}}\n{scope}"
+            ))
+            .unwrap()
+        };
+        let team_a = config("  scope: {type: team, teamRef: {name: a}}\n");
+        assert_eq!(scope_allows(&team_a, Some("a")), Ok(()));
+        let refused = scope_allows(&team_a, Some("b")).unwrap_err();
+        assert!(
+            refused.starts_with("the ProviderConfig team-a/azure is scoped to the team \"a\""),
+            "{refused}"
+        );
+        assert!(scope_allows(&team_a, None).is_err(), "a namespace of no team");
+        for platform in ["", "  scope: {type: platform}\n"] {
+            assert_eq!(scope_allows(&config(platform), Some("b")), Ok(()));
+            assert_eq!(scope_allows(&config(platform), None), Ok(()));
+        }
+    }
+
     use super::*;
 
     fn config(yaml: &str) -> ProviderConfig {

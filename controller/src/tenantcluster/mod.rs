@@ -84,11 +84,13 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
         ctx.pools.state().into_iter().filter(|p| p.namespace().as_deref() == Some(&pool_namespace)).collect();
     let lookup = |name: &str| pools.iter().find(|p| p.name_any() == name).map(Arc::as_ref);
     let allocations = allocations_of(ctx, cluster);
+    let namespace = cluster.namespace().unwrap_or_default();
     let planned = plan::plan(&Observed {
         cluster,
         config: config.as_deref(),
         pool: &lookup,
         allocations: allocations.iter().map(Arc::as_ref).collect(),
+        team: crate::team::plan::team_of_namespace(&namespace),
     });
     if !planned.ipam && planned.condition.is_none() {
         return Ok(Action::await_change());

@@ -34,6 +34,8 @@ pub struct Observed<'a> {
     pub pool: &'a (dyn Fn(&str) -> Option<&'a NetworkPool> + Sync),
     /// The IPAllocations whose tenantClusterRef is this cluster.
     pub allocations: Vec<&'a IPAllocation>,
+    /// The team of the cluster's namespace, if it is a team's.
+    pub team: Option<&'a str>,
 }
 
 /// What should be.
@@ -118,6 +120,13 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             },
         };
     };
+    // Another team's ProviderConfig (and its pools) serves this cluster nothing.
+    if let Err(why) = crate::providerconfig::plan::scope_allows(config, observed.team) {
+        return Plan {
+            condition: Some(Wanted::new(IPAM_READY, false, "ProviderConfigNotAllowed", why)),
+            ..Plan::default()
+        };
+    }
     let mode = config.spec.network.as_ref().and_then(|n| n.mode).unwrap_or_default();
     if mode != NetworkMode::Ipam {
         // Cloud mode: the provider's own load balancers; IPAM does nothing at all.

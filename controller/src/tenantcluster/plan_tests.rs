@@ -45,7 +45,13 @@ fn run(
     allocations: &[IPAllocation],
 ) -> Plan {
     let lookup = |name: &str| pools.iter().find(|p| p.name_any() == name);
-    plan(&Observed { cluster: c, config: pc, pool: &lookup, allocations: allocations.iter().collect() })
+    plan(&Observed {
+        cluster: c,
+        config: pc,
+        pool: &lookup,
+        allocations: allocations.iter().collect(),
+        team: None,
+    })
 }
 
 const TWO_POOLS: &str =

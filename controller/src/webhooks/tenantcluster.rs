@@ -76,10 +76,20 @@ pub fn sizes(cluster: &TenantCluster) -> Result<(), String> {
     }
 }
 
-/// The rules of create: readable sizes, the team's restrictions and every limit.
+/// The rules of create: readable sizes, the ProviderConfig's scope, the team's restrictions
+/// and every limit.
 pub fn validate(cluster: &TenantCluster, ctx: &Context<'_>) -> Result<(), String> {
     sizes(cluster)?;
+    scope(cluster, ctx)?;
     check(cluster, ctx, true, true)
+}
+
+/// A team-scoped ProviderConfig serves its own team's clusters only.
+fn scope(cluster: &TenantCluster, ctx: &Context<'_>) -> Result<(), String> {
+    let Some(config) = ctx.config else { return Ok(()) };
+    let namespace = cluster.namespace().unwrap_or_default();
+    crate::providerconfig::plan::scope_allows(config, crate::team::plan::team_of_namespace(&namespace))
+        .map_err(|why| format!("{}: {why}", who(cluster)))
 }
 
 /// The rules of an update, which must never lock a team out of its own clusters: sizes are
@@ -108,6 +118,9 @@ pub fn validate_update(
     let restricted = o.kubernetes_version != n.kubernetes_version
         || o.addons != n.addons
         || o.provider_config_ref != n.provider_config_ref;
+    if o.provider_config_ref != n.provider_config_ref {
+        scope(cluster, ctx)?;
+    }
     check(cluster, ctx, restricted, grows)
 }
 

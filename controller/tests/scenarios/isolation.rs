@@ -184,3 +184,53 @@ async fn a_team_admin_reads_the_team_but_cannot_raise_its_limits_or_reach_anothe
         "the controller's Secrets",
     );
 }
+
+#[tokio::test]
+async fn another_teams_provider_config_and_its_pools_serve_a_cluster_nothing() {
+    use butler_core::api::IPAllocation;
+    let s = Scenario::start().await;
+    // Team namespaces are `team-{team}`.
+    let team_a = s.cluster.namespace("team-a").await;
+    let team_b = s.cluster.namespace("team-b").await;
+    let owner = team_a.trim_start_matches("team-").to_string();
+    pool(&s, &team_a, "a-pool", "10.66.0.0/24").await;
+    crate::tenants::make::<ProviderConfig>(
+        &s,
+        &team_a,
+        json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+            "metadata": {"name": "pc", "namespace": team_a},
+            "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"},
+                "scope": {"type": "team", "teamRef": {"name": owner}},
+                "network": {"mode": "ipam", "poolRefs": [{"name": "a-pool"}], "loadBalancer": {"defaultPoolSize": 4}}}}),
+    )
+    .await;
+    // Team b's cluster names team a's ProviderConfig; team a's own is served.
+    cluster(&s, &team_b, "intruder", &team_a).await;
+    cluster(&s, &team_a, "own", &team_a).await;
+    let clusters_b: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team_b);
+    let refused = wait_for(&clusters_b, "intruder", "refused", |c| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|st| condition(&st.conditions, "IPAMReady"))
+            .is_some_and(|c| c.reason == "ProviderConfigNotAllowed")
+    })
+    .await
+    .unwrap();
+    let status = refused.status.unwrap();
+    let message = &condition(&status.conditions, "IPAMReady").unwrap().message;
+    assert!(
+        message.starts_with(&format!("the ProviderConfig {team_a}/pc is scoped to the team \"{owner}\"")),
+        "{message}"
+    );
+    let clusters_a: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team_a);
+    wait_for(&clusters_a, "own", "IPAMReady", crate::tenants::ipam_ready).await;
+    let allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &team_a);
+    let names: Vec<String> = allocations
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|a| a.spec.tenant_cluster_ref.name)
+        .collect();
+    assert_eq!(names, ["own"], "the intruder got no addresses of team a's pool");
+}
