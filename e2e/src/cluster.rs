@@ -22,6 +22,9 @@ pub const KUBECONFIG_VARIABLE: &str = "BUTLER_E2E_KUBECONFIG";
 /// The field manager the runner's own writes use.
 pub const FIELD_MANAGER: &str = "butler-e2e";
 
+/// The label of the stand-in CRDs a scenario installs and takes away.
+pub const STAND_IN_LABEL: &str = "butler-e2e.butlerlabs.dev/stand-in";
+
 /// A cluster for one scenario: its client, and the namespaces and CRDs the scenario made, which
 /// are deleted when the `Cluster` is dropped, passed or failed (a dropped in-memory server takes
 /// everything along). Scenarios run in parallel on one real cluster: CRDs that they share are
@@ -206,6 +209,33 @@ impl Cluster {
         );
         self.crds.lock().expect("not poisoned").push(name.clone());
         self.install_crd(crd).await;
+    }
+
+    /// Installs a stand-in for a CRD that a real cluster may serve already (cert-manager's,
+    /// say), for this scenario alone: one the cluster has that is no stand-in is the real thing
+    /// and stays as it is; otherwise the stand-in (labelled [`STAND_IN_LABEL`]) is made, after
+    /// an earlier stand-in still terminating is gone, and deleted with the scenario. Scenarios
+    /// that use stand-ins take turns ([`Cluster::exclusive`]) on a real cluster, or one would
+    /// delete what another uses.
+    pub async fn install_stand_in_crd(&self, crd: &CustomResourceDefinition) {
+        let name = crd.metadata.name.clone().expect("a CRD has a name");
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let stand_in = |c: &CustomResourceDefinition| {
+            c.metadata.labels.as_ref().is_some_and(|l| l.contains_key(STAND_IN_LABEL))
+        };
+        for _ in 0..600 {
+            match api.get_opt(&name).await.unwrap_or_else(|e| panic!("reading CRD {name}: {e}")) {
+                Some(existing) if !stand_in(&existing) => return,
+                Some(existing) if existing.metadata.deletion_timestamp.is_some() => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                _ => break,
+            }
+        }
+        let mut crd = crd.clone();
+        crd.metadata.labels.get_or_insert_with(Default::default).insert(STAND_IN_LABEL.into(), "true".into());
+        self.crds.lock().expect("not poisoned").push(name);
+        self.install_crd(&crd).await;
     }
 
     async fn established(&self, name: &str) {

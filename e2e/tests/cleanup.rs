@@ -54,6 +54,13 @@ fn the_clean_up_of_a_real_cluster_finishes_and_leaves_nothing_of_the_scenario() 
             cluster.install_own_crd(&own).await;
             let shared = crd("shared.example.com");
             cluster.install_crd(&shared).await;
+            // A stand-in goes with the scenario; the real thing of that name is left alone.
+            cluster.install_stand_in_crd(&crd("standin.example.com")).await;
+            Api::<CustomResourceDefinition>::all(cluster.client())
+                .create(&PostParams::default(), &crd("real.example.com"))
+                .await
+                .unwrap();
+            cluster.install_stand_in_crd(&crd("real.example.com")).await;
             // Cluster-wide objects that a controller under test made for the scenario, and one
             // that is not the scenario's.
             let roles: Api<ClusterRole> = Api::all(cluster.client());
@@ -97,6 +104,15 @@ fn the_clean_up_of_a_real_cluster_finishes_and_leaves_nothing_of_the_scenario() 
         }
         assert!(crds.get_opt(&own).await.unwrap().is_none(), "the scenario's own CRD is gone");
         assert!(crds.get_opt("things.shared.example.com").await.unwrap().is_some(), "a shared CRD stays");
+        for _ in 0..100 {
+            if crds.get_opt("things.standin.example.com").await.unwrap().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(crds.get_opt("things.standin.example.com").await.unwrap().is_none(), "a stand-in goes");
+        let real = crds.get_opt("things.real.example.com").await.unwrap().expect("the real CRD stays");
+        assert!(real.metadata.labels.unwrap_or_default().is_empty(), "and is not relabelled");
         let roles: Api<ClusterRole> = Api::all(cluster.client());
         assert!(
             roles.get_opt(&format!("{ns}-made")).await.unwrap().is_none(),

@@ -11,7 +11,6 @@ use butler_operator::controller::{self, Operator, Options, ProviderObject};
 use butler_operator::metrics::Metrics;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -34,14 +33,11 @@ pub fn from_yaml<T: serde::de::DeserializeOwned>(text: &str) -> T {
     serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("fixture does not parse: {e}\n{text}"))
 }
 
-/// The stand-in cert-manager CRDs, unless the cluster serves cert-manager already.
+/// The stand-in cert-manager CRDs, unless the cluster serves cert-manager already; they go
+/// with the scenario (scenarios take turns on a real cluster, so none loses them to another).
 async fn install_cert_manager_crds(cluster: &Cluster) {
-    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
-    if crds.get_opt("certificates.cert-manager.io").await.expect("reading CRDs").is_some() {
-        return;
-    }
     for crd in butler_apiserver::stand_ins::cert_manager_crds() {
-        cluster.install_crd(&crd).await;
+        cluster.install_stand_in_crd(&crd).await;
     }
 }
 
@@ -60,10 +56,10 @@ impl Scenario {
         for crd in butler_operator::crds::providers() {
             cluster.install_crd(&crd).await;
         }
-        install_cert_manager_crds(&cluster).await;
         // Providers' ClusterRoles and CRDs have one name per cluster: on a real cluster the
         // scenarios that install them take turns (they still run at once with every other).
         cluster.exclusive("operator-providers").await;
+        install_cert_manager_crds(&cluster).await;
         let namespace = cluster.namespace(base).await;
         // What the operator makes cluster-wide for this scenario's providers goes with it.
         cluster.remove_cluster_objects_labelled(&format!(
