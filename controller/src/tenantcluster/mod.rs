@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use butler_core::api::labels::TENANT_CLUSTER_FINALIZER;
-use butler_core::api::{IPAllocation, TenantCluster, TenantClusterStatus};
+use butler_core::api::{IPAllocation, TenantCluster};
 use butler_runtime::conditions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -117,30 +117,46 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
         wanted.extend(more);
         requeue = [requeue, wake].into_iter().flatten().min();
     }
-    // Status: only the IPAM fields and conditions.
+    // Status: only the IPAM fields, this controller's conditions, Ready and observedGeneration,
+    // applied with its own field manager: the conditions are a map by type, so those of other
+    // writers stay theirs and are never written back from a cache.
+    wanted.push(plan::readiness(&wanted));
     let existing = cluster.status.clone().unwrap_or_default();
     let now = Time(ctx.ipam.clock.now());
-    let merged = conditions::merge(&existing.conditions, &wanted, cluster.meta().generation, &now, &[]);
+    let generation = cluster.meta().generation;
+    let merged = conditions::merge(&existing.conditions, &wanted, generation, &now, &[]);
+    let ours: Vec<_> = merged.into_iter().filter(|c| wanted.iter().any(|w| w.type_ == c.type_)).collect();
     let addresses = (!planned.addresses.is_empty()).then(|| planned.addresses.clone());
-    let status = TenantClusterStatus {
-        conditions: merged,
-        lb_allocation_ref: planned.lb_allocation_ref.clone().or(existing.lb_allocation_ref.clone()),
-        ip_allocation_ref: planned.ip_allocation_ref.clone().or(existing.ip_allocation_ref.clone()),
-        load_balancer_addresses: addresses,
-        ..existing.clone()
-    };
-    if status != existing {
-        let patch = json!({"status": {
-            "conditions": status.conditions,
-            "lbAllocationRef": status.lb_allocation_ref,
-            "ipAllocationRef": status.ip_allocation_ref,
-            "loadBalancerAddresses": status.load_balancer_addresses,
-        }});
-        api.patch_status(&cluster.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await.map_err(
-            |e| Error::kube(format!("writing the status of TenantCluster {}", named(&cluster)), e),
-        )?;
+    let lb_allocation_ref = planned.lb_allocation_ref.clone().or(existing.lb_allocation_ref.clone());
+    let ip_allocation_ref = planned.ip_allocation_ref.clone().or(existing.ip_allocation_ref.clone());
+    let unchanged = ours.iter().all(|c| existing.conditions.contains(c))
+        && existing.observed_generation == generation
+        && existing.lb_allocation_ref == lb_allocation_ref
+        && existing.ip_allocation_ref == ip_allocation_ref
+        && existing.load_balancer_addresses == addresses;
+    if !unchanged {
+        // What is not known is left out (an applied null would be a value of its own).
+        let mut status = json!({"conditions": ours, "observedGeneration": generation});
+        for (key, value) in [
+            ("lbAllocationRef", json!(lb_allocation_ref)),
+            ("ipAllocationRef", json!(ip_allocation_ref)),
+            ("loadBalancerAddresses", json!(addresses)),
+        ] {
+            if !value.is_null() {
+                status[key] = value;
+            }
+        }
+        let patch = json!({
+            "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+            "metadata": {"name": cluster.name_any()},
+            "status": status,
+        });
+        let params = PatchParams::apply(butler_core::api::labels::FIELD_MANAGER).force();
+        api.patch_status(&cluster.name_any(), &params, &Patch::Apply(patch)).await.map_err(|e| {
+            Error::kube(format!("writing the status of TenantCluster {}", named(&cluster)), e)
+        })?;
     }
-    let ready = conditions::is_true(&status.conditions, IPAM_READY);
+    let ready = ours.iter().any(|c| c.type_ == IPAM_READY && c.status == "True");
     Ok(Action::requeue(requeue.unwrap_or(if ready { RESYNC } else { Duration::from_secs(30) })))
 }
 

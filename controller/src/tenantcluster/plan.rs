@@ -14,7 +14,7 @@ use butler_core::api::{
     AllocationMode, AllocationType, IPAllocation, IPAllocationPhase, IPAllocationSpec, LocalObjectReference,
     NamespacedObjectReference, NetworkMode, NetworkPool, ProviderConfig, TenantCluster,
 };
-use butler_runtime::conditions::Wanted;
+use butler_runtime::conditions::{READY, Wanted};
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
 
@@ -24,6 +24,17 @@ pub const IPAM_READY: &str = "IPAMReady";
 /// Load-balancer addresses when neither the cluster nor the ProviderConfig says (spec/002).
 pub const DEFAULT_LB_POOL_SIZE: i32 = 8;
 pub const DEFAULT_INITIAL_POOL_SIZE: i32 = 2;
+
+/// The TenantCluster's `Ready` as far as this controller knows it: its addresses are allocated
+/// and the tenant's MetalLB has them (`IPAMReady` and `MetalLBSynced`; elastic growth that
+/// waits does not make a running cluster unready). False with the first reason that is not.
+pub fn readiness(wanted: &[Wanted]) -> Wanted {
+    let gating = [IPAM_READY, super::METALLB_SYNCED];
+    match wanted.iter().find(|w| gating.contains(&w.type_) && !w.status) {
+        Some(first) => Wanted::new(READY, false, &first.reason, first.message.clone()),
+        None => Wanted::new(READY, true, "Ready", "its addresses are allocated and its MetalLB serves them"),
+    }
+}
 
 /// What the plan reads.
 pub struct Observed<'a> {

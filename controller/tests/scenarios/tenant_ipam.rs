@@ -161,3 +161,51 @@ async fn a_cluster_that_asks_for_node_addresses_gets_them_within_the_quota() {
         "node blocks are not load-balancer addresses"
     );
 }
+
+#[tokio::test]
+async fn the_status_keeps_other_writers_conditions_and_says_ready_for_its_generation() {
+    use kube::api::{Patch, PatchParams};
+    let s = Scenario::start().await;
+    let system = s.cluster.namespace("tc-status-system").await;
+    let team = s.cluster.namespace("tc-status-team").await;
+    pool(&s, &system, "lab", "10.67.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
+    )
+    .await;
+    cluster(&s, &team, "web", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    wait_for(&clusters, "web", "IPAMReady", ipam_ready).await;
+    // A provisioner writes a condition of its own, with its own field manager.
+    let theirs = json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": "web"}, "status": {"conditions": [{"type": "ControlPlaneReady", "status": "True",
+        "reason": "Provisioned", "message": "the control plane answers", "lastTransitionTime": "2026-11-25T00:00:00Z"}]}});
+    clusters
+        .patch_status("web", &PatchParams::apply("provisioner").force(), &Patch::Apply(theirs))
+        .await
+        .unwrap();
+    // A spec change: the controller reconciles and writes its status for the new generation.
+    clusters
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"kubernetesVersion": "1.31.2"}})),
+        )
+        .await
+        .unwrap();
+    let seen = wait_for(&clusters, "web", "its status for generation 2", |c| {
+        c.and_then(|c| c.status.as_ref()).is_some_and(|st| st.observed_generation == Some(2))
+    })
+    .await
+    .unwrap();
+    let status = seen.status.unwrap();
+    let types: Vec<(&str, &str)> =
+        status.conditions.iter().map(|c| (c.type_.as_str(), c.status.as_str())).collect();
+    assert!(types.contains(&("ControlPlaneReady", "True")), "the provisioner's condition stays: {types:?}");
+    assert!(types.contains(&("IPAMReady", "True")) && types.contains(&("Ready", "False")), "{types:?}");
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "WaitingForKubeconfig", "MetalLB waits for the tenant's kubeconfig");
+    assert_eq!(ready.observed_generation, Some(2));
+}
