@@ -102,14 +102,18 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
     } else {
         cluster.clone()
     };
+    let mut taken = None;
     for allocation in &planned.create {
-        create_allocation(ctx, &cluster, allocation).await?;
+        taken = taken.or(create_allocation(ctx, &cluster, allocation).await?);
     }
     for (ns, name) in &planned.delete {
         delete_allocation(ctx, &cluster, ns, name, &allocations).await?;
     }
     // The tenant's side, once the cluster holds its block.
-    let mut wanted: Vec<_> = planned.condition.iter().cloned().collect();
+    let mut wanted: Vec<_> = match taken {
+        Some(why) => vec![Wanted::new(IPAM_READY, false, "AllocationNameTaken", why)],
+        None => planned.condition.iter().cloned().collect(),
+    };
     let mut requeue = planned.requeue;
     let holds = planned.condition.as_ref().is_some_and(|c| c.status);
     if holds && let Some(config) = config.as_deref() {
@@ -244,7 +248,10 @@ async fn tenant_side<'a>(
             now,
         );
         for grown in &decision.create {
-            create_allocation(ctx, cluster, grown).await?;
+            if let Some(why) = create_allocation(ctx, cluster, grown).await? {
+                tracing::warn!(cluster = %named(cluster), "{why}");
+                continue;
+            }
             tracing::info!(cluster = %named(cluster), allocation = %grown.name_any(), "elastic growth: LoadBalancer Services wait for addresses");
         }
         let namespace = config.namespace().unwrap_or_default();
@@ -309,19 +316,32 @@ async fn tenant_side<'a>(
 }
 
 /// Creates an allocation of `cluster`; one that exists already (made a moment ago by this
-/// controller, whose cache has not shown it yet) is fine.
+/// controller, whose cache has not shown it yet) is fine. `Some(why)` when the name is taken
+/// by an allocation of another cluster.
 async fn create_allocation(
     ctx: &Context,
     cluster: &TenantCluster,
     allocation: &IPAllocation,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
     let ns = allocation.namespace().unwrap_or_default();
     match Api::<IPAllocation>::namespaced(ctx.client.clone(), &ns)
         .create(&PostParams::default(), allocation)
         .await
     {
-        Ok(_) => Ok(()),
-        Err(e) if is_conflict(&e) => Ok(()),
+        Ok(_) => Ok(None),
+        // Made already: by an earlier try of this cluster's (fine), or someone else's object
+        // of that name (an error that says so; never taken as this cluster's).
+        Err(e) if is_conflict(&e) => {
+            let api = Api::<IPAllocation>::namespaced(ctx.client.clone(), &ns);
+            let name = allocation.name_any();
+            match api.get_opt(&name).await {
+                Ok(Some(existing)) if !plan::serves(&existing, cluster) => Ok(Some(format!(
+                    "IPAllocation {ns}/{name} exists and serves TenantCluster {}/{}, not this one; rename one of the clusters",
+                    existing.spec.tenant_cluster_ref.namespace, existing.spec.tenant_cluster_ref.name,
+                ))),
+                _ => Ok(None),
+            }
+        }
         Err(e) => Err(Error::kube(
             format!(
                 "creating IPAllocation {ns}/{} for TenantCluster {}",
@@ -379,7 +399,8 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
         .map(Arc::as_ref)
         .filter(|a| {
             a.labels().get(butler_core::api::labels::LABEL_TEAM) == cluster.namespace().as_ref()
-                && a.labels().get(butler_core::api::labels::LABEL_TENANT) == Some(&cluster.name_any())
+                && a.labels().get(butler_core::api::labels::LABEL_TENANT)
+                    == Some(&plan::tenant_label(cluster))
         })
         .collect();
     let status = cluster.status.clone().unwrap_or_default();

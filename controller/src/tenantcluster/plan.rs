@@ -77,6 +77,21 @@ pub fn initial_name(cluster: &TenantCluster) -> String {
     format!("{}-{}-lb", cluster.namespace().unwrap_or_default(), cluster.name_any())
 }
 
+/// The value of the `tenant` label of a cluster's allocations: its name, or, for a name longer
+/// than a label value may be (63), its first 54 characters and 8 hex digits of its sha256, so
+/// that a long name never makes every allocation of the cluster invalid.
+pub fn tenant_label(cluster: &TenantCluster) -> String {
+    let name = cluster.name_any();
+    if name.len() <= 63 {
+        return name;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let head = name[..54].trim_end_matches(['-', '.']);
+    format!("{head}-{hex}")
+}
+
 /// Whether `allocation` says it serves `cluster`.
 pub fn serves(allocation: &IPAllocation, cluster: &TenantCluster) -> bool {
     let r = &allocation.spec.tenant_cluster_ref;
@@ -308,7 +323,7 @@ fn one_block(
         Some(IPAllocationPhase::Failed) => match fits(Some(&a.spec.pool_ref.name)) {
             // Fall through to the next pool that has room (this allocation is ours: its name
             // and labels are this cluster's).
-            Some(next) if a.labels().get(LABEL_TENANT) == Some(&cluster.name_any()) => {
+            Some(next) if a.labels().get(LABEL_TENANT) == Some(&tenant_label(cluster)) => {
                 plan.delete.push((namespace.to_string(), name.clone()));
                 state(
                     false,
@@ -356,7 +371,7 @@ pub(super) fn allocation(
     let team = cluster.namespace().unwrap_or_default();
     let labels = [
         (LABEL_TEAM, team.as_str()),
-        (LABEL_TENANT, cluster.name_any().as_str()),
+        (LABEL_TENANT, tenant_label(cluster).as_str()),
         (LABEL_NETWORK_POOL, pool),
         (LABEL_ALLOCATION_TYPE, type_.as_str()),
         (LABEL_ALLOCATION_ROLE, ALLOCATION_ROLE_INITIAL),

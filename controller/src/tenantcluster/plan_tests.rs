@@ -226,3 +226,21 @@ fn node_addresses_are_asked_when_the_cluster_wants_them_within_the_quota() {
     assert!(planned.condition.unwrap().status);
     assert_eq!(planned.addresses, ["10.0.0.0-10.0.0.7"], "node blocks are not load-balancer addresses");
 }
+
+#[test]
+fn a_long_cluster_name_gets_a_tenant_label_that_fits_and_stays_distinct() {
+    let named = |name: &str| -> TenantCluster {
+        serde_json::from_value(
+            json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+            "metadata": {"name": name, "namespace": "team-a"}, "spec": {}}),
+        )
+        .unwrap()
+    };
+    assert_eq!(tenant_label(&named("web")), "web");
+    let long = "a".repeat(80);
+    let other = format!("{}b", "a".repeat(79));
+    let (one, two) = (tenant_label(&named(&long)), tenant_label(&named(&other)));
+    assert!(one.len() <= 63 && two.len() <= 63, "{one} {two}");
+    assert_ne!(one, two);
+    assert!(one.starts_with(&"a".repeat(54)), "{one}");
+}

@@ -209,3 +209,47 @@ async fn the_status_keeps_other_writers_conditions_and_says_ready_for_its_genera
     assert_eq!(ready.reason, "WaitingForKubeconfig", "MetalLB waits for the tenant's kubeconfig");
     assert_eq!(ready.observed_generation, Some(2));
 }
+
+#[tokio::test]
+async fn an_allocation_name_taken_by_another_cluster_is_an_error_not_a_success() {
+    let s = Scenario::start().await;
+    let system = s.cluster.namespace("tc-taken-system").await;
+    let team = s.cluster.namespace("tc-taken-team").await;
+    pool(&s, &system, "lab", "10.68.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
+    )
+    .await;
+    // The name this cluster's block would have, held by a block of another cluster.
+    let other = s.cluster.namespace("tc-taken-other").await;
+    crate::ipam::tenant(&s, &other, "other").await;
+    make::<IPAllocation>(
+        &s,
+        &system,
+        json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
+            "metadata": {"name": format!("{team}-web-lb"), "namespace": system},
+            "spec": {"poolRef": {"name": "lab"}, "tenantClusterRef": {"name": "other", "namespace": other},
+                "type": "loadbalancer", "count": 4}}),
+    )
+    .await;
+    cluster(&s, &team, "web", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let refused = wait_for(&clusters, "web", "the name refused", |c| {
+        c.and_then(|c| c.status.as_ref()).is_some_and(|st| {
+            st.conditions.iter().any(|c| c.type_ == "IPAMReady" && c.reason == "AllocationNameTaken")
+        })
+    })
+    .await
+    .unwrap();
+    let status = refused.status.unwrap();
+    let message = &status.conditions.iter().find(|c| c.type_ == "IPAMReady").unwrap().message;
+    assert_eq!(
+        message,
+        &format!(
+            "IPAllocation {system}/{team}-web-lb exists and serves TenantCluster {other}/other, not this one; rename one of the clusters"
+        )
+    );
+    assert!(status.load_balancer_addresses.is_none(), "no addresses of another cluster's block");
+}
