@@ -84,6 +84,9 @@ fn without_field_times(object: &Value) -> Value {
     copy
 }
 
+/// The largest object etcd stores (1.5 MiB, its default request limit).
+pub const MAX_OBJECT_BYTES: usize = 1_572_864;
+
 /// The current time as the API server writes it.
 pub fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
@@ -298,6 +301,11 @@ impl Store {
             if without_field_times(&same) == without_field_times(old) {
                 return Ok(Store::present(rt, old.clone()));
             }
+        }
+        // etcd keeps no value over 1.5 MiB (its default --max-request-bytes): a real server
+        // answers such a write with etcd's refusal.
+        if serde_json::to_vec(&new).map_or(0, |bytes| bytes.len()) > MAX_OBJECT_BYTES {
+            return Err(ApiError::internal("etcdserver: request is too large"));
         }
         if dry_run {
             return Ok(Store::present(rt, new));

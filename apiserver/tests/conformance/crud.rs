@@ -281,3 +281,20 @@ async fn immutable_fields_are_refused_as_kubernetes_refuses_them() {
     assert_eq!(status.code, 422);
     assert!(status.message.contains("cannot change roleRef"), "{}", status.message);
 }
+
+#[tokio::test]
+async fn an_object_larger_than_etcd_keeps_is_refused() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("too-large").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    // 1.6 MiB: under the API server's 3 MiB request limit, over etcd's 1.5 MiB.
+    let big = "x".repeat(1_677_722);
+    let refused =
+        api.create(&PostParams::default(), &config_map("big", &[], &[("data", big.as_str())])).await;
+    match refused {
+        Err(kube::Error::Api(e)) => assert!(e.message.contains("request is too large"), "{}", e.message),
+        other => panic!("a 1.6 MiB object was stored: {other:?}"),
+    }
+    let fits = "x".repeat(1_000_000);
+    api.create(&PostParams::default(), &config_map("fits", &[], &[("data", fits.as_str())])).await.unwrap();
+}

@@ -103,7 +103,8 @@ pub struct IPAllocationStatus {
     /// Last allocated address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_address: Option<String>,
-    /// Every allocated address; omitted for blocks of more than 65,536 addresses.
+    /// Every allocated address; omitted for blocks of more than 4,096 addresses (`cidr` is the
+    /// record).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addresses: Option<Vec<String>>,
     /// Number of allocated addresses.

@@ -297,9 +297,22 @@ async fn orphans_are_collected_and_a_pool_is_held_while_allocations_use_it() {
     tenant(&s, &ns, "alive").await;
     let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
     allocate(&s, &ns, "kept", "lab", "alive", json!({"count": 2})).await;
-    allocate(&s, &ns, "orphan", "lab", "deleted-long-ago", json!({"count": 2})).await;
+    // Made ahead of its cluster (spec/002's stable addresses), and never claimed.
+    allocate(&s, &ns, "orphan", "lab", "never-came", json!({"count": 2})).await;
+    // Made by the TenantCluster controller for its cluster, which is gone.
+    let labels = json!({"butler.butlerlabs.dev/allocation-role": "initial"});
+    let mut made = crate::ipam::allocation_object(&ns, "made", "lab", "deleted", json!({"count": 2}));
+    made.metadata.labels = serde_json::from_value(labels).unwrap();
+    api.create(&PostParams::default(), &made).await.unwrap();
     allocated(&api, "kept").await;
-    wait_for(&api, "orphan", "collected", |a| a.is_none()).await;
+    wait_for(&api, "made", "collected at once", |a| a.is_none()).await;
+    // Within the grace the cluster may still come.
+    allocated(&api, "orphan").await;
+    s.clock.advance(Duration::from_secs(540));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(api.get_opt("orphan").await.unwrap().is_some(), "collected within the grace");
+    s.clock.advance(Duration::from_secs(61));
+    wait_for(&api, "orphan", "collected after the grace", |a| a.is_none()).await;
     let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
     pools.delete("lab", &DeleteParams::default()).await.unwrap();
     let held = wait_for(&pools, "lab", "deletion blocked", |p| {
@@ -392,4 +405,23 @@ async fn an_allocations_spec_cannot_be_moved_to_another_pool_or_resized() {
         .patch("web-lb", &PatchParams::default(), &Patch::Merge(&labelled))
         .await
         .expect("metadata stays mutable");
+}
+
+#[tokio::test]
+async fn a_large_ipv6_block_is_allocated_with_its_cidr_as_the_record() {
+    let s = Scenario::start().await;
+    let ns = s.cluster.namespace("ipam-large-v6").await;
+    pool(&s, &ns, "v6", json!({"cidr": "fd12:3456:789a:bcde::/64"})).await;
+    tenant(&s, &ns, "big").await;
+    // 65,536 addresses: listed, they would take some 2 MB, more than etcd keeps of an object.
+    allocate(&s, &ns, "big-lb", "v6", "big", json!({"count": 65_536})).await;
+    let allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    let done =
+        wait_for(&allocations, "big-lb", "Allocated", |a| phase(a) == Some(IPAllocationPhase::Allocated))
+            .await
+            .unwrap();
+    let status = done.status.unwrap();
+    assert_eq!(status.cidr.as_deref(), Some("fd12:3456:789a:bcde::/112"));
+    assert_eq!(status.allocated_count, Some(65_536));
+    assert!(status.addresses.is_none(), "the CIDR is the record");
 }
