@@ -7,6 +7,7 @@
 //! request; offline, tags are answered from the cache too.
 
 mod artifact;
+mod bounded;
 mod client;
 mod credentials;
 mod publish;
@@ -40,6 +41,9 @@ use crate::version::Version;
 
 /// Tags asked for per page of the tag list.
 const TAGS_PER_PAGE: usize = 1000;
+/// At most this many pages of tags (a registry that keeps answering full pages would otherwise
+/// be read for ever).
+const MAX_TAG_PAGES: usize = 50;
 
 /// Files by name.
 type Files = Arc<BTreeMap<String, Vec<u8>>>;
@@ -124,17 +128,32 @@ impl OciSource {
         let reference = Reference::with_tag(self.registry.clone(), self.repository.clone(), "latest".into());
         let (client, auth) = self.session().await?;
         let mut tags: Vec<String> = Vec::new();
-        loop {
-            let page = client
-                .list_tags(&reference, auth, Some(TAGS_PER_PAGE), tags.last().map(String::as_str))
-                .await
-                .map_err(|e| self.error("the tag list", e))?;
+        for page_number in 1.. {
+            if page_number > MAX_TAG_PAGES {
+                return Err(RepositoryError::Oci {
+                    reference: self.key("/tags"),
+                    message: format!(
+                        "the registry lists more than {} tags; pin the version (or a digest) instead of asking for the latest",
+                        MAX_TAG_PAGES * TAGS_PER_PAGE
+                    ),
+                });
+            }
+            let last = tags.last().cloned();
+            let page = self
+                .within_deadline(
+                    "the tag list",
+                    client.list_tags(&reference, auth, Some(TAGS_PER_PAGE), last.as_deref()),
+                )
+                .await?;
             let full = page.tags.len() >= TAGS_PER_PAGE;
             tags.extend(page.tags);
-            if !full {
+            // A page that does not move `last` on would be asked for again and again.
+            if !full || tags.last() == last.as_ref() {
                 break;
             }
         }
+        let mut seen = std::collections::HashSet::new();
+        tags.retain(|t| seen.insert(t.clone()));
         if let Some(cache) = &self.http.cache {
             cache.store(&key, &serde_json::to_vec(&tags).expect("tags serialize"), None, None, None)?;
         }
@@ -197,10 +216,17 @@ impl OciSource {
         };
         // oci-client checks the body against a digest in the reference.
         let (client, auth) = self.session().await?;
-        let (body, digest) = client
-            .pull_manifest_raw(&reference, auth, &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE])
-            .await
-            .map_err(|e| self.error(&format!("the manifest of {tag}"), e))?;
+        let what = format!("the manifest of {tag}");
+        let (body, digest) = self
+            .within_deadline(
+                &what,
+                client.pull_manifest_raw(
+                    &reference,
+                    auth,
+                    &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
+                ),
+            )
+            .await?;
         self.keep_by_digest(&digest, &body)?;
         if let Some(cache) = &self.http.cache {
             cache.store(
@@ -270,14 +296,44 @@ impl OciSource {
         if self.http.offline {
             return Err(self.not_cached(&self.key(&format!("@{}", layer.digest))));
         }
-        if u64::try_from(layer.size).unwrap_or(u64::MAX) > self.http.max_download {
+        let declared = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        if declared > self.http.max_download {
             return Err(RepositoryError::TooLarge { what: what.to_string(), limit: self.http.max_download });
         }
-        let mut body = Vec::new();
+        // Read through a limit: the registry may send more than the manifest declared, and the
+        // digest is known only at the end.
+        let mut body = bounded::Bounded::new(declared);
         let (client, _) = self.session().await?;
-        client.pull_blob(&artifact.reference, layer, &mut body).await.map_err(|e| self.error(what, e))?;
+        let pulled =
+            self.within_deadline(what, client.pull_blob(&artifact.reference, layer, &mut body)).await;
+        if body.exceeded() {
+            return Err(RepositoryError::TooLarge {
+                what: format!("{what} (more than its declared size)"),
+                limit: declared,
+            });
+        }
+        pulled?;
+        let body = body.into_inner();
         self.keep_by_digest(&layer.digest, &body)?;
         Ok(body)
+    }
+
+    /// One registry call, within the time limit of a request.
+    async fn within_deadline<T>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = std::result::Result<T, OciDistributionError>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.http.timeout, call).await {
+            Ok(answer) => answer.map_err(|e| self.error(what, e)),
+            Err(_) => Err(RepositoryError::Oci {
+                reference: self.key(""),
+                message: format!(
+                    "{what} did not arrive within {} s; check the registry",
+                    self.http.timeout.as_secs()
+                ),
+            }),
+        }
     }
 
     async fn unpacked(&self, artifact: &Artifact) -> Result<Files> {
