@@ -86,7 +86,7 @@ impl ClusterctlConfig {
         let value: Value = if text.trim().is_empty() {
             Value::Null
         } else {
-            serde_saphyr::from_str(text).map_err(|e| invalid(e.to_string()))?
+            serde_saphyr::from_str(text).map_err(|e| invalid(crate::yaml::describe_error(&e)))?
         };
         let map = match value {
             Value::Object(map) => map,

@@ -208,7 +208,10 @@ impl Http {
                 Err(rate_limited(&answer.headers, authenticated))
             }
             status => {
-                Err(RepositoryError::Http { url: url.to_string(), status, message: summary(&answer.body) })
+                // The body is the server's, not ours to repeat: it goes to the log, and the
+                // error (which reaches conditions) says the status alone.
+                tracing::debug!(%url, status, body = %summary(&answer.body), "the server refused");
+                Err(RepositoryError::Http { url: url.to_string(), status, message: reason_phrase(status) })
             }
         }
     }
@@ -230,7 +233,16 @@ fn rate_limited(headers: &HeaderMap, authenticated: bool) -> RepositoryError {
     RepositoryError::RateLimited { reset_at, minutes: ((reset - now).max(0) + 59) / 60, hint }
 }
 
-/// The start of an error body, or its `message` when it is JSON.
+/// The standard words of an HTTP status (`Forbidden`).
+fn reason_phrase(status: u16) -> String {
+    http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("an error status")
+        .to_string()
+}
+
+/// The start of an error body, or its `message` when it is JSON (for the log).
 fn summary(body: &[u8]) -> String {
     if let Ok(json) = serde_json::from_slice::<serde_json::Value>(body)
         && let Some(message) = json["message"].as_str()

@@ -39,8 +39,8 @@ impl Metadata {
     pub fn parse(provider: &str, bytes: &[u8]) -> Result<Metadata, RepositoryError> {
         let invalid = |problem: String| RepositoryError::Metadata { provider: provider.to_string(), problem };
         let text = std::str::from_utf8(bytes).map_err(|_| invalid("it is not UTF-8 text".into()))?;
-        let metadata: Metadata =
-            serde_saphyr::from_str(text).map_err(|e| invalid(format!("it is not metadata YAML: {e}")))?;
+        let metadata: Metadata = serde_saphyr::from_str(text)
+            .map_err(|e| invalid(format!("it is not metadata YAML: {}", crate::yaml::describe_error(&e))))?;
         if metadata.api_version != METADATA_API_VERSION {
             return Err(invalid(format!(
                 "apiVersion is {:?}, expected {METADATA_API_VERSION}",

@@ -64,7 +64,23 @@ pub fn split_documents(text: &str) -> Vec<String> {
 
 /// Parses YAML text into JSON values.
 pub fn parse_value(text: &str) -> Result<Value, String> {
-    serde_saphyr::from_str::<Value>(text).map_err(|e| e.to_string())
+    serde_saphyr::from_str::<Value>(text).map_err(|e| describe_error(&e))
+}
+
+/// A YAML error as conditions may carry it: where and what, without the text it quotes (the
+/// document is a remote server's, and may be anything that server holds).
+pub fn describe_error(e: &serde_saphyr::Error) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let mut out = String::with_capacity(first.len());
+    for (i, part) in first.split('"').enumerate() {
+        match i % 2 {
+            0 => out.push_str(part),
+            _ => out.push_str("\"…\""),
+        }
+    }
+    out
 }
 
 /// A value as block-style YAML.

@@ -48,3 +48,14 @@ fn documents_outside_plain_block_style_are_parsed_whole() {
     }
     assert!(Document::parse("- a\n").unwrap_err().contains("must be an object"));
 }
+
+#[test]
+fn errors_say_where_and_what_without_the_text() {
+    let secret = "a: 1\nb: [unclosed\ntoken: hunter2-secret-value\n";
+    let said = parse_value(secret).unwrap_err();
+    assert_eq!(said, "line 3 column 6: illegal placement of ':' indicator");
+    let typed =
+        serde_saphyr::from_str::<std::collections::BTreeMap<String, u64>>("n: hunter2\n").unwrap_err();
+    let said = describe_error(&typed);
+    assert!(!said.contains("hunter2") && said.contains("line 1"), "{said}");
+}

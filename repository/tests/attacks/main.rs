@@ -6,3 +6,4 @@
 mod support;
 
 mod oci;
+mod reflection;

@@ -162,9 +162,11 @@ pub(super) async fn access_token(
     let status = answer.status().as_u16();
     let body = answer.bytes().await.map_err(|e| network(&challenge.realm, e))?;
     if status != 200 {
+        // What the token service said is its own, not repeated into conditions: logged only.
         let said = String::from_utf8_lossy(&body[..body.len().min(300)]).trim().to_string();
+        tracing::debug!(realm = %challenge.realm, status, body = %said, "the token service refused");
         return Err(fail(format!(
-            "the token service {} refused the refresh token for {scope} (HTTP {status}: {said}); renew {} or the config.json's identitytoken",
+            "the token service {} refused the refresh token for {scope} (HTTP {status}); renew {} or the config.json's identitytoken",
             challenge.realm,
             super::REFRESH_TOKEN_VARIABLE
         )));
