@@ -179,7 +179,9 @@ fn deployment(version: &str, labels: &Value) -> Value {
                         "env": [
                             {"name": "POD_NAME", "valueFrom": field("metadata.name")["valueFrom"]},
                             {"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")["valueFrom"]},
-                            {"name": "BUTLER_CACHE_DIR", "value": "/var/cache/butler"},
+                            // A folder the operator makes (0700) inside the volume, which
+                            // the kubelet makes writable by every user.
+                            {"name": "BUTLER_CACHE_DIR", "value": "/var/cache/butler/repositories"},
                             {"name": "BUTLER_LOG_FORMAT", "value": "json"},
                         ],
                         "ports": [

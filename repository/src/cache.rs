@@ -50,16 +50,19 @@ impl Cache {
     }
 
     /// `$BUTLER_CACHE_DIR`, else the user's cache folder (`$XDG_CACHE_HOME` or `~/.cache`)
-    /// followed by `butler`.
+    /// followed by `butler`; with neither, a folder of this user's own in the temporary folder
+    /// (`butler-{uid}`), which [`Cache::store`] refuses unless this user made it, private.
     pub fn default_dir() -> PathBuf {
         if let Some(dir) = std::env::var_os("BUTLER_CACHE_DIR") {
             return PathBuf::from(dir);
         }
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir);
-        base.join("butler")
+        let base = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| {
+            std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".cache"))
+        });
+        match base {
+            Some(base) => base.join("butler"),
+            None => std::env::temp_dir().join(format!("butler-{}", current_uid().unwrap_or_default())),
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -110,7 +113,7 @@ impl Cache {
             stored_at: now_secs(),
             sha256: sha256_hex(body),
         };
-        std::fs::create_dir_all(&self.dir).map_err(|e| io(&self.dir, e))?;
+        ensure_private(&self.dir)?;
         write_atomically(&body_path, body)?;
         write_atomically(&meta_path, &serde_json::to_vec(&meta).expect("cache metadata serializes"))
     }
@@ -126,6 +129,41 @@ impl Cache {
     }
 }
 
+/// The user this process runs as (the owner of `/proc/self`).
+fn current_uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+}
+
+/// Makes the cache folder (0700) if need be, and refuses one that another user owns or that
+/// others may write: whoever could write there could plant what the operator then applies.
+fn ensure_private(dir: &Path) -> Result<(), RepositoryError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io(dir, e))?;
+    let meta = std::fs::metadata(dir).map_err(|e| io(dir, e))?;
+    let refuse = |why: String| RepositoryError::Io {
+        path: dir.to_path_buf(),
+        message: format!(
+            "{why}; make it this user's with mode 700, or choose another folder (--cache-dir, BUTLER_CACHE_DIR)"
+        ),
+    };
+    if let Some(me) = current_uid()
+        && meta.uid() != me
+    {
+        return Err(refuse(format!(
+            "the cache folder belongs to the user {}, not to this process's {me}",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(refuse(format!(
+            "the cache folder may be written by others (mode {:o})",
+            meta.mode() & 0o777
+        )));
+    }
+    Ok(())
+}
+
 fn io(path: &Path, e: std::io::Error) -> RepositoryError {
     RepositoryError::Io { path: path.to_path_buf(), message: e.to_string() }
 }
@@ -139,6 +177,31 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), RepositoryError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_folder_others_may_write_or_own_is_refused_and_a_new_one_is_private() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let root = tempfile::tempdir().unwrap();
+        let fresh = root.path().join("fresh/butler");
+        Cache::new(&fresh, Duration::from_secs(60)).store("u", b"x", None, None, None).unwrap();
+        assert_eq!(std::fs::metadata(&fresh).unwrap().mode() & 0o777, 0o700);
+        let open = root.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let refused =
+            Cache::new(&open, Duration::from_secs(60)).store("u", b"x", None, None, None).unwrap_err();
+        assert!(refused.to_string().contains("may be written by others (mode 777)"), "{refused}");
+        // Another user's folder (only root can make one here).
+        let theirs = root.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+        if std::os::unix::fs::chown(&theirs, Some(65534), None).is_ok() {
+            let refused =
+                Cache::new(&theirs, Duration::from_secs(60)).store("u", b"x", None, None, None).unwrap_err();
+            assert!(refused.to_string().contains("belongs to the user 65534"), "{refused}");
+        }
+    }
+
     use super::*;
 
     #[test]
