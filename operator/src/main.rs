@@ -75,6 +75,10 @@ struct RunArgs {
     /// CRDs' groups (repeat the flag for more).
     #[arg(long = "allow-webhook-group", value_name = "GROUP")]
     allow_webhook_groups: Vec<String>,
+    /// A folder under which provider objects may name local repositories
+    /// (`fetchConfig.url: file:///...`); without it they may name none.
+    #[arg(long = "local-repository-root", value_name = "DIR")]
+    local_repository_root: Option<std::path::PathBuf>,
 }
 
 fn run(args: RunArgs) -> ExitCode {
@@ -106,6 +110,7 @@ fn run(args: RunArgs) -> ExitCode {
                 policy: controller::policy::Policy {
                     cluster_roles: args.allow_cluster_roles,
                     webhook_groups: args.allow_webhook_groups,
+                    local_root: args.local_repository_root,
                 },
             };
             let operator = controller::start(leading.client, metrics, options, leading.shutdown);

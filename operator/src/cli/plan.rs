@@ -146,7 +146,7 @@ pub(super) async fn repository(
         .await
         .map_err(|e| e.0)?
         .remote;
-    fetch::repository(client, row.provider_kind, &row.namespace, &row.name, &row.spec, &remote, config)
+    fetch::repository(client, row.provider_kind, &row.namespace, &row.name, &row.spec, &remote, config, None)
 }
 
 /// Where `row` goes within `contract`.

@@ -3,7 +3,7 @@
 //! embedded repository, for Butler's provider names) says the provider lives.
 
 use butler_repository::{
-    AnySource, ClusterctlConfig, ConfigMapSource, ProviderUrl, RemoteOptions, Repository, Version,
+    AnySource, ClusterctlConfig, ConfigMapSource, Location, ProviderUrl, RemoteOptions, Repository, Version,
     oci::OciOptions,
 };
 
@@ -16,7 +16,25 @@ pub fn known(config: &ClusterctlConfig, kind: ProviderKind, name: &str) -> bool 
     config.provider(kind, name).is_ok()
 }
 
-/// The repository of a provider.
+/// Whether a provider object may read the local folder of its `fetchConfig.url`: only under
+/// the root the operator's configuration names (`--local-repository-root`), decided on the
+/// path as written (no `..`, nothing read first), so that nobody who may write provider
+/// objects probes the operator's filesystem through its error messages.
+pub fn local_allowed(location: &Location, root: Option<&std::path::Path>) -> Result<(), String> {
+    let Location::Local { base, .. } = location else { return Ok(()) };
+    let climbs = base.components().any(|c| matches!(c, std::path::Component::ParentDir));
+    match root {
+        Some(root) if base.is_absolute() && base.starts_with(root) && !climbs => Ok(()),
+        _ => Err(format!(
+            "spec.fetchConfig.url: a local folder is not a repository a provider object may name{}; publish the release as ConfigMaps (butlerctl airgap pack) or an OCI artifact",
+            root.map(|r| format!(" outside {}", r.display())).unwrap_or_default()
+        )),
+    }
+}
+
+/// The repository of a provider; `local_root` is where provider objects may name local
+/// folders (none: nowhere).
+#[allow(clippy::too_many_arguments)]
 pub fn repository(
     client: &kube::Client,
     kind: ProviderKind,
@@ -25,6 +43,7 @@ pub fn repository(
     spec: &ProviderSpec,
     remote: &RemoteOptions,
     config: &ClusterctlConfig,
+    local_root: Option<&std::path::Path>,
 ) -> Result<Repository, String> {
     let label = kind.label(name);
     let fetch = spec.fetch_config.as_ref();
@@ -42,6 +61,7 @@ pub fn repository(
     match (fetch.and_then(|f| f.url.as_deref()), fetch.and_then(|f| f.selector.as_ref())) {
         (Some(url), _) => {
             let url = ProviderUrl::parse(url).map_err(|e| format!("spec.fetchConfig.url: {e}"))?;
+            local_allowed(&url.location, local_root)?;
             Repository::from_url(&label, &url, remote).map_err(|e| e.to_string())
         }
         (None, _) if let Some(oci) = fetch.and_then(|f| f.oci.as_deref()) => {
@@ -151,6 +171,29 @@ fn has_url_version(spec: &ProviderSpec) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn local_folders_only_under_the_configured_root() {
+        let local = |path: &str| ProviderUrl::parse(path).unwrap().location;
+        let at = local("file:///srv/providers/infrastructure-x/v1.0.0/infrastructure-components.yaml");
+        let root = std::path::Path::new("/srv/providers");
+        assert_eq!(local_allowed(&at, Some(root)), Ok(()));
+        let refused = local_allowed(&at, None).unwrap_err();
+        assert!(
+            refused.starts_with(
+                "spec.fetchConfig.url: a local folder is not a repository a provider object may name;"
+            ),
+            "{refused}"
+        );
+        let elsewhere = local("/etc/infrastructure-x/v1.0.0/infrastructure-components.yaml");
+        assert!(local_allowed(&elsewhere, Some(root)).unwrap_err().contains("outside /srv/providers"));
+        let climbing =
+            local("/srv/providers/../../etc/infrastructure-x/v1.0.0/infrastructure-components.yaml");
+        assert!(local_allowed(&climbing, Some(root)).is_err());
+        let github = local("https://github.com/o/r/releases/latest/infrastructure-components.yaml");
+        assert_eq!(local_allowed(&github, None), Ok(()));
+    }
+
     use super::*;
 
     fn spec(yaml: &str) -> ProviderSpec {

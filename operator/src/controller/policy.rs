@@ -23,6 +23,8 @@ pub struct Policy {
     pub cluster_roles: Vec<String>,
     /// API groups outside the provider's CRDs that its webhook configurations may intercept.
     pub webhook_groups: Vec<String>,
+    /// Where provider objects may name local folders as repositories (none: nowhere).
+    pub local_root: Option<std::path::PathBuf>,
 }
 
 /// Kubernetes' prefix of the labels that aggregate into its own roles (admin, edit, view).

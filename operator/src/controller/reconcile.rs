@@ -192,8 +192,16 @@ async fn fetch_release(
     remote: &RemoteOptions,
     operator_config: &ClusterctlConfig,
 ) -> Result<Fetched, String> {
-    let repo =
-        fetch::repository(&ctx.client, key.kind, &key.namespace, &key.name, spec, remote, operator_config)?;
+    let repo = fetch::repository(
+        &ctx.client,
+        key.kind,
+        &key.namespace,
+        &key.name,
+        spec,
+        remote,
+        operator_config,
+        ctx.policy.local_root.as_deref(),
+    )?;
     let core_contract = core_of(all).and_then(|c| c.contract.clone());
     let installed = me
         .installed_version

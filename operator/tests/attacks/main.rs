@@ -11,4 +11,5 @@ mod fixtures;
 #[path = "../lifecycle/support.rs"]
 mod support;
 
+mod fetch;
 mod policy;

@@ -1,0 +1,40 @@
+//! Where a provider object may have the operator fetch from.
+
+use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use serde_json::json;
+
+use crate::fixtures::{components, publish, selector};
+use crate::support::{Scenario, condition, reason};
+
+/// A provider object that names the operator's own files as its repository learns nothing of
+/// them: the URL is refused before anything is read, the same whether the file exists or not.
+#[tokio::test]
+async fn a_local_folder_is_refused_before_the_operators_filesystem_is_read() {
+    let mut s = Scenario::new("attack-local").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    s.start_operator();
+    let mut core: serde_json::Value = serde_json::from_str(&selector("butler")).unwrap();
+    core["version"] = json!("v1.0.0");
+    s.create::<CoreProvider>("butler", &core.to_string()).await;
+    let mut messages = Vec::new();
+    for (name, folder) in [("probe", "/etc"), ("nothing", "/no/such/folder")] {
+        let url = format!("file://{folder}/infrastructure-{name}/v1.0.0/infrastructure-components.yaml");
+        s.create::<InfrastructureProvider>(name, &json!({"fetchConfig": {"url": url}}).to_string()).await;
+        let refused = s
+            .wait_for::<InfrastructureProvider>(name, "refused", |p| {
+                condition(p, "ProviderInstalled").is_some_and(|c| c.status == "False")
+            })
+            .await;
+        assert!(reason(&refused, "ProviderInstalled", "FetchFailed"), "{:?}", refused.status);
+        messages.push(condition(&refused, "ProviderInstalled").unwrap().message.clone());
+    }
+    assert_eq!(messages[0], messages[1], "an existing folder reads as a missing one");
+    assert!(
+        messages[0].starts_with(
+            "cannot fetch the provider's release: spec.fetchConfig.url: a local folder is not a repository a provider object may name"
+        ),
+        "{}",
+        messages[0]
+    );
+    s.stop_operator().await;
+}
