@@ -23,7 +23,7 @@ struct Cli {
 enum Command {
     /// Run the operator: reconcile the provider objects of the cluster that KUBECONFIG (or the
     /// pod's service account) points at.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print every CustomResourceDefinition (the provider kinds, then Butler's API) as one YAML
     /// stream, ready for `kubectl apply -f -`.
     Crds {
@@ -125,7 +125,7 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Crds { dir: None } => {
             print!("{}", butler_runtime::crds::render_all(&butler_operator::crds::all()));
             ExitCode::SUCCESS

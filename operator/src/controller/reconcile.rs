@@ -232,7 +232,8 @@ pub async fn owned(ctx: &Context, key: &ProviderKey, object: &ObjectRef) -> Resu
 
 /// Makes a CRD the provider has not made before. A CRD is one API for the whole cluster: one
 /// that was there before is applied over, as clusterctl does, after the inventory records it
-/// as adopted, so the provider never deletes it.
+/// as adopted, so the provider never deletes it; never one that another provider of this
+/// operator made and still has (a release could otherwise rewrite another provider's API).
 async fn adopt_crd<K: ProviderObject>(
     ctx: &Context,
     object: &K,
@@ -245,7 +246,18 @@ async fn adopt_crd<K: ProviderObject>(
     let theirs = match ctx.applier.create_only(wanted, waits).await? {
         Made::Created(created, resource) => return Ok((created, resource)),
         Made::Gone => return ctx.applier.apply(wanted, waits).await,
-        Made::Exists(existing) => !key.labelled_on(&existing.metadata),
+        Made::Exists(existing) => {
+            let owner = existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels);
+            if let Some(owner) = owner.filter(|o| o != key)
+                && ctx.views().iter().any(|v| v.key == owner && !v.deleting)
+            {
+                return Err(format!(
+                    "CustomResourceDefinition {} belongs to {owner}, and a provider never takes over another's CRDs; the two providers cannot be installed together",
+                    existing.metadata.name.as_deref().unwrap_or_default()
+                ));
+            }
+            !key.labelled_on(&existing.metadata)
+        }
     };
     if theirs {
         adopted.push(ObjectRef::of(wanted));

@@ -63,3 +63,66 @@ subjects:
     assert!(deployments.get_opt("evil-controller-manager").await.unwrap().is_none());
     s.stop_operator().await;
 }
+
+/// A release that ships another provider's CRD (with a schema of its own) would rewrite that
+/// provider's API for the whole cluster.
+#[tokio::test]
+async fn another_providers_crd_is_never_taken_over() {
+    use crate::fixtures::Part;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut s = Scenario::new("attack-crd").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    publish(
+        &s,
+        "infrastructure-owner",
+        "infrastructure-components.yaml",
+        "v1.0.0",
+        &components("owner", "v1.0.0", &[Part::Crd]),
+    )
+    .await;
+    let mut thief = components("thief", "v1.0.0", &[]);
+    thief.push_str(
+        "---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.owner.test.io
+spec:
+  group: owner.test.io
+  scope: Cluster
+  names: {kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+",
+    );
+    publish(&s, "infrastructure-thief", "infrastructure-components.yaml", "v1.0.0", &thief).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    s.create::<InfrastructureProvider>("owner", &spec("infrastructure-owner")).await;
+    s.wait_for::<InfrastructureProvider>("owner", "installed", |p| {
+        reason(p, "ProviderInstalled", "Installed")
+    })
+    .await;
+    s.create::<InfrastructureProvider>("thief", &spec("infrastructure-thief")).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("thief", "refused", |p| {
+            reason(p, "ProviderInstalled", "ApplyFailed")
+        })
+        .await;
+    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains(&format!(
+            "CustomResourceDefinition gadgets.owner.test.io belongs to InfrastructureProvider {}/owner, and a provider never takes over another's CRDs",
+            s.namespace
+        )),
+        "{message}"
+    );
+    let crd =
+        Api::<CustomResourceDefinition>::all(s.client.clone()).get("gadgets.owner.test.io").await.unwrap();
+    assert_eq!(crd.spec.scope, "Namespaced", "the owner's CRD is as the owner made it");
+    s.stop_operator().await;
+}
