@@ -234,3 +234,52 @@ async fn another_teams_provider_config_and_its_pools_serve_a_cluster_nothing() {
         .collect();
     assert_eq!(names, ["own"], "the intruder got no addresses of team a's pool");
 }
+
+#[tokio::test]
+async fn a_tenant_api_server_that_never_answers_is_given_up_on_and_holds_no_other_cluster() {
+    let s = Scenario::start().await;
+    let system = s.cluster.namespace("iso-hang-system").await;
+    let team = s.cluster.namespace("iso-hang-team").await;
+    // Accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    pool(&s, &system, "lab", "10.69.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
+    )
+    .await;
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: 'http://{address}'}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\nusers:\n- name: u\n  user: {{token: t}}\n"
+    );
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "stuck-kubeconfig", "namespace": team},
+        "stringData": {"value": kubeconfig}}))
+        .unwrap();
+    Api::<Secret>::namespaced(s.client.clone(), &team).create(&PostParams::default(), &secret).await.unwrap();
+    cluster(&s, &team, "stuck", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    // Meanwhile another cluster, without a tenant yet, is served as ever.
+    cluster(&s, &team, "other", &system).await;
+    wait_for(&clusters, "other", "IPAMReady", crate::tenants::ipam_ready).await;
+    let given_up = wait_for(&clusters, "stuck", "the tenant given up on", |c| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|st| condition(&st.conditions, "MetalLBSynced"))
+            .is_some_and(|c| c.reason == "TenantUnreachable")
+    })
+    .await
+    .unwrap();
+    let status = given_up.status.unwrap();
+    assert!(
+        condition(&status.conditions, "IPAMReady").is_some_and(|c| c.status == "True"),
+        "it keeps its block"
+    );
+    held.abort();
+}
