@@ -118,7 +118,11 @@ pub async fn load(
     if let Some(token) = config.variables.get("GITLAB_ACCESS_TOKEN").filter(|t| !t.is_empty()) {
         config.remote.gitlab_token = Some(token.clone());
     }
+    // Which registries are reached over plain HTTP is the operator's to say, never a config
+    // Secret's (whoever may write one would move a fetch, and its credentials, off TLS).
+    let plain_http = config.remote.oci.insecure.clone();
     config.remote.oci.apply_variables(|key| config.variables.get(key).cloned());
+    config.remote.oci.insecure = plain_http;
     if let Some(json) = config.variables.get(oci::DOCKER_CONFIG_KEY) {
         let docker = oci::DockerConfig::parse(json.as_bytes())
             .map_err(|e| Unreadable(format!("key {:?} of {what} {e}", oci::DOCKER_CONFIG_KEY)))?;

@@ -32,6 +32,20 @@ pub fn local_allowed(location: &Location, root: Option<&std::path::Path>) -> Res
     }
 }
 
+/// Whether a provider object may have a registry reached over plain HTTP (`http://`): only one
+/// the operator's own configuration lists (`OCI_INSECURE_REGISTRIES` of the operator).
+pub fn plain_http_allowed(location: &Location, remote: &RemoteOptions, field: &str) -> Result<(), String> {
+    match location {
+        Location::Oci { registry, plain_http: true, .. } if !remote.oci.is_insecure(registry) => {
+            Err(format!(
+                "{field}: plain HTTP to {registry} is refused: the operator reaches a registry over plain HTTP only when its own configuration lists it ({} of the operator); write the reference without http://",
+                butler_repository::oci::INSECURE_VARIABLE
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The repository of a provider; `local_root` is where provider objects may name local
 /// folders (none: nowhere).
 #[allow(clippy::too_many_arguments)]
@@ -62,10 +76,12 @@ pub fn repository(
         (Some(url), _) => {
             let url = ProviderUrl::parse(url).map_err(|e| format!("spec.fetchConfig.url: {e}"))?;
             local_allowed(&url.location, local_root)?;
+            plain_http_allowed(&url.location, remote, "spec.fetchConfig.url")?;
             Repository::from_url(&label, &url, remote).map_err(|e| e.to_string())
         }
         (None, _) if let Some(oci) = fetch.and_then(|f| f.oci.as_deref()) => {
             let url = ProviderUrl::parse_oci_field(oci).map_err(|e| format!("spec.fetchConfig.oci: {e}"))?;
+            plain_http_allowed(&url.location, remote, "spec.fetchConfig.oci")?;
             Repository::from_url(&label, &url, remote).map_err(|e| e.to_string())
         }
         (None, Some(selector)) => {
@@ -171,6 +187,22 @@ fn has_url_version(spec: &ProviderSpec) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn plain_http_only_to_registries_the_operator_lists() {
+        let oci = |field: &str| ProviderUrl::parse_oci_field(field).unwrap().location;
+        let mut remote = RemoteOptions::default();
+        let refused =
+            plain_http_allowed(&oci("http://registry.lab:5000/p/x"), &remote, "spec.fetchConfig.oci")
+                .unwrap_err();
+        assert!(
+            refused.starts_with("spec.fetchConfig.oci: plain HTTP to registry.lab:5000 is refused"),
+            "{refused}"
+        );
+        assert_eq!(plain_http_allowed(&oci("registry.lab:5000/p/x"), &remote, "f"), Ok(()));
+        remote.oci.insecure = vec!["registry.lab:5000".into()];
+        assert_eq!(plain_http_allowed(&oci("http://registry.lab:5000/p/x"), &remote, "f"), Ok(()));
+    }
 
     #[test]
     fn local_folders_only_under_the_configured_root() {

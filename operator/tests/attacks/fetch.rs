@@ -38,3 +38,31 @@ async fn a_local_folder_is_refused_before_the_operators_filesystem_is_read() {
     );
     s.stop_operator().await;
 }
+
+/// A provider object cannot move a fetch off TLS: neither with `http://` nor with
+/// `OCI_INSECURE_REGISTRIES` in its config Secret.
+#[tokio::test]
+async fn a_provider_object_cannot_switch_a_registry_to_plain_http() {
+    let mut s = Scenario::new("attack-plain").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    s.secret("plain", &[("OCI_INSECURE_REGISTRIES", "registry.attacker.test:5000, mirror.attacker.test")])
+        .await;
+    s.start_operator();
+    let mut core: serde_json::Value = serde_json::from_str(&selector("butler")).unwrap();
+    core["version"] = json!("v1.0.0");
+    s.create::<CoreProvider>("butler", &core.to_string()).await;
+    let spec = json!({"fetchConfig": {"oci": "http://registry.attacker.test:5000/p/infrastructure-plain:v1.0.0"},
+        "configSecret": {"name": "plain"}});
+    s.create::<InfrastructureProvider>("plain", &spec.to_string()).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("plain", "refused", |p| {
+            reason(p, "ProviderInstalled", "FetchFailed")
+        })
+        .await;
+    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains("spec.fetchConfig.oci: plain HTTP to registry.attacker.test:5000 is refused"),
+        "{message}"
+    );
+    s.stop_operator().await;
+}

@@ -51,7 +51,8 @@ async fn a_provider_installs_from_an_oci_registry_with_the_credentials_of_its_co
     publish_harvester(&registry).await;
     let mut s = Scenario::new("oci").await;
     s.secret("harvester-registry", &[("HARVESTER_NAMESPACE", "harvester-system")]).await;
-    s.start_operator();
+    // The operator's own configuration says which registries it reaches over plain HTTP.
+    s.start_operator_with_plain_http(&[&registry.addr]);
     s.create::<CoreProvider>("butler", "").await;
     let spec = format!(
         "fetchConfig: {{oci: 'http://{}/butler/infrastructure-harvester:{EMBEDDED_VERSION}'}}\nconfigSecret: {{name: harvester-registry}}",

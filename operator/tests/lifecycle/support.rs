@@ -91,6 +91,15 @@ impl Scenario {
         self.start_operator_from(self.operator_client(), options);
     }
 
+    /// Starts the operator in this process, reaching `registries` over plain HTTP (its own
+    /// `OCI_INSECURE_REGISTRIES`).
+    pub fn start_operator_with_plain_http(&mut self, registries: &[&str]) {
+        let mut options =
+            Options { namespace: Some(self.namespace.clone()), ..Options::in_process("scenario") };
+        options.remote.oci.insecure = registries.iter().map(|r| r.to_string()).collect();
+        self.start_operator_from(self.operator_client(), options);
+    }
+
     /// Starts the operator in this process watching every namespace, as it runs by default.
     pub fn start_operator_everywhere(&mut self) {
         self.start_operator_from(self.operator_client(), Options::in_process("scenario"));
