@@ -79,6 +79,12 @@ struct RunArgs {
     /// (`fetchConfig.url: file:///...`); without it they may name none.
     #[arg(long = "local-repository-root", value_name = "DIR")]
     local_repository_root: Option<std::path::PathBuf>,
+    /// Where the operator's own tokens and registry credentials may go when a provider object
+    /// names its repository: `github.com` (every owner), `github.com/OWNER`, a GitLab host, or a
+    /// registry (repeat for more). Elsewhere such a provider reads anonymously or with its own
+    /// config Secret's credentials.
+    #[arg(long = "credentials-for", value_name = "TARGET")]
+    credentials_for: Vec<String>,
 }
 
 fn run(args: RunArgs) -> ExitCode {
@@ -111,6 +117,7 @@ fn run(args: RunArgs) -> ExitCode {
                     cluster_roles: args.allow_cluster_roles,
                     webhook_groups: args.allow_webhook_groups,
                     local_root: args.local_repository_root,
+                    credential_hosts: args.credentials_for,
                 },
             };
             let operator = controller::start(leading.client, metrics, options, leading.shutdown);

@@ -32,6 +32,51 @@ pub fn local_allowed(location: &Location, root: Option<&std::path::Path>) -> Res
     }
 }
 
+/// Where a location's requests go, as `--credentials-for` names it: `github.com/{owner}` for
+/// GitHub, the host of a GitLab package, the registry of an OCI artifact; `None` for what
+/// takes no credentials (local folders, the embedded repository).
+fn credential_target(location: &Location) -> Option<String> {
+    match location {
+        Location::GitHub { owner, .. } => Some(format!("github.com/{owner}")),
+        Location::GitLab { host, .. } => Some(host.to_ascii_lowercase()),
+        Location::Oci { registry, .. } => Some(registry.to_ascii_lowercase()),
+        Location::Local { .. } | Location::Embedded { .. } => None,
+    }
+}
+
+/// The operator's own repository access for a provider: its tokens and registry credentials
+/// go only where the operator's configuration sends them. A provider object that names its
+/// repository (`fetchConfig.url` or `.oci`) gets them only for a target listed with
+/// `--credentials-for` (`github.com` for every owner, `github.com/{owner}`, a GitLab host, a
+/// registry); otherwise it reads anonymously or with its own config Secret's credentials.
+pub fn operator_credentials_for(
+    spec: &ProviderSpec,
+    base: &RemoteOptions,
+    allowed: &[String],
+) -> RemoteOptions {
+    let fetch = spec.fetch_config.as_ref();
+    let named = fetch
+        .and_then(|f| f.url.as_deref())
+        .and_then(|u| ProviderUrl::parse(u).ok())
+        .or_else(|| fetch.and_then(|f| f.oci.as_deref()).and_then(|o| ProviderUrl::parse_oci_field(o).ok()));
+    let Some(target) = named.as_ref().and_then(|u| credential_target(&u.location)) else {
+        return base.clone();
+    };
+    let listed = allowed
+        .iter()
+        .map(|a| a.trim().to_ascii_lowercase())
+        .any(|a| a == target || (a == "github.com" && target.starts_with("github.com/")));
+    if listed {
+        return base.clone();
+    }
+    let mut remote = base.clone();
+    remote.github.token = None;
+    remote.gitlab_token = None;
+    remote.oci.credentials = butler_repository::oci::OciCredentials::Anonymous;
+    remote.oci.docker_config = None;
+    remote
+}
+
 /// Whether a provider object may have a registry reached over plain HTTP (`http://`): only one
 /// the operator's own configuration lists (`OCI_INSECURE_REGISTRIES` of the operator).
 pub fn plain_http_allowed(location: &Location, remote: &RemoteOptions, field: &str) -> Result<(), String> {
@@ -187,6 +232,38 @@ fn has_url_version(spec: &ProviderSpec) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_operators_credentials_go_only_where_its_configuration_sends_them() {
+        let mut base = RemoteOptions::default();
+        base.github.token = Some("ghp_operator".into());
+        base.gitlab_token = Some("glpat-operator".into());
+        base.oci.credentials = butler_repository::oci::OciCredentials::Token("oci-operator".into());
+        let spec = |fetch: &str| -> ProviderSpec {
+            serde_json::from_str(&format!("{{\"fetchConfig\": {fetch}}}")).unwrap()
+        };
+        let github = spec(
+            r#"{"url": "https://github.com/someone/provider/releases/latest/infrastructure-components.yaml"}"#,
+        );
+        let oci = spec(r#"{"oci": "registry.example.com/p/x:v1.0.0"}"#);
+        let stripped = operator_credentials_for(&github, &base, &[]);
+        assert!(stripped.github.token.is_none() && stripped.gitlab_token.is_none());
+        assert_eq!(stripped.oci.credentials, butler_repository::oci::OciCredentials::Anonymous);
+        for allowed in ["github.com", "github.com/someone", "GitHub.com/Someone"] {
+            let kept = operator_credentials_for(&github, &base, &[allowed.to_string()]);
+            assert_eq!(kept.github.token.as_deref(), Some("ghp_operator"), "{allowed}");
+        }
+        assert!(
+            operator_credentials_for(&github, &base, &["github.com/other".into()]).github.token.is_none()
+        );
+        assert!(
+            operator_credentials_for(&oci, &base, &["registry.example.com".into()]).oci.credentials
+                != butler_repository::oci::OciCredentials::Anonymous
+        );
+        // Without a fetchConfig the operator's own configuration chose the repository.
+        let chosen = operator_credentials_for(&ProviderSpec::default(), &base, &[]);
+        assert_eq!(chosen.github.token.as_deref(), Some("ghp_operator"));
+    }
 
     #[test]
     fn plain_http_only_to_registries_the_operator_lists() {

@@ -25,6 +25,9 @@ pub struct Policy {
     pub webhook_groups: Vec<String>,
     /// Where provider objects may name local folders as repositories (none: nowhere).
     pub local_root: Option<std::path::PathBuf>,
+    /// Where the operator's own credentials may go for a provider object that names its
+    /// repository (`github.com`, `github.com/{owner}`, a GitLab host, a registry).
+    pub credential_hosts: Vec<String>,
 }
 
 /// Kubernetes' prefix of the labels that aggregate into its own roles (admin, edit, view).

@@ -164,12 +164,18 @@ async fn observe(
     operator_config: &ClusterctlConfig,
 ) -> Result<Observed, Unobserved> {
     // The Secret's messages name keys, never values: nothing to redact yet.
-    let values = config::load(&ctx.client, &ctx.secrets, &key.namespace, spec, &ctx.remote).await.map_err(
-        |config::Unreadable(message)| {
-            let nothing = Redactor::new(&Default::default(), &Default::default());
-            Unobserved::Stop(Stop::new(Reason::ConfigSecretUnreadable, message), nothing)
-        },
-    )?;
+    let values = config::load(
+        &ctx.client,
+        &ctx.secrets,
+        &key.namespace,
+        spec,
+        &fetch::operator_credentials_for(spec, &ctx.remote, &ctx.policy.credential_hosts),
+    )
+    .await
+    .map_err(|config::Unreadable(message)| {
+        let nothing = Redactor::new(&Default::default(), &Default::default());
+        Unobserved::Stop(Stop::new(Reason::ConfigSecretUnreadable, message), nothing)
+    })?;
     let fetched =
         fetch_release(ctx, key, me, all, spec, &values.remote, operator_config).await.map_err(|message| {
             let stop =

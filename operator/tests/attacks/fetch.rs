@@ -66,3 +66,38 @@ async fn a_provider_object_cannot_switch_a_registry_to_plain_http() {
     );
     s.stop_operator().await;
 }
+
+/// A provider object that names a repository of its choice gets the operator's own GitHub
+/// token only where the operator's configuration sends it.
+#[tokio::test]
+async fn the_operators_token_does_not_follow_a_provider_objects_url() {
+    use wiremock::matchers::any;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let github = MockServer::start().await;
+    Mock::given(any()).respond_with(ResponseTemplate::new(404)).mount(&github).await;
+    let mut s = Scenario::new("attack-token").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let base = github.uri();
+    s.start_operator_with_options(|o| {
+        o.remote.github.api_base = base.clone();
+        o.remote.github.web_base = base.clone();
+        o.remote.github.token = Some("ghp_operators_own".into());
+    });
+    let mut core: serde_json::Value = serde_json::from_str(&selector("butler")).unwrap();
+    core["version"] = json!("v1.0.0");
+    s.create::<CoreProvider>("butler", &core.to_string()).await;
+    let url = "https://github.com/attacker/private-reader/releases/v1.0.0/infrastructure-components.yaml";
+    s.create::<InfrastructureProvider>("reader", &json!({"fetchConfig": {"url": url}}).to_string()).await;
+    s.wait_for::<InfrastructureProvider>("reader", "the fetch failed", |p| {
+        reason(p, "ProviderInstalled", "FetchFailed")
+    })
+    .await;
+    let requests = github.received_requests().await.unwrap();
+    assert!(!requests.is_empty(), "the provider's repository was asked");
+    for request in &requests {
+        let authorization =
+            request.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        assert!(!authorization.contains("ghp_operators_own"), "the operator's token went to {}", request.url);
+    }
+    s.stop_operator().await;
+}

@@ -94,9 +94,17 @@ impl Scenario {
     /// Starts the operator in this process, reaching `registries` over plain HTTP (its own
     /// `OCI_INSECURE_REGISTRIES`).
     pub fn start_operator_with_plain_http(&mut self, registries: &[&str]) {
+        self.start_operator_with_options(|o| {
+            o.remote.oci.insecure = registries.iter().map(|r| r.to_string()).collect()
+        });
+    }
+
+    /// Starts the operator in this process with options of the scenario's (`edit` changes the
+    /// defaults: the scenario's namespace, no cache).
+    pub fn start_operator_with_options(&mut self, edit: impl FnOnce(&mut Options)) {
         let mut options =
             Options { namespace: Some(self.namespace.clone()), ..Options::in_process("scenario") };
-        options.remote.oci.insecure = registries.iter().map(|r| r.to_string()).collect();
+        edit(&mut options);
         self.start_operator_from(self.operator_client(), options);
     }
 
