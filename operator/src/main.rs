@@ -85,6 +85,22 @@ struct RunArgs {
     /// config Secret's credentials.
     #[arg(long = "credentials-for", value_name = "TARGET")]
     credentials_for: Vec<String>,
+    /// A namespace whose provider objects the operator honours (repeat for more; `*` for
+    /// every one). Default: the --namespace it manages, else its own (POD_NAMESPACE), else
+    /// every one. Elsewhere a provider object is told so and nothing is installed for it.
+    #[arg(long = "provider-namespace", value_name = "NAMESPACE")]
+    provider_namespaces: Vec<String>,
+}
+
+/// The namespaces whose provider objects are honoured (`None`: every one), from the flags.
+fn provider_namespaces(given: &[String], managed: Option<&str>, own: Option<&str>) -> Option<Vec<String>> {
+    if given.iter().any(|n| n == "*") {
+        return None;
+    }
+    if !given.is_empty() {
+        return Some(given.to_vec());
+    }
+    managed.or(own).filter(|n| !n.is_empty()).map(|n| vec![n.to_string()])
 }
 
 fn run(args: RunArgs) -> ExitCode {
@@ -112,12 +128,17 @@ fn run(args: RunArgs) -> ExitCode {
                 instance: leading.instance,
                 concurrency: args.concurrency,
                 config: args.config,
-                namespace: args.namespace,
+                namespace: args.namespace.clone(),
                 policy: controller::policy::Policy {
                     cluster_roles: args.allow_cluster_roles,
                     webhook_groups: args.allow_webhook_groups,
                     local_root: args.local_repository_root,
                     credential_hosts: args.credentials_for,
+                    provider_namespaces: provider_namespaces(
+                        &args.provider_namespaces,
+                        args.namespace.as_deref(),
+                        std::env::var("POD_NAMESPACE").ok().as_deref(),
+                    ),
                 },
             };
             let operator = controller::start(leading.client, metrics, options, leading.shutdown);
@@ -154,5 +175,20 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::provider_namespaces;
+
+    #[test]
+    fn provider_namespaces_default_to_the_managed_then_the_own_namespace() {
+        let list = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(provider_namespaces(&list(&["a", "b"]), Some("m"), Some("o")), Some(list(&["a", "b"])));
+        assert_eq!(provider_namespaces(&list(&["*"]), Some("m"), Some("o")), None);
+        assert_eq!(provider_namespaces(&[], Some("m"), Some("o")), Some(list(&["m"])));
+        assert_eq!(provider_namespaces(&[], None, Some("o")), Some(list(&["o"])));
+        assert_eq!(provider_namespaces(&[], None, None), None);
     }
 }

@@ -16,6 +16,9 @@ use butler_runtime::apply::builtin;
 
 /// The namespace the operator runs in.
 pub const NAMESPACE: &str = "butler-operator-system";
+
+/// Where the install manifest has the operator honour provider objects.
+pub const PROVIDERS_NAMESPACE: &str = "butler-system";
 /// The operator's image, without the tag.
 pub const IMAGE: &str = "ghcr.io/butlerdotdev/butler-operator";
 
@@ -175,7 +178,9 @@ fn deployment(version: &str, labels: &Value) -> Value {
                     "containers": [{
                         "name": "operator",
                         "image": format!("{IMAGE}:{version}"),
-                        "args": ["run"],
+                        // Provider objects are honoured where butlerctl init and the docs
+                        // put them; add a --provider-namespace per namespace that holds more.
+                        "args": ["run", format!("--provider-namespace={PROVIDERS_NAMESPACE}")],
                         "env": [
                             {"name": "POD_NAME", "valueFrom": field("metadata.name")["valueFrom"]},
                             {"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")["valueFrom"]},

@@ -28,6 +28,23 @@ pub struct Policy {
     /// Where the operator's own credentials may go for a provider object that names its
     /// repository (`github.com`, `github.com/{owner}`, a GitLab host, a registry).
     pub credential_hosts: Vec<String>,
+    /// The namespaces whose provider objects the operator honours; `None`: every namespace.
+    /// Whoever may write a provider object has the operator install what it names, with the
+    /// operator's rights: the namespaces where only the platform's administrators write.
+    pub provider_namespaces: Option<Vec<String>>,
+}
+
+impl Policy {
+    /// Whether provider objects of `namespace` are honoured; else why not, for their status.
+    pub fn honours(&self, namespace: &str) -> Result<(), String> {
+        match &self.provider_namespaces {
+            Some(list) if !list.iter().any(|n| n == namespace) => Err(format!(
+                "this operator honours provider objects in {} only; create the provider there, or start the operator with --provider-namespace {namespace}",
+                list.join(", ")
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Kubernetes' prefix of the labels that aggregate into its own roles (admin, edit, view).
@@ -204,6 +221,18 @@ webhooks:
         let mut objects = own();
         objects.push(extra);
         objects
+    }
+
+    #[test]
+    fn provider_objects_are_honoured_in_the_configured_namespaces_only() {
+        let everywhere = Policy::default();
+        assert_eq!(everywhere.honours("anywhere"), Ok(()));
+        let own = Policy { provider_namespaces: Some(vec!["butler-system".into()]), ..Default::default() };
+        assert_eq!(own.honours("butler-system"), Ok(()));
+        assert_eq!(
+            own.honours("team-a").unwrap_err(),
+            "this operator honours provider objects in butler-system only; create the provider there, or start the operator with --provider-namespace team-a"
+        );
     }
 
     #[test]

@@ -82,6 +82,13 @@ where
         if object.meta().deletion_timestamp.is_some() {
             return delete::cleanup(object, ctx.clone()).await;
         }
+        // A provider object where the operator's configuration does not look for one is
+        // told so, and nothing is made for it (not even the finalizer).
+        if let Err(why) = ctx.policy.honours(&key.namespace) {
+            let me = super::context::view_of(object.as_ref(), None);
+            let stop = super::reason::Stop::new(super::reason::Reason::NamespaceNotAllowed, why);
+            return super::status::stopped(&ctx, object.as_ref(), &me, stop, false, None).await;
+        }
         // The finalizer goes on before anything is applied, so nothing can be orphaned.
         let object = match butler_runtime::finalizer::has(object.as_ref(), PROVIDER_FINALIZER) {
             true => object,

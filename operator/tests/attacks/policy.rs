@@ -126,3 +126,29 @@ spec:
     assert_eq!(crd.spec.scope, "Namespaced", "the owner's CRD is as the owner made it");
     s.stop_operator().await;
 }
+
+/// A provider object in a namespace where the operator does not look for one (a tenant's, say)
+/// is told so, and nothing is made for it: not even the finalizer.
+#[tokio::test]
+async fn a_provider_object_outside_the_configured_namespaces_installs_nothing() {
+    let mut s = Scenario::new("attack-ns").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    s.start_operator_with_options(|o| o.policy.provider_namespaces = Some(vec!["butler-system".into()]));
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    let refused = s
+        .wait_for::<CoreProvider>("butler", "refused", |p| {
+            reason(p, "PreflightCheckPassed", "NamespaceNotAllowed")
+        })
+        .await;
+    assert_eq!(
+        condition(&refused, "PreflightCheckPassed").unwrap().message,
+        format!(
+            "this operator honours provider objects in butler-system only; create the provider there, or start the operator with --provider-namespace {}",
+            s.namespace
+        )
+    );
+    assert!(refused.metadata.finalizers.unwrap_or_default().is_empty(), "no finalizer");
+    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+    assert!(deployments.get_opt("butler-controller-manager").await.unwrap().is_none());
+    s.stop_operator().await;
+}

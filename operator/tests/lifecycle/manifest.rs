@@ -29,7 +29,10 @@ async fn the_install_manifest_applies_and_runs_the_operator_with_probes() {
     let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), manifest::NAMESPACE);
     let operator = deployments.get("butler-operator").await.unwrap();
     let container = &operator.spec.unwrap().template.spec.unwrap().containers[0];
-    assert_eq!(container.args.as_deref(), Some(&["run".to_string()][..]));
+    assert_eq!(
+        container.args.as_deref(),
+        Some(&["run".to_string(), "--provider-namespace=butler-system".to_string()][..])
+    );
     assert_eq!(container.image.as_deref(), Some("ghcr.io/butlerdotdev/butler-operator:v0.1.0"));
     assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
 }
