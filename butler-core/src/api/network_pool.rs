@@ -51,6 +51,11 @@ pub struct NetworkPoolSpec {
     /// Restricts tenant allocations to a sub-range of the block, and sets per-tenant defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant_allocation: Option<TenantAllocation>,
+    /// Lets this pool's CIDR overlap other pools' that allow it too (pools that split one block
+    /// by `tenantAllocation`, say). Pools whose CIDRs overlap hand out the same addresses, so
+    /// without this on both an overlapping pool is refused, and the newer of two serves nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_overlap: Option<bool>,
 }
 
 /// A range excluded from allocation.

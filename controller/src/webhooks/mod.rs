@@ -34,6 +34,8 @@ pub struct Caches {
     pub teams: Store<Team>,
     pub configs: Store<ProviderConfig>,
     pub clusters: Store<TenantCluster>,
+    /// Every NetworkPool, for overlapping CIDRs.
+    pub pools: Store<NetworkPool>,
     /// The blocks allocations hold, by pool: only the addresses are kept, not the objects.
     pub blocks: Arc<PoolFiled<Option<(IpAddr, IpAddr)>>>,
 }
@@ -50,6 +52,7 @@ impl Caches {
         let (teams, team_events) = reflect::<Team>(client, all());
         let (configs, config_events) = reflect::<ProviderConfig>(client, all());
         let (clusters, cluster_events) = reflect::<TenantCluster>(client, all());
+        let (pools, pool_events) = reflect::<NetworkPool>(client, all());
         let blocks = Arc::new(PoolFiled::new(held_block));
         let filing = blocks.clone();
         // Small pages: only the blocks are kept, and a first listing of many allocations in
@@ -61,7 +64,7 @@ impl Caches {
                     filing.apply(event);
                 }
             });
-        let caches = Caches { teams, configs, clusters, blocks };
+        let caches = Caches { teams, configs, clusters, pools, blocks };
         let run = async move {
             let drain =
                 |s: futures::stream::BoxStream<'static, ()>| s.for_each(|_| futures::future::ready(()));
@@ -69,6 +72,7 @@ impl Caches {
                 drain(team_events.map(|_| ()).boxed()),
                 drain(config_events.map(|_| ()).boxed()),
                 drain(cluster_events.map(|_| ()).boxed()),
+                drain(pool_events.map(|_| ()).boxed()),
                 drain(block_events.map(|_| ()).boxed())
             );
         }
@@ -78,6 +82,7 @@ impl Caches {
             let _ = waiting.teams.wait_until_ready().await;
             let _ = waiting.configs.wait_until_ready().await;
             let _ = waiting.clusters.wait_until_ready().await;
+            let _ = waiting.pools.wait_until_ready().await;
             waiting.blocks.wait_until_ready().await;
         }
         .boxed();
@@ -191,6 +196,16 @@ pub fn validate_networkpool(ctx: &Caches, request: &AdmissionRequest<DynamicObje
             Operation::Update => Some(typed::<NetworkPool>(request.old_object.as_ref())?),
             _ => None,
         };
+        let changes_cidr = old
+            .as_ref()
+            .is_none_or(|o| o.spec.cidr != pool.spec.cidr || o.spec.allow_overlap != pool.spec.allow_overlap);
+        if changes_cidr {
+            let pools = ctx.pools.state();
+            let overlaps = crate::ipam::networkpool::spec::overlapping(&pool, pools.iter().map(Arc::as_ref));
+            if !overlaps.is_empty() {
+                return Err(crate::ipam::networkpool::spec::overlap_message(&pool, &overlaps));
+            }
+        }
         let namespace = pool.namespace().unwrap_or_default();
         let held: Vec<(String, (IpAddr, IpAddr))> = ctx
             .blocks

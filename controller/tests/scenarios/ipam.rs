@@ -425,3 +425,48 @@ async fn a_large_ipv6_block_is_allocated_with_its_cidr_as_the_record() {
     assert_eq!(status.allocated_count, Some(65_536));
     assert!(status.addresses.is_none(), "the CIDR is the record");
 }
+
+#[tokio::test]
+async fn of_two_overlapping_pools_the_newer_serves_nothing_unless_both_allow_it() {
+    use kube::api::{Patch, PatchParams};
+    let s = Scenario::start().await;
+    let first = s.cluster.namespace("ipam-overlap-a").await;
+    let second = s.cluster.namespace("ipam-overlap-b").await;
+    pool(&s, &first, "lab", json!({"cidr": "10.71.0.0/24"})).await;
+    // Made a moment later, within the first pool's block.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pool(&s, &second, "lab", json!({"cidr": "10.71.0.128/25"})).await;
+    tenant(&s, &first, "t").await;
+    tenant(&s, &second, "t").await;
+    allocate(&s, &first, "a", "lab", "t", json!({"count": 4})).await;
+    allocate(&s, &second, "b", "lab", "t", json!({"count": 4})).await;
+    allocated(&Api::<IPAllocation>::namespaced(s.client.clone(), &first), "a").await;
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &second);
+    let refused = wait_for(&pools, "lab", "refused", |p| {
+        ready_of_opt(p).is_some_and(|m| m.contains("overlaps NetworkPool"))
+    })
+    .await
+    .unwrap();
+    assert!(
+        ready_of(&refused).contains(&format!(
+            "spec.cidr 10.71.0.128/25 overlaps NetworkPool {first}/lab (10.71.0.0/24); pools hand out the same addresses only when both set spec.allowOverlap"
+        )),
+        "{}",
+        ready_of(&refused)
+    );
+    let second_allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &second);
+    wait_for(&second_allocations, "b", "Failed", |a| phase(a) == Some(IPAllocationPhase::Failed)).await;
+    // Both opt in: the newer serves (its tenant range is its own half).
+    let share = json!({"spec": {"allowOverlap": true}});
+    for ns in [&first, &second] {
+        Api::<NetworkPool>::namespaced(s.client.clone(), ns)
+            .patch("lab", &PatchParams::default(), &Patch::Merge(&share))
+            .await
+            .unwrap();
+    }
+    allocated(&second_allocations, "b").await;
+}
+
+fn ready_of_opt(p: Option<&NetworkPool>) -> Option<String> {
+    p.map(ready_of)
+}

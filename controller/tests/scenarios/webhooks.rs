@@ -411,3 +411,49 @@ async fn lowered_limits_never_lock_a_team_out_of_its_clusters() {
     teams.delete(&team, &DeleteParams::default()).await.unwrap();
     let _ = stop.send(true);
 }
+
+#[tokio::test]
+async fn a_pool_that_overlaps_another_is_refused_at_admission() {
+    use butler_core::api::NetworkPool;
+    let s = Scenario::start().await;
+    if !s.webhooks_allowed() {
+        return;
+    }
+    let ns = s.cluster.namespace("hooks-overlap").await;
+    let Served { stop, .. } = serve_webhooks(&s, &ns).await;
+    let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
+    let make = |name: &str, cidr: &str| -> NetworkPool {
+        from_yaml(&format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: NetworkPool\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{cidr: {cidr}}}\n"
+        ))
+    };
+    pools.create(&PostParams::default(), &make("first", "10.72.0.0/24")).await.unwrap();
+    let refused = eventually(|| async {
+        match pools.create(&PostParams::default(), &make("second", "10.72.0.64/26")).await {
+            Err(e) => Some(e),
+            // The webhook's cache had not seen the first pool yet: try again.
+            Ok(_) => {
+                pools.delete("second", &DeleteParams::default()).await.unwrap();
+                wait_for(&pools, "second", "gone", |p| p.is_none()).await;
+                None
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        api_message(&refused),
+        format!(
+            "admission webhook \"validation.networkpool.butler.butlerlabs.dev\" denied the request: spec.cidr 10.72.0.64/26 overlaps NetworkPool {ns}/first (10.72.0.0/24); pools hand out the same addresses only when both set spec.allowOverlap"
+        )
+    );
+    pools.create(&PostParams::default(), &make("apart", "10.72.1.0/24")).await.expect("no overlap");
+    let _ = stop.send(true);
+    Api::<ValidatingWebhookConfiguration>::all(s.client.clone())
+        .delete(VALIDATING, &DeleteParams::default())
+        .await
+        .unwrap();
+    Api::<MutatingWebhookConfiguration>::all(s.client.clone())
+        .delete(MUTATING, &DeleteParams::default())
+        .await
+        .unwrap();
+}

@@ -66,6 +66,15 @@ pub async fn reconcile(pool: Arc<NetworkPool>, ctx: Arc<Context>) -> Result<Acti
     result
 }
 
+/// The order in which pools were made: creation time, then namespace and name.
+fn first_made(pool: &NetworkPool) -> (Option<jiff::Timestamp>, String, String) {
+    (
+        pool.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        pool.namespace().unwrap_or_default(),
+        pool.name_any(),
+    )
+}
+
 /// `namespace/name` of a pool, for messages.
 pub(super) fn named(pool: &NetworkPool) -> String {
     format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any())
@@ -90,7 +99,20 @@ async fn run(cached: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
     let view = ctx.ipam.view(&namespace, &pool.name_any());
     let refs: Vec<&IPAllocation> = view.iter().map(Arc::as_ref).collect();
     let mut again = RESYNC;
-    match spec::allocator(&pool) {
+    // Of two pools that overlap, the older serves and the newer is refused.
+    let older: Vec<Arc<NetworkPool>> = ctx
+        .pools
+        .state()
+        .into_iter()
+        .filter(|o| ctx.scope.holds(&o.namespace().unwrap_or_default()))
+        .filter(|o| first_made(o) < first_made(&pool))
+        .collect();
+    let overlaps = spec::overlapping(&pool, older.iter().map(Arc::as_ref));
+    let checked = spec::allocator(&pool).and_then(|allocator| match overlaps.is_empty() {
+        true => Ok(allocator),
+        false => Err(spec::overlap_message(&pool, &overlaps)),
+    });
+    match checked {
         Err(why) => {
             // Nothing is handed out from an invalid spec; waiting allocations say why.
             let writes = refuse(&pool, &refs, &why, now);

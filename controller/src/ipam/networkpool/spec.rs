@@ -10,6 +10,39 @@ use ipnet::IpNet;
 pub const DEFAULT_NODES_PER_TENANT: i32 = 5;
 pub const DEFAULT_LB_PER_TENANT: i32 = 8;
 
+/// The pools of `others` whose CIDR overlaps `pool`'s, unless both allow it, as
+/// `namespace/name (cidr)`; pools whose CIDR does not read are left to their own checks.
+pub fn overlapping<'a>(pool: &NetworkPool, others: impl Iterator<Item = &'a NetworkPool>) -> Vec<String> {
+    let Ok(mine) = pool.spec.cidr.trim().parse::<IpNet>() else { return Vec::new() };
+    let shares = |p: &NetworkPool| p.spec.allow_overlap == Some(true);
+    let me = (pool.metadata.namespace.as_deref(), pool.metadata.name.as_deref());
+    others
+        .filter(|o| (o.metadata.namespace.as_deref(), o.metadata.name.as_deref()) != me)
+        .filter(|o| !(shares(pool) && shares(o)))
+        .filter_map(|o| {
+            let theirs = o.spec.cidr.trim().parse::<IpNet>().ok()?;
+            let meet = mine.contains(&theirs.network()) || theirs.contains(&mine.network());
+            meet.then(|| {
+                format!(
+                    "{}/{} ({})",
+                    o.metadata.namespace.as_deref().unwrap_or_default(),
+                    o.metadata.name.as_deref().unwrap_or_default(),
+                    o.spec.cidr.trim()
+                )
+            })
+        })
+        .collect()
+}
+
+/// Why a pool overlaps: a message for its status or for admission.
+pub fn overlap_message(pool: &NetworkPool, with: &[String]) -> String {
+    format!(
+        "spec.cidr {} overlaps NetworkPool {}; pools hand out the same addresses only when both set spec.allowOverlap",
+        pool.spec.cidr.trim(),
+        with.join(", ")
+    )
+}
+
 /// An empty allocator built from the pool's spec, or what is wrong with the spec.
 pub fn allocator(pool: &NetworkPool) -> Result<Pool, String> {
     let spec = &pool.spec;
@@ -71,6 +104,33 @@ pub fn default_count(pool: &NetworkPool, type_: AllocationType) -> i32 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn overlapping_pools_are_named_unless_both_allow_it() {
+        let pool = |ns: &str, name: &str, cidr: &str, share: bool| -> NetworkPool {
+            serde_json::from_value(
+                serde_json::json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "NetworkPool",
+                "metadata": {"name": name, "namespace": ns}, "spec": {"cidr": cidr, "allowOverlap": share}}),
+            )
+            .unwrap()
+        };
+        let mine = pool("a", "lab", "10.0.0.0/24", false);
+        let others = [
+            pool("a", "lab", "10.0.0.0/24", false),
+            pool("b", "wide", "10.0.0.0/16", false),
+            pool("c", "inside", "10.0.0.128/25", true),
+            pool("d", "apart", "10.0.1.0/24", false),
+            pool("e", "v6", "fd00::/64", false),
+        ];
+        assert_eq!(overlapping(&mine, others.iter()), ["b/wide (10.0.0.0/16)", "c/inside (10.0.0.128/25)"]);
+        let sharing = pool("a", "lab", "10.0.0.0/24", true);
+        assert_eq!(overlapping(&sharing, others.iter()), ["b/wide (10.0.0.0/16)"], "both must allow it");
+        assert_eq!(
+            overlap_message(&mine, &["b/wide (10.0.0.0/16)".into()]),
+            "spec.cidr 10.0.0.0/24 overlaps NetworkPool b/wide (10.0.0.0/16); pools hand out the same addresses only when both set spec.allowOverlap"
+        );
+    }
+
     use super::*;
 
     fn pool(yaml: &str) -> NetworkPool {
