@@ -26,6 +26,8 @@ pub const PENDING_AFTER: Duration = Duration::from_secs(30);
 /// How long a growth block must be unused before it is released.
 pub const IDLE_FOR: Duration = Duration::from_secs(600);
 pub const DEFAULT_GROWTH_INCREMENT: i32 = 2;
+/// `loadBalancer.defaultPoolSize` when the ProviderConfig leaves it out (spec/000).
+pub const DEFAULT_POOL_SIZE: i32 = 8;
 
 /// A LoadBalancer Service of the tenant cluster.
 #[derive(Debug, Clone)]
@@ -126,6 +128,12 @@ pub fn decide<'a>(
     }
     let increment = lb_config.and_then(|l| l.growth_increment).unwrap_or(DEFAULT_GROWTH_INCREMENT).max(1);
     let quota = network.and_then(|n| n.quota_per_tenant.as_ref()).and_then(|q| q.max_load_balancer_ips);
+    // spec/000: elastic growth goes "up to defaultPoolSize"; the quota may be lower still.
+    let pool_size = lb_config.and_then(|l| l.default_pool_size).unwrap_or(DEFAULT_POOL_SIZE);
+    let (ceiling, ceiling_name) = match quota {
+        Some(q) if q < pool_size => (q, "quotaPerTenant.maxLoadBalancerIPs"),
+        _ => (pool_size, "loadBalancer.defaultPoolSize"),
+    };
     let lb: Vec<&IPAllocation> =
         allocations.iter().copied().filter(|a| a.spec.type_ == AllocationType::Loadbalancer).collect();
     let used: Vec<IpAddr> = tenant.services.iter().flat_map(|s| s.addresses.iter().copied()).collect();
@@ -178,10 +186,9 @@ pub fn decide<'a>(
         let namespace = config.namespace().unwrap_or_default();
         let batches = (demand + i64::from(increment) - 1) / i64::from(increment);
         for next in (first..).take(usize::try_from(batches).unwrap_or(0)) {
-            if quota.is_some_and(|q| total + i64::from(increment) > i64::from(q)) {
+            if total + i64::from(increment) > i64::from(ceiling) {
                 decision.shortfall = Some(format!(
-                    "{waiting} LoadBalancer Services wait for an address, but growing by {increment} would exceed quotaPerTenant.maxLoadBalancerIPs ({}); raise it or free addresses",
-                    quota.unwrap_or_default()
+                    "{waiting} LoadBalancer Services wait for an address, but growing by {increment} would exceed {ceiling_name} ({ceiling}); raise it or free addresses"
                 ));
                 break;
             }

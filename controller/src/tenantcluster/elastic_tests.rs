@@ -131,6 +131,22 @@ fn growth_stops_at_the_quota_and_says_so() {
 }
 
 #[test]
+fn growth_stops_at_the_default_pool_size_when_there_is_no_lower_quota() {
+    let pc =
+        config(json!({"allocationMode": "elastic", "growthIncrement": 2, "defaultPoolSize": 4}), json!({}));
+    let services: Vec<_> = (0..6).map(|i| service(&format!("s{i}"), 60, None)).collect();
+    let decision = run(&pc, &[initial()], &services, false);
+    assert_eq!(decision.create.len(), 1, "2 + 2 fits 4, 2 + 4 does not");
+    assert!(decision.shortfall.unwrap().contains("exceed loadBalancer.defaultPoolSize (4)"));
+    // Unset, it is spec/000's 8.
+    let pc = config(json!({"allocationMode": "elastic", "growthIncrement": 2}), json!({}));
+    let services: Vec<_> = (0..20).map(|i| service(&format!("s{i}"), 60, None)).collect();
+    let decision = run(&pc, &[initial()], &services, false);
+    assert_eq!(decision.create.len(), 3, "2 + 6 = 8");
+    assert!(decision.shortfall.unwrap().contains("exceed loadBalancer.defaultPoolSize (8)"));
+}
+
+#[test]
 fn static_mode_never_grows() {
     let pc = config(json!({"allocationMode": "static"}), json!({}));
     let decision = run(&pc, &[initial()], &[service("a", 600, None)], false);

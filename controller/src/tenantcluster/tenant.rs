@@ -81,13 +81,16 @@ impl TenantClients {
     }
 }
 
-/// The tenant's LoadBalancer Services.
+/// The tenant's LoadBalancer Services that its MetalLB serves: those of no
+/// `loadBalancerClass` (a Service of another class waits for another load balancer, and no
+/// address of Butler's would ever reach it).
 pub async fn services(tenant: &Client) -> Result<Vec<Service>, kube::Error> {
     let list = Api::<KubeService>::all(tenant.clone()).list(&ListParams::default()).await?;
     Ok(list
         .items
         .into_iter()
         .filter(|s| s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer"))
+        .filter(|s| s.spec.as_ref().and_then(|s| s.load_balancer_class.as_deref()).is_none())
         .map(|s| Service {
             name: format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()),
             created: s.metadata.creation_timestamp.as_ref().map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0),

@@ -213,3 +213,41 @@ async fn an_unreachable_tenant_is_skipped_with_a_condition_and_its_cluster_keeps
         "its block stands"
     );
 }
+
+#[tokio::test]
+async fn a_service_of_another_load_balancer_class_asks_for_nothing() {
+    use k8s_openapi::api::core::v1::Service;
+    let s = Scenario::start().await;
+    let tenant = tenant_server().await;
+    let system = s.cluster.namespace("tc-class-system").await;
+    let team = s.cluster.namespace("tc-class-team").await;
+    pool(&s, &system, "lab", "10.73.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
+        "loadBalancer": {"allocationMode": "elastic", "initialPoolSize": 1, "growthIncrement": 1}}),
+    )
+    .await;
+    kubeconfig_secret(&s, &team, "app", &tenant).await;
+    cluster(&s, &team, "app", &system).await;
+    pool_is(&tenant, &["10.73.0.0-10.73.0.0"]).await;
+    lb_service(&tenant, "ingress", Some("10.73.0.0")).await;
+    // Waits for another load balancer's address: MetalLB would never serve it.
+    let theirs: Service = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "cloud", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "loadBalancerClass": "example.com/cloud-lb", "ports": [{"port": 80}]}}))
+    .unwrap();
+    Api::<Service>::namespaced(tenant.client(), "default")
+        .create(&Default::default(), &theirs)
+        .await
+        .unwrap();
+    s.clock.advance(Duration::from_secs(31));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
+    growth_is(&api, &[]).await;
+    // One MetalLB serves does ask.
+    lb_service(&tenant, "web", None).await;
+    s.clock.advance(Duration::from_secs(31));
+    growth_is(&api, &[format!("{team}-app-lb-1")]).await;
+}
