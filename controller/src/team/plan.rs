@@ -243,7 +243,7 @@ mod tests {
             .iter()
             .find(|o| o["kind"] == "RoleBinding" && o["metadata"]["name"] == "butler-team-viewer")
             .unwrap();
-        assert_eq!(viewers["subjects"][0]["name"], "viewers");
+        assert_eq!(viewers["subjects"][0]["name"], "Viewers@x.io", "as the API server sees the group");
         assert_eq!(viewers["metadata"]["ownerReferences"][0]["uid"], "u-1");
         assert_eq!(p.phase, Some(TeamPhase::Ready));
         assert!(p.conditions.iter().any(|c| c.type_ == READY && c.status));

@@ -1,6 +1,6 @@
 //! Who may do what in a team: the three roles of spec/001 as Roles in the team namespace, the
-//! members bound to them (a member listed twice gets the highest role), group names normalised
-//! as the identity provider sends them, and the Team object itself (every member reads it,
+//! members bound to them (a member listed twice gets the highest role), groups by the names the
+//! API server sees, and the Team object itself (every member reads it,
 //! nobody of the team writes it) through a ClusterRole per team.
 
 use std::collections::BTreeMap;
@@ -87,25 +87,23 @@ pub fn team_rules(team: &str) -> Vec<PolicyRule> {
     }]
 }
 
-/// A group name as Butler compares it (spec/001, "How Group Matching Works"): the local part
-/// of an e-mail address (`engineers@example.com` is `engineers`), the common name of an LDAP
-/// distinguished name (`CN=Engineers,OU=Groups,DC=company` is `engineers`), lower case.
-pub fn normalize_group(name: &str) -> String {
+/// The group a binding names for a team's group entry: the string the API server puts in the
+/// user's groups, which is what RBAC compares. That is the group as the identity provider sends
+/// it (`engineers@example.com`, `CN=Engineers,OU=Groups,DC=example`; spec/001's normalised
+/// short names are for Butler's own matching, and the API server never sees them), prefixed with
+/// `{identityProvider}:` when the entry names one: the prefix each issuer's groups get when the
+/// API server's authentication configuration gives that issuer `claimMappings.groups.prefix:
+/// "{name}:"` (so one provider's group never matches another's of the same name).
+pub fn group_subject(name: &str, identity_provider: Option<&str>) -> String {
     let name = name.trim();
-    let first = name.split(',').next().unwrap_or(name).trim();
-    let cn = match first.split_once('=') {
-        Some((key, value)) if key.trim().eq_ignore_ascii_case("cn") => value.trim(),
-        _ => name,
-    };
-    let local = match cn.split_once('@') {
-        Some((local, domain)) if !local.is_empty() && domain.contains('.') => local,
-        _ => cn,
-    };
-    local.to_lowercase()
+    match identity_provider.map(str::trim).filter(|p| !p.is_empty()) {
+        Some(provider) => format!("{provider}:{name}"),
+        None => name.to_string(),
+    }
 }
 
-/// The members of a team with their highest role, by subject: users as `User`, groups
-/// (normalised) as `Group`.
+/// The members of a team with their highest role, by subject: users as `User`, groups (as
+/// [`group_subject`] names them) as `Group`.
 pub fn members(team: &Team) -> BTreeMap<(&'static str, String), TeamRole> {
     let mut members: BTreeMap<(&'static str, String), TeamRole> = BTreeMap::new();
     let mut grant = |kind: &'static str, name: String, role: Option<TeamRole>| {
@@ -117,7 +115,7 @@ pub fn members(team: &Team) -> BTreeMap<(&'static str, String), TeamRole> {
         grant("User", user.name.trim().to_string(), user.role);
     }
     for group in team.spec.access.groups.iter().flatten() {
-        grant("Group", normalize_group(&group.name), group.role);
+        grant("Group", group_subject(&group.name, group.identity_provider.as_deref()), group.role);
     }
     members.retain(|(_, name), _| !name.is_empty());
     members
@@ -158,19 +156,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn group_names_are_normalised_as_the_identity_provider_sends_them() {
-        for (sent, seen) in [
-            ("engineers@company.com", "engineers"),
-            ("Platform-Engineers@Example.ORG", "platform-engineers"),
-            ("CN=Engineers,OU=Groups,DC=company", "engineers"),
-            ("cn = Ops Team , ou=x", "ops team"),
-            ("Developers", "developers"),
-            ("  viewers  ", "viewers"),
-            ("odd@local", "odd@local"),
-            ("@company.com", "@company.com"),
-            ("OU=Groups,DC=company", "ou=groups,dc=company"),
+    fn groups_are_bound_as_the_api_server_sees_them() {
+        for (name, provider, bound) in [
+            ("engineers@company.com", None, "engineers@company.com"),
+            ("CN=Engineers,OU=Groups,DC=company", None, "CN=Engineers,OU=Groups,DC=company"),
+            ("  viewers  ", None, "viewers"),
+            ("platform", Some("google-workspace"), "google-workspace:platform"),
+            ("platform", Some(" "), "platform"),
         ] {
-            assert_eq!(normalize_group(sent), seen, "{sent}");
+            assert_eq!(group_subject(name, provider), bound, "{name} {provider:?}");
         }
     }
 
@@ -184,12 +178,12 @@ mod tests {
     #[test]
     fn a_member_listed_twice_gets_the_highest_role() {
         let t = team(
-            "  access:\n    users:\n    - {name: a@x.io, role: viewer}\n    - {name: a@x.io, role: admin}\n    - {name: b@x.io}\n    groups:\n    - {name: devs@x.io, role: operator}\n    - {name: CN=Devs,OU=G, role: viewer}\n",
+            "  access:\n    users:\n    - {name: a@x.io, role: viewer}\n    - {name: a@x.io, role: admin}\n    - {name: b@x.io}\n    groups:\n    - {name: devs@x.io, role: operator}\n    - {name: devs@x.io, role: viewer}\n",
         );
         let m = members(&t);
         assert_eq!(m[&("User", "a@x.io".to_string())], TeamRole::Admin);
         assert_eq!(m[&("User", "b@x.io".to_string())], TeamRole::Viewer, "viewer is the default");
-        assert_eq!(m[&("Group", "devs".to_string())], TeamRole::Operator, "both entries name one group");
+        assert_eq!(m[&("Group", "devs@x.io".to_string())], TeamRole::Operator, "both entries name one group");
         let admins = subjects(&m, |r| r == TeamRole::Admin);
         assert_eq!(admins.len(), 1);
         assert_eq!((admins[0].kind.as_str(), admins[0].name.as_str()), ("User", "a@x.io"));

@@ -30,7 +30,7 @@ async fn a_team_from_creation_to_ready_over_quota_and_deleted_in_order() {
     create(
         &teams,
         &format!(
-            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}}}\nspec:\n  displayName: Platform\n  access:\n    users:\n    - {{name: alice@example.com, role: admin}}\n    - {{name: bob@example.com, role: viewer}}\n    - {{name: bob@example.com, role: operator}}\n    groups:\n    - {{name: CN=Platform-Engineers,OU=Groups,DC=example, role: operator}}\n    - {{name: viewers@example.com}}\n  resourceLimits: {{maxClusters: 2, maxCPUCores: '10', maxTotalNodes: 10}}\n"
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}}}\nspec:\n  displayName: Platform\n  access:\n    users:\n    - {{name: alice@example.com, role: admin}}\n    - {{name: bob@example.com, role: viewer}}\n    - {{name: bob@example.com, role: operator}}\n    groups:\n    - {{name: 'CN=Platform-Engineers,OU=Groups,DC=example', role: operator}}\n    - {{name: viewers@example.com}}\n  resourceLimits: {{maxClusters: 2, maxCPUCores: '10', maxTotalNodes: 10}}\n"
         ),
     )
     .await;
@@ -67,10 +67,10 @@ async fn a_team_from_creation_to_ready_over_quota_and_deleted_in_order() {
     assert_eq!(subjects(bindings.get("butler-team-admin").await.unwrap()), ["User alice@example.com"]);
     assert_eq!(
         subjects(bindings.get("butler-team-operator").await.unwrap()),
-        ["Group platform-engineers", "User bob@example.com"],
-        "bob has the higher of his two roles; the LDAP group name is normalised"
+        ["Group CN=Platform-Engineers,OU=Groups,DC=example", "User bob@example.com"],
+        "bob has the higher of his two roles; the group is bound as the API server sees it"
     );
-    assert_eq!(subjects(bindings.get("butler-team-viewer").await.unwrap()), ["Group viewers"]);
+    assert_eq!(subjects(bindings.get("butler-team-viewer").await.unwrap()), ["Group viewers@example.com"]);
     let team_admin =
         Api::<ClusterRole>::all(s.client.clone()).get(&format!("butler-team-{name}-admin")).await.unwrap();
     assert_eq!(team_admin.rules.unwrap()[0].resource_names.as_deref(), Some(&[name.clone()][..]));
