@@ -145,6 +145,7 @@ const BUILTINS: &[Builtin] = &[
     Builtin("", "v1", "Event", "events", true, false, false, &["ev"]),
     Builtin("apps", "v1", "Deployment", "deployments", true, true, true, &["deploy"]),
     Builtin("apps", "v1", "DaemonSet", "daemonsets", true, true, true, &["ds"]),
+    Builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, true, true, &["pdb"]),
     Builtin("rbac.authorization.k8s.io", "v1", "Role", "roles", true, false, false, &[]),
     Builtin("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true, false, false, &[]),
     Builtin("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false, false, false, &[]),
