@@ -177,8 +177,9 @@ impl MemoryApiServer {
             .fallback(http::handle)
             .layer(DefaultBodyLimit::max(64 * 1024 * 1024))
             .with_state(shared.clone());
-        // kube-controller-manager's root-CA publisher: new namespaces get their
-        // `kube-root-ca.crt` a moment after they are made. It ends with the server.
+        // What controllers of a real control plane do a moment later: kube-controller-manager's
+        // root-CA publisher (new namespaces get their `kube-root-ca.crt`) and apiextensions'
+        // CRD finalizer (a deleted CRD's objects go, then the CRD). It ends with the server.
         let store = Arc::downgrade(&shared.store);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(50));
@@ -190,6 +191,7 @@ impl MemoryApiServer {
                 if !store.root_ca_due.is_empty() {
                     store.publish_root_ca(None);
                 }
+                store.finish_crd_deletions();
             }
         });
         let (shutdown, stopped) = oneshot::channel::<()>();

@@ -174,6 +174,20 @@ impl Store {
         if rt.kind == "Namespace" && rt.group.is_empty() {
             object["status"]["phase"] = Value::String("Terminating".into());
         }
+        if rt.kind == "CustomResourceDefinition" && rt.group == "apiextensions.k8s.io" {
+            let mut conditions: Vec<Value> = object["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["type"] != "Terminating")
+                .cloned()
+                .collect();
+            conditions.push(
+                json!({"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress",
+                "message": "CustomResource deletion is in progress", "lastTransitionTime": super::now()}),
+            );
+            object["status"]["conditions"] = Value::Array(conditions);
+        }
         self.store_system_write(rt, &old, object)
     }
 
@@ -204,11 +218,39 @@ impl Store {
         }
     }
 
-    /// Runs what the namespace controller, the garbage collector and the CRD finalizer do, until
-    /// nothing changes.
+    /// Runs what the namespace controller and the garbage collector do, until nothing changes.
+    /// The CRD finalizer's work waits for [`Store::finish_crd_deletions`]: on a real server a
+    /// deleted CRD stays (Terminating) while its objects are removed.
     pub(super) fn collect_garbage(&mut self) {
+        self.collect(false);
+    }
+
+    /// What apiextensions' CRD finalizer does a moment after a CRD's deletion (here: once it
+    /// has been terminating for a second, as its controller takes on a real server): its
+    /// objects go, then the CRD. Returns whether a CRD was due.
+    pub fn finish_crd_deletions(&mut self) -> bool {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let due = |crd: &Value| {
+            crd["metadata"]["deletionTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                .is_some_and(|since| now.duration_since(since).as_secs_f64() >= 1.0)
+        };
+        let terminating_crds = self
+            .registry
+            .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .cloned()
+            .and_then(|rt| self.objects.get(&rt.storage_key()))
+            .is_some_and(|crds| crds.values().any(|c| terminating(c) && due(c)));
+        if terminating_crds {
+            self.collect(true);
+        }
+        terminating_crds
+    }
+
+    fn collect(&mut self, crds: bool) {
         loop {
-            let work = self.garbage_work();
+            let work = self.garbage_work(crds);
             if work.is_empty() {
                 return;
             }
@@ -242,7 +284,7 @@ impl Store {
     }
 
     /// What the controllers would do now, by (kind, (namespace, name)).
-    fn garbage_work(&self) -> Vec<(ResourceType, (String, String), Action)> {
+    fn garbage_work(&self, crds: bool) -> Vec<(ResourceType, (String, String), Action)> {
         let mut all: Vec<(&ResourceType, &Value)> = Vec::new();
         for ((group, plural), objects) in &self.objects {
             if let Some(rt) = self.registry.any_version(group, plural) {
@@ -282,7 +324,8 @@ impl Store {
                     Action::DropFinalizer("spec", "kubernetes"),
                 );
             }
-            if dying
+            if crds
+                && dying
                 && rt.kind == "CustomResourceDefinition"
                 && has_finalizer(object, "metadata", CRD_CLEANUP_FINALIZER)
             {

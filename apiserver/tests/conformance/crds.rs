@@ -28,6 +28,19 @@ async fn a_crd_registers_its_kind_until_it_is_deleted() {
     let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
     let name = format!("widgets.{}", resource.group);
     crds.delete(&name, &DeleteParams::default()).await.unwrap();
+    // First it terminates while apiextensions' finalizer removes its objects (on a real
+    // server that may already be over when it is read).
+    match crds.get_opt(&name).await.unwrap() {
+        Some(terminating) => {
+            assert!(terminating.metadata.deletion_timestamp.is_some());
+            let conditions = terminating.status.and_then(|s| s.conditions).unwrap_or_default();
+            assert!(
+                conditions.iter().any(|c| c.type_ == "Terminating" && c.status == "True"),
+                "{conditions:?}"
+            );
+        }
+        None => assert!(!cluster.is_in_memory(), "the in-memory server keeps a deleted CRD a second"),
+    }
     eventually("the CRD and its objects to go", || async {
         crds.get_opt(&name).await.unwrap().is_none().then_some(())
     })

@@ -114,7 +114,64 @@ pub async fn delete(
             }
             tokio::time::sleep(waits.poll).await;
         }
+        if include_crd {
+            crds_gone(client, row.provider_kind, &row.namespace, &row.name, &what, waits, progress).await?;
+        }
         done.push_str(&format!("{what} deleted\n"));
     }
     Ok(done)
+}
+
+/// Waits until the CRDs the provider made are gone: a CRD stays, Terminating, while the API
+/// server removes its objects. A timeout names the ones left and what their status says.
+async fn crds_gone(
+    client: &kube::Client,
+    kind: crate::api::ProviderKind,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    waits: Waits,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<(), String> {
+    use crate::controller::vocabulary::ProviderKey;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let key = ProviderKey { kind, namespace: namespace.to_string(), name: name.to_string() };
+    let selector: Vec<String> = key.labels().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let params = kube::api::ListParams::default().labels(&selector.join(","));
+    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    let started = Instant::now();
+    let mut said = false;
+    loop {
+        let left = api.list(&params).await.map_err(|e| butler_runtime::error::describe(&e))?.items;
+        if left.is_empty() {
+            return Ok(());
+        }
+        let described: Vec<String> = left
+            .iter()
+            .map(|crd| {
+                let name = crd.metadata.name.clone().unwrap_or_default();
+                let terminating = crd
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|c| c.iter().find(|c| c.type_ == "Terminating" && c.status == "True"));
+                match terminating {
+                    Some(c) => format!("{name} (Terminating: {})", c.message.clone().unwrap_or_default()),
+                    None => name,
+                }
+            })
+            .collect();
+        if !said {
+            progress(&format!("  waiting for the CRDs of {what} to go: {}", described.join(", ")));
+            said = true;
+        }
+        if started.elapsed() > waits.timeout {
+            return Err(format!(
+                "the CRDs of {what} are not gone after {:?}: {}; their objects are still being removed, or a finalizer of an object holds them",
+                waits.timeout,
+                described.join(", ")
+            ));
+        }
+        tokio::time::sleep(waits.poll).await;
+    }
 }

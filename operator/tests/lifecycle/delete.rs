@@ -104,8 +104,13 @@ async fn a_provider_that_deletes_its_crds_waits_for_their_objects() {
     assert!(message.contains(&format!("Gadget {}/g1", s.namespace)), "{message}");
     api.delete("g1", &DeleteParams::default()).await.unwrap();
     s.wait_gone::<InfrastructureProvider>("gizmo").await;
+    // A deleted CRD stays, Terminating, while the API server removes its objects.
     let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
-    assert!(crds.get_opt("gadgets.gizmo.test.io").await.unwrap().is_none(), "its CRD went, as asked");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while crds.get_opt("gadgets.gizmo.test.io").await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "its CRD went, as asked");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     s.stop_operator().await;
 }
 
