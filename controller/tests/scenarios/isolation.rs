@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::Router;
 use butler_core::api::{ProviderConfig, TenantCluster};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -28,11 +29,31 @@ async fn attacker() -> (String, Arc<AtomicUsize>) {
     (format!("http://{address}"), seen)
 }
 
-fn condition<'a>(
-    conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-    type_: &str,
-) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Waits until the object's condition `type_` gives `reason`; returns its conditions then.
+async fn once_reason<K>(
+    api: &Api<K>,
+    name: &str,
+    type_: &str,
+    reason: &str,
+    conditions: impl Fn(&K) -> Option<&Vec<Condition>>,
+) -> Vec<Condition>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let seen = wait_for(api, name, &format!("{type_} {reason}"), |o| {
+        o.and_then(&conditions).and_then(|all| condition(all, type_)).is_some_and(|c| c.reason == reason)
+    })
+    .await
+    .unwrap();
+    conditions(&seen).cloned().unwrap_or_default()
+}
+
+fn of_cluster(c: &TenantCluster) -> Option<&Vec<Condition>> {
+    c.status.as_ref().map(|s| &s.conditions)
 }
 
 #[tokio::test]
@@ -62,15 +83,8 @@ async fn a_tenant_kubeconfig_that_reads_the_controllers_files_is_refused_by_its_
     Api::<Secret>::namespaced(s.client.clone(), &team).create(&PostParams::default(), &secret).await.unwrap();
     cluster(&s, &team, "web", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
-    let refused = wait_for(&clusters, "web", "the kubeconfig refused", |c| {
-        c.and_then(|c| c.status.as_ref())
-            .and_then(|st| condition(&st.conditions, "MetalLBSynced"))
-            .is_some_and(|c| c.reason == "KubeconfigInvalid")
-    })
-    .await
-    .unwrap();
-    let status = refused.status.unwrap();
-    let message = &condition(&status.conditions, "MetalLBSynced").unwrap().message;
+    let conditions = once_reason(&clusters, "web", "MetalLBSynced", "KubeconfigInvalid", of_cluster).await;
+    let message = &condition(&conditions, "MetalLBSynced").unwrap().message;
     assert!(
         message.starts_with(&format!(
             "the Secret {team}/web-kubeconfig: users[0].user.tokenFile is not accepted: a tenant kubeconfig carries its credentials inline"
@@ -108,21 +122,19 @@ async fn a_teams_provider_config_cannot_read_the_platforms_credentials() {
     for (name, whose) in
         [("scoped", "a team-scoped ProviderConfig"), ("unscoped", "a ProviderConfig in a team's namespace")]
     {
-        let refused = wait_for(&configs, name, "the reference refused", |c| {
-            c.and_then(|c| c.status.as_ref())
-                .and_then(|st| condition(&st.conditions, "Validated"))
-                .is_some_and(|c| c.reason == "CredentialsInvalid")
-        })
-        .await
-        .unwrap();
-        let status = refused.status.unwrap();
+        let conditions =
+            once_reason(&configs, name, "Validated", "CredentialsInvalid", |c: &ProviderConfig| {
+                c.status.as_ref().map(|s| &s.conditions)
+            })
+            .await;
         assert_eq!(
-            condition(&status.conditions, "Validated").unwrap().message,
+            condition(&conditions, "Validated").unwrap().message,
             format!(
                 "spec.credentialsRef.namespace \"{system}\" is refused: {whose} reads Secrets of its own namespace ({team}) only; put the Secret in {team} and leave spec.credentialsRef.namespace out"
             )
         );
-        assert_eq!(status.ready, Some(false));
+        let ready = configs.get(name).await.unwrap().status.and_then(|s| s.ready);
+        assert_eq!(ready, Some(false));
     }
 }
 
@@ -208,15 +220,9 @@ async fn another_teams_provider_config_and_its_pools_serve_a_cluster_nothing() {
     cluster(&s, &team_b, "intruder", &team_a).await;
     cluster(&s, &team_a, "own", &team_a).await;
     let clusters_b: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team_b);
-    let refused = wait_for(&clusters_b, "intruder", "refused", |c| {
-        c.and_then(|c| c.status.as_ref())
-            .and_then(|st| condition(&st.conditions, "IPAMReady"))
-            .is_some_and(|c| c.reason == "ProviderConfigNotAllowed")
-    })
-    .await
-    .unwrap();
-    let status = refused.status.unwrap();
-    let message = &condition(&status.conditions, "IPAMReady").unwrap().message;
+    let conditions =
+        once_reason(&clusters_b, "intruder", "IPAMReady", "ProviderConfigNotAllowed", of_cluster).await;
+    let message = &condition(&conditions, "IPAMReady").unwrap().message;
     assert!(
         message.starts_with(&format!("the ProviderConfig {team_a}/pc is scoped to the team \"{owner}\"")),
         "{message}"
@@ -269,17 +275,7 @@ async fn a_tenant_api_server_that_never_answers_is_given_up_on_and_holds_no_othe
     // Meanwhile another cluster, without a tenant yet, is served as ever.
     cluster(&s, &team, "other", &system).await;
     wait_for(&clusters, "other", "IPAMReady", crate::tenants::ipam_ready).await;
-    let given_up = wait_for(&clusters, "stuck", "the tenant given up on", |c| {
-        c.and_then(|c| c.status.as_ref())
-            .and_then(|st| condition(&st.conditions, "MetalLBSynced"))
-            .is_some_and(|c| c.reason == "TenantUnreachable")
-    })
-    .await
-    .unwrap();
-    let status = given_up.status.unwrap();
-    assert!(
-        condition(&status.conditions, "IPAMReady").is_some_and(|c| c.status == "True"),
-        "it keeps its block"
-    );
+    let conditions = once_reason(&clusters, "stuck", "MetalLBSynced", "TenantUnreachable", of_cluster).await;
+    assert!(condition(&conditions, "IPAMReady").is_some_and(|c| c.status == "True"), "it keeps its block");
     held.abort();
 }

@@ -230,6 +230,23 @@ pub async fn serve_webhooks(s: &Scenario, namespace: &str) -> Served {
     Served { url, ca: String::from_utf8(ca).unwrap(), options, stop, running }
 }
 
+/// Removes the webhook configurations a scenario's webhook server registered.
+pub async fn remove_webhook_configurations(s: &Scenario) {
+    use butler_controller::webhooks::registration::{MUTATING, VALIDATING};
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    use kube::api::DeleteParams;
+    Api::<ValidatingWebhookConfiguration>::all(s.client.clone())
+        .delete(VALIDATING, &DeleteParams::default())
+        .await
+        .unwrap();
+    Api::<MutatingWebhookConfiguration>::all(s.client.clone())
+        .delete(MUTATING, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
 /// The message of an API error.
 pub fn api_message(error: &kube::Error) -> String {
     match error {

@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 use butler_core::api::{ProviderConfig, Team, TenantCluster};
 use kube::api::PostParams;
 
-use crate::support::{Scenario, Served, api_message, from_yaml, serve_webhooks, wait_for};
+use crate::support::{
+    Scenario, Served, api_message, from_yaml, remove_webhook_configurations, serve_webhooks, wait_for,
+};
 
 /// Retries until `attempt` gives something (the webhook's caches see new objects a moment
 /// after the API server has them).
@@ -156,11 +158,7 @@ async fn the_controller_serves_its_webhooks_with_its_own_certificates() {
     assert_eq!(secret_after.metadata.resource_version, secret.metadata.resource_version, "nothing renewed");
     let _ = stop.send(true);
     drop(again);
-    validating.delete(VALIDATING, &DeleteParams::default()).await.unwrap();
-    Api::<MutatingWebhookConfiguration>::all(s.client.clone())
-        .delete(MUTATING, &DeleteParams::default())
-        .await
-        .unwrap();
+    remove_webhook_configurations(&s).await;
 }
 
 #[tokio::test]
@@ -222,11 +220,7 @@ async fn mounted_certificates_are_served_and_a_renewal_is_picked_up() {
     assert!(answered.is_ok(), "the renewed certificate is served: {answered:?}");
     let _ = stop.send(true);
     let _ = running.await;
-    validating.delete(VALIDATING, &DeleteParams::default()).await.unwrap();
-    Api::<MutatingWebhookConfiguration>::all(s.client.clone())
-        .delete(MUTATING, &DeleteParams::default())
-        .await
-        .unwrap();
+    remove_webhook_configurations(&s).await;
 }
 
 #[tokio::test]
@@ -342,14 +336,7 @@ async fn a_stopped_controller_leaves_finalizers_labels_and_deletions_free() {
         .await
         .expect("a finalizer goes without the webhook");
     wait_for(&pools, "lab", "gone", |p| p.is_none()).await;
-    Api::<ValidatingWebhookConfiguration>::all(s.client.clone())
-        .delete(VALIDATING, &DeleteParams::default())
-        .await
-        .unwrap();
-    Api::<MutatingWebhookConfiguration>::all(s.client.clone())
-        .delete(MUTATING, &DeleteParams::default())
-        .await
-        .unwrap();
+    remove_webhook_configurations(&s).await;
 }
 
 #[tokio::test]
@@ -448,12 +435,5 @@ async fn a_pool_that_overlaps_another_is_refused_at_admission() {
     );
     pools.create(&PostParams::default(), &make("apart", "10.72.1.0/24")).await.expect("no overlap");
     let _ = stop.send(true);
-    Api::<ValidatingWebhookConfiguration>::all(s.client.clone())
-        .delete(VALIDATING, &DeleteParams::default())
-        .await
-        .unwrap();
-    Api::<MutatingWebhookConfiguration>::all(s.client.clone())
-        .delete(MUTATING, &DeleteParams::default())
-        .await
-        .unwrap();
+    remove_webhook_configurations(&s).await;
 }
