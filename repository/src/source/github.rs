@@ -15,6 +15,9 @@ use crate::error::{RepositoryError, Result};
 use crate::http::{Answer, Http, SendError};
 use crate::version::{self, Version};
 
+/// At most this many pages of releases (100 each) are read.
+const MAX_RELEASE_PAGES: usize = 20;
+
 /// Where GitHub is, and how to talk to it.
 #[derive(Clone)]
 pub struct GitHubOptions {
@@ -111,31 +114,56 @@ impl GitHubSource {
                 {
                     headers.insert(header::AUTHORIZATION, value);
                 }
-                let sent = tokio::time::timeout(timeout, self.api._get_with_headers(url, Some(headers)));
-                let response = sent
+                // The whole answer within the time limit and the size limit: a server that
+                // sends its headers and then trickles or floods the body holds nothing for long.
+                let limit = self.http.options.max_download;
+                let whole = async {
+                    let response = self
+                        .api
+                        ._get_with_headers(url, Some(headers))
+                        .await
+                        .map_err(|e| SendError::Transient(e.to_string()))?;
+                    let status = response.status().as_u16();
+                    let headers = response.headers().clone();
+                    let limited = http_body_util::Limited::new(response.into_body(), limit as usize);
+                    let body = http_body_util::BodyExt::collect(limited).await.map_err(|e| {
+                        match e.downcast_ref::<http_body_util::LengthLimitError>() {
+                            Some(_) => {
+                                SendError::Fatal(RepositoryError::TooLarge { what: url.to_string(), limit })
+                            }
+                            None => SendError::Transient(e.to_string()),
+                        }
+                    })?;
+                    Ok(Answer { status, headers, body: body.to_bytes().to_vec() })
+                };
+                tokio::time::timeout(timeout, whole)
                     .await
-                    .map_err(|_| SendError::Transient(format!("no answer within {timeout:?}")))?
-                    .map_err(|e| SendError::Transient(e.to_string()))?;
-                let status = response.status().as_u16();
-                let headers = response.headers().clone();
-                let body = self
-                    .api
-                    .body_to_string(response)
-                    .await
-                    .map_err(|e| SendError::Transient(e.to_string()))?;
-                Ok(Answer { status, headers, body: body.into_bytes() })
+                    .map_err(|_| SendError::Transient(format!("no whole answer within {timeout:?}")))?
             })
             .await
     }
 
-    /// Every release, through the API, one page of 100 at a time.
+    /// Every release, through the API, one page of 100 at a time, at most
+    /// [`MAX_RELEASE_PAGES`] pages (a `next` link that points back ends the list).
     async fn releases(&self) -> Result<Vec<Release>> {
         let mut url = Some(format!(
             "{}/repos/{}/{}/releases?per_page=100",
             self.options.api_base, self.owner, self.repo
         ));
         let mut releases = Vec::new();
+        let mut pages = 0;
         while let Some(next) = url.take() {
+            pages += 1;
+            if pages > MAX_RELEASE_PAGES {
+                return Err(RepositoryError::Http {
+                    url: next,
+                    status: 200,
+                    message: format!(
+                        "the repository lists more than {} releases; pin the version instead of asking for the latest",
+                        MAX_RELEASE_PAGES * 100
+                    ),
+                });
+            }
             let fetched = self
                 .api_get(&next, "application/vnd.github+json")
                 .await
@@ -144,10 +172,15 @@ impl GitHubSource {
                 serde_json::from_slice(&fetched.body).map_err(|e| RepositoryError::Http {
                     url: next.clone(),
                     status: 200,
-                    message: format!("the release list is not what GitHub sends: {e}"),
+                    // Where, not what: the server's bytes are not repeated.
+                    message: format!(
+                        "the release list is not what GitHub sends (line {}, column {})",
+                        e.line(),
+                        e.column()
+                    ),
                 })?;
             releases.extend(page);
-            url = fetched.link.as_deref().and_then(next_link);
+            url = fetched.link.as_deref().and_then(next_link).filter(|n| *n != next);
         }
         Ok(releases)
     }

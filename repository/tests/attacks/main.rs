@@ -5,5 +5,6 @@
 #[path = "../sources/support.rs"]
 mod support;
 
+mod github;
 mod oci;
 mod reflection;
