@@ -122,7 +122,10 @@ pub fn process_components(text: &str, options: &ComponentsOptions<'_>) -> Result
     let variables = parsed.variables();
     let expanded = parsed.expand_text(text, options.variables).map_err(|e| expand_error(what, e))?;
     let mut documents = Vec::new();
-    for (index, source) in split_documents(&expanded).iter().enumerate() {
+    let sources = split_documents(&expanded);
+    crate::yaml::check_count(&sources)
+        .map_err(|message| ProcessError::Invalid { what: what.into(), message })?;
+    for (index, source) in sources.iter().enumerate() {
         let document = Document::parse(source).map_err(|message| ProcessError::Yaml {
             what: what.into(),
             index: index + 1,

@@ -87,7 +87,9 @@ pub fn process_template(
     let invalid = |message: String| ProcessError::Invalid { what: what.into(), message };
     let mut documents = Vec::new();
     let mut kinds = Vec::new();
-    for (index, source) in split_documents(&expanded).iter().enumerate() {
+    let sources = split_documents(&expanded);
+    crate::yaml::check_count(&sources).map_err(&invalid)?;
+    for (index, source) in sources.iter().enumerate() {
         let doc = Document::parse(source).map_err(|message| ProcessError::Yaml {
             what: what.into(),
             index: index + 1,

@@ -13,6 +13,20 @@ use std::ops::Range;
 
 use serde_json::{Map, Value};
 
+/// The most documents a components file or template may hold (Butler's largest holds a few
+/// dozen; millions of tiny ones would cost memory and time beyond any use).
+pub const MAX_DOCUMENTS: usize = 10_000;
+
+/// Refuses a text of more than [`MAX_DOCUMENTS`] documents.
+pub fn check_count(documents: &[String]) -> Result<(), String> {
+    match documents.len() {
+        n if n > MAX_DOCUMENTS => {
+            Err(format!("it holds {n} YAML documents, more than the {MAX_DOCUMENTS} one may"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Documents at least this large are outlined instead of parsed whole.
 pub const OUTLINE_THRESHOLD: usize = 16 * 1024;
 

@@ -59,3 +59,14 @@ fn errors_say_where_and_what_without_the_text() {
     let said = describe_error(&typed);
     assert!(!said.contains("hunter2") && said.contains("line 1"), "{said}");
 }
+
+#[test]
+fn a_text_of_too_many_documents_is_refused() {
+    let many = "---\na: 1\n".repeat(MAX_DOCUMENTS + 1);
+    let documents = split_documents(&many);
+    assert_eq!(
+        check_count(&documents).unwrap_err(),
+        "it holds 10001 YAML documents, more than the 10000 one may"
+    );
+    assert_eq!(check_count(&documents[..MAX_DOCUMENTS]), Ok(()));
+}
