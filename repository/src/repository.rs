@@ -26,6 +26,20 @@ pub struct RemoteOptions {
     pub oci: OciOptions,
 }
 
+impl RemoteOptions {
+    /// A digest of every credential these options may send (tokens, registry logins): what was
+    /// fetched with one set of credentials is kept apart from what another set may read.
+    pub fn credentials_fingerprint(&self) -> String {
+        let material = format!(
+            "github\0{}\0gitlab\0{}\0oci\0{}",
+            self.github.token.as_deref().unwrap_or_default(),
+            self.gitlab_token.as_deref().unwrap_or_default(),
+            self.oci.credential_material()
+        );
+        crate::digest::sha256_hex(material.as_bytes())
+    }
+}
+
 /// Tokens are never printed (options end up in logs and error reports).
 impl std::fmt::Debug for RemoteOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -269,6 +283,21 @@ impl<S: Source> Repository<S> {
 #[cfg(test)]
 mod debug_tests {
     use super::*;
+
+    #[test]
+    fn the_fingerprint_follows_every_credential() {
+        let anonymous = RemoteOptions::default();
+        let mut github = RemoteOptions::default();
+        github.github.token = Some("a".into());
+        let mut other = github.clone();
+        other.github.token = Some("b".into());
+        let mut oci = RemoteOptions::default();
+        oci.oci.credentials = crate::source::OciCredentials::Token("t".into());
+        let prints: std::collections::BTreeSet<String> =
+            [&anonymous, &github, &other, &oci].iter().map(|o| o.credentials_fingerprint()).collect();
+        assert_eq!(prints.len(), 4);
+        assert_eq!(github.credentials_fingerprint(), github.clone().credentials_fingerprint());
+    }
 
     #[test]
     fn debug_never_prints_a_token() {

@@ -38,6 +38,9 @@ struct Observed {
     live: Vec<LiveDeployment>,
 }
 
+/// Releases kept in memory at the most (each a components file, often a megabyte).
+const MOST_RELEASES: usize = 32;
+
 /// Installs, upgrades, pauses or unpauses a provider.
 pub async fn install<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error>
 where
@@ -216,8 +219,10 @@ async fn fetch_release(
         .map(|(version, contract)| Installed { version, contract });
     let choice = fetch::choose_version(key.kind, spec, installed, core_contract.as_deref());
     let version = fetch::resolve(&repo, &choice).await?;
-    let cache_key =
-        fetch::remote_url(spec, operator_config, key.kind, &key.name).map(|u| format!("{u}#{version}"));
+    // Kept apart by the credentials that fetched it: a provider that names the same private
+    // release without them must fetch it (and be refused) itself.
+    let cache_key = fetch::remote_url(spec, operator_config, key.kind, &key.name)
+        .map(|u| format!("{u}#{version}#{}", remote.credentials_fingerprint()));
     if let Some(hit) =
         cache_key.as_ref().and_then(|k| ctx.releases.lock().expect("not poisoned").get(k).cloned())
     {
@@ -225,7 +230,12 @@ async fn fetch_release(
     }
     let fetched = fetch::release(&repo, version).await?;
     if let Some(k) = cache_key {
-        ctx.releases.lock().expect("not poisoned").insert(k, fetched.clone());
+        let mut releases = ctx.releases.lock().expect("not poisoned");
+        // Bounded: rotated credentials and old versions would otherwise pile up.
+        if releases.len() >= MOST_RELEASES {
+            releases.clear();
+        }
+        releases.insert(k, fetched.clone());
     }
     Ok(fetched)
 }

@@ -5,6 +5,7 @@
 #[path = "../sources/support.rs"]
 mod support;
 
+mod cache;
 mod github;
 mod oci;
 mod reflection;

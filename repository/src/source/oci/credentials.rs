@@ -213,6 +213,34 @@ impl OciOptions {
     }
 }
 
+/// What a login sends, for a fingerprint of the credentials (never shown).
+fn login_material(login: &Login) -> String {
+    match login {
+        Login::Auth(RegistryAuth::Anonymous) => "anonymous".into(),
+        Login::Auth(RegistryAuth::Basic(user, password)) => format!("basic\0{user}\0{password}"),
+        Login::Auth(RegistryAuth::Bearer(token)) => format!("bearer\0{token}"),
+        Login::Refresh(token) => format!("refresh\0{token}"),
+    }
+}
+
+impl OciOptions {
+    /// Every credential these options may send, as text to digest (never to show).
+    pub(crate) fn credential_material(&self) -> String {
+        let given = match &self.credentials {
+            OciCredentials::Anonymous => "anonymous".to_string(),
+            OciCredentials::Basic { username, password } => format!("basic\0{username}\0{password}"),
+            OciCredentials::Token(token) => format!("token\0{token}"),
+            OciCredentials::Refresh(token) => format!("refresh\0{token}"),
+        };
+        let docker: Vec<String> = self
+            .docker_config
+            .iter()
+            .flat_map(|c| c.auths.iter().map(|(host, login)| format!("{host}\0{}", login_material(login))))
+            .collect();
+        format!("{given}\0{}", docker.join("\0"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -197,7 +197,11 @@ impl OciSource {
 
     /// The raw manifest of `tag` (or of the pinned digest) and its digest.
     async fn manifest_bytes(&self, tag: &str) -> Result<(Vec<u8>, String)> {
-        if let Some(digest) = &self.digest
+        // Offline, a pinned digest is served from the cache. Online the registry is asked even
+        // for a pinned digest: knowing a digest must not read what another's credentials
+        // fetched (the layers are served from the cache only after this answer).
+        if self.http.offline
+            && let Some(digest) = &self.digest
             && let Some(body) = self.cached_by_digest(digest)
         {
             return Ok((body, digest.clone()));
