@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::generate::{repository, split_name};
 use super::{GenerateError, Output};
-use crate::release::provider_configmap;
+use crate::release::{CONFIGMAP_PROVIDER_LABEL, provider_configmap};
 
 const OPERATOR_FILE: &str = "operator/butler-operator.yaml";
 const FIELD_MANAGER: &str = "butlerctl";
@@ -143,22 +143,49 @@ pub async fn load(
             serde_saphyr::from_multiple(text).map_err(|e| GenerateError::Usage(format!("{path}: {e}")))?;
         Ok(values.into_iter().filter(|v| !v.is_null()).collect())
     };
-    if !skip_operator && let Some(bytes) = files.get(OPERATOR_FILE) {
+    // Everything is checked before anything is applied: a bundle is a file someone handed
+    // over, and a half-applied one helps nobody.
+    let operator = match files.get(OPERATOR_FILE).filter(|_| !skip_operator) {
+        Some(bytes) => {
+            let objects = docs(OPERATOR_FILE, bytes)?;
+            let own: Vec<Value> = crate::manifest::objects(EMBEDDED_VERSION);
+            if objects != own {
+                return Err(GenerateError::Usage(format!(
+                    "{OPERATOR_FILE} of the bundle is not the install manifest of this butlerctl ({EMBEDDED_VERSION}); load the bundle with the butlerctl that packed it, or with --skip-operator and install the operator from a manifest you trust"
+                )));
+            }
+            objects
+        }
+        None => Vec::new(),
+    };
+    let mut configmaps = Vec::new();
+    for (path, bytes) in files.iter().filter(|(p, _)| p.starts_with("configmaps/")) {
+        for object in docs(path, bytes)? {
+            let labelled = object["metadata"]["labels"][CONFIGMAP_PROVIDER_LABEL].is_string();
+            if object["apiVersion"] != "v1" || object["kind"] != "ConfigMap" || !labelled {
+                return Err(GenerateError::Usage(format!(
+                    "{path} holds a {} {:?}: a bundle's configmaps/ hold provider ConfigMaps (labelled {CONFIGMAP_PROVIDER_LABEL}) only; nothing was applied",
+                    object["kind"].as_str().unwrap_or("document without a kind"),
+                    object["metadata"]["name"].as_str().unwrap_or_default()
+                )));
+            }
+            configmaps.push(object);
+        }
+    }
+    if !operator.is_empty() {
         progress("Applying the operator's manifest...");
-        for object in docs(OPERATOR_FILE, bytes)? {
+        for object in &operator {
             // A CRD of the manifest may define a later kind: wait for it to be served.
-            applier.apply(&object, true).await.map_err(GenerateError::Cluster)?;
+            applier.apply(object, true).await.map_err(GenerateError::Cluster)?;
         }
         done.push_str(&format!("{OPERATOR_FILE} applied\n"));
     }
-    for (path, bytes) in files.iter().filter(|(p, _)| p.starts_with("configmaps/")) {
-        for mut object in docs(path, bytes)? {
-            object["metadata"]["namespace"] = Value::String(namespace.to_string());
-            let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            progress(&format!("Applying ConfigMap {namespace}/{name}..."));
-            applier.apply(&object, false).await.map_err(GenerateError::Cluster)?;
-            done.push_str(&format!("ConfigMap {namespace}/{name} applied\n"));
-        }
+    for mut object in configmaps {
+        object["metadata"]["namespace"] = Value::String(namespace.to_string());
+        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        progress(&format!("Applying ConfigMap {namespace}/{name}..."));
+        applier.apply(&object, false).await.map_err(GenerateError::Cluster)?;
+        done.push_str(&format!("ConfigMap {namespace}/{name} applied\n"));
     }
     Ok(done)
 }

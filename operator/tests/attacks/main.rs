@@ -11,5 +11,6 @@ mod fixtures;
 #[path = "../lifecycle/support.rs"]
 mod support;
 
+mod bundle;
 mod fetch;
 mod policy;
