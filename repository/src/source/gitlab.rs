@@ -32,8 +32,10 @@ impl GitLabSource {
         }
     }
 
-    /// The same source over plain HTTP, for tests against a server on 127.0.0.1.
-    pub fn insecure_for_tests(mut self) -> GitLabSource {
+    /// The same source over plain HTTP, for the tests against a server on 127.0.0.1 (no URL
+    /// a user writes reaches GitLab over plain HTTP).
+    #[cfg(test)]
+    fn over_plain_http(mut self) -> GitLabSource {
         self.scheme = "http";
         self
     }
@@ -69,3 +71,7 @@ impl Source for GitLabSource {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "gitlab_tests.rs"]
+mod tests;

@@ -8,4 +8,3 @@ mod support;
 mod cache;
 mod github;
 mod oci;
-mod reflection;

@@ -1,11 +1,10 @@
 //! The repository sources against servers that answer like the real ones: wiremock on
-//! 127.0.0.1 for GitHub and GitLab, temp folders for local repositories, and the in-memory API
-//! server for ConfigMaps.
+//! 127.0.0.1 for GitHub (GitLab's, over plain HTTP, are the source's own unit tests), temp
+//! folders for local repositories, and the in-memory API server for ConfigMaps.
 
 mod configmap;
 mod fake_github;
 mod github;
-mod gitlab;
 mod local;
 mod oci;
 mod oci_refresh;
