@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use butler_controller::context::Scope;
 use butler_controller::webhooks::registration::Endpoint;
 use butler_controller::webhooks::serving::ServingOptions;
 use butler_controller::{Options, start};
@@ -53,6 +54,11 @@ struct RunArgs {
     /// The controller's namespace (default: the pod's, POD_NAMESPACE, else butler-system).
     #[arg(long, env = "BUTLER_NAMESPACE")]
     namespace: Option<String>,
+    /// Act on the objects of this namespace only (repeat for more; a Team counts as in its
+    /// `team-{name}` namespace). Default: every namespace. For one controller per environment
+    /// on a shared management cluster: each leaves the others' namespaces alone.
+    #[arg(long = "watch-namespace", value_name = "NAMESPACE")]
+    watch_namespaces: Vec<String>,
 }
 
 /// The webhook serving options of the flags.
@@ -120,12 +126,16 @@ fn run(args: RunArgs) -> ExitCode {
             }),
         }
     };
+    let scope = match args.watch_namespaces.clone() {
+        list if list.is_empty() => Scope::default(),
+        list => Scope::only(move |ns| list.iter().any(|n| n == ns)),
+    };
     butler_runtime::process::execute(settings, metrics.clone(), webhooks, move |leading| {
         let options = Options {
             instance: leading.instance,
             concurrency: args.concurrency,
             clock: Default::default(),
-            scope: Default::default(),
+            scope,
         };
         let controllers = start(leading.client, metrics, options, leading.shutdown);
         Started { run: controllers.run, ready: controllers.ready }
@@ -137,5 +147,18 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match Cli::parse().command {
         Command::Run(args) => run(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_namespaces_repeat() {
+        let cli =
+            Cli::parse_from(["butler-controller", "run", "--watch-namespace", "a", "--watch-namespace", "b"]);
+        let Command::Run(args) = cli.command;
+        assert_eq!(args.watch_namespaces, ["a", "b"]);
     }
 }
