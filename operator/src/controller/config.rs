@@ -120,9 +120,12 @@ pub async fn load(
     }
     // Which registries are reached over plain HTTP is the operator's to say, never a config
     // Secret's (whoever may write one would move a fetch, and its credentials, off TLS).
-    let plain_http = config.remote.oci.insecure.clone();
+    // Nor where refresh tokens may be traded.
+    let (plain_http, token_hosts) =
+        (config.remote.oci.insecure.clone(), config.remote.oci.token_hosts.clone());
     config.remote.oci.apply_variables(|key| config.variables.get(key).cloned());
     config.remote.oci.insecure = plain_http;
+    config.remote.oci.token_hosts = token_hosts;
     if let Some(json) = config.variables.get(oci::DOCKER_CONFIG_KEY) {
         let docker = oci::DockerConfig::parse(json.as_bytes())
             .map_err(|e| Unreadable(format!("key {:?} of {what} {e}", oci::DOCKER_CONFIG_KEY)))?;

@@ -18,6 +18,8 @@ pub const TOKEN_VARIABLE: &str = "OCI_ACCESS_TOKEN";
 pub const REFRESH_TOKEN_VARIABLE: &str = "OCI_REFRESH_TOKEN";
 /// Comma-separated registries (`host[:port]`) reached over plain HTTP.
 pub const INSECURE_VARIABLE: &str = "OCI_INSECURE_REGISTRIES";
+/// Token services on other hosts than their registry's that a refresh token may be sent to.
+pub const TOKEN_HOSTS_VARIABLE: &str = "OCI_TOKEN_HOSTS";
 /// Extra CA certificates (PEM) that registries' certificates may chain to; a provider's config
 /// Secret may also hold them under cluster-api-operator's key `ca.crt`.
 pub const CA_VARIABLE: &str = "OCI_CA_CERT";
@@ -158,6 +160,8 @@ pub struct OciOptions {
     pub mirrors: ImageOverrides,
     /// Extra CA certificates (PEM) besides the system's.
     pub ca_certificates: Vec<String>,
+    /// Token services on other hosts than their registry's that a refresh token may go to.
+    pub token_hosts: Vec<String>,
 }
 
 impl OciOptions {
@@ -178,6 +182,10 @@ impl OciOptions {
         }
         if let Some(list) = get(INSECURE_VARIABLE) {
             self.insecure =
+                list.split(',').map(|r| r.trim().to_ascii_lowercase()).filter(|r| !r.is_empty()).collect();
+        }
+        if let Some(list) = get(TOKEN_HOSTS_VARIABLE) {
+            self.token_hosts =
                 list.split(',').map(|r| r.trim().to_ascii_lowercase()).filter(|r| !r.is_empty()).collect();
         }
     }

@@ -90,7 +90,32 @@ pub(super) fn parse_answer(body: &[u8]) -> std::result::Result<(String, Duration
 
 /// A refresh token may only travel over HTTPS, unless its registry is one the user marked as
 /// plain HTTP (no downgrade by a challenge naming an `http://` realm).
-pub(super) fn check_realm(realm: &str, plain_http: bool) -> std::result::Result<(), String> {
+/// Where a refresh token may be traded: the registry's own host, or a token service that
+/// `token_hosts` (`OCI_TOKEN_HOSTS`) names; a registry never sends it elsewhere.
+pub(super) fn check_realm(
+    realm: &str,
+    registry: &str,
+    token_hosts: &[String],
+    plain_http: bool,
+) -> std::result::Result<(), String> {
+    let host = |authority: &str| {
+        let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+        match authority.rsplit_once(':') {
+            Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h.to_ascii_lowercase(),
+            _ => authority.to_ascii_lowercase(),
+        }
+    };
+    let realm_host =
+        realm.split_once("://").map(|(_, rest)| host(rest.split('/').next().unwrap_or_default()));
+    if let Some(realm_host) = &realm_host
+        && *realm_host != host(registry)
+        && !token_hosts.iter().any(|t| host(t.trim()) == *realm_host)
+    {
+        return Err(format!(
+            "the registry's token service {realm} is not on the registry's host; the refresh token goes there only when {} names {realm_host}",
+            super::TOKEN_HOSTS_VARIABLE
+        ));
+    }
     match realm.split_once("://") {
         Some(("https", _)) => Ok(()),
         Some(("http", _)) if plain_http => Ok(()),
@@ -151,7 +176,7 @@ pub(super) async fn access_token(
                 super::PASSWORD_VARIABLE
             ))
         })?;
-    check_realm(&challenge.realm, plain_http).map_err(fail)?;
+    check_realm(&challenge.realm, registry, &options.token_hosts, plain_http).map_err(fail)?;
     let answer = client
         .post(&challenge.realm)
         .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
@@ -241,9 +266,22 @@ mod tests {
 
     #[test]
     fn refresh_tokens_travel_over_https_only_unless_the_registry_is_plain_http() {
-        assert!(check_realm("https://r.io/token", false).is_ok());
-        assert!(check_realm("http://r.io/token", false).unwrap_err().contains("OCI_INSECURE_REGISTRIES"));
-        assert!(check_realm("http://127.0.0.1:5000/token", true).is_ok());
-        assert!(check_realm("/token", true).is_err());
+        let none: &[String] = &[];
+        assert!(check_realm("https://r.io/token", "r.io", none, false).is_ok());
+        assert!(
+            check_realm("http://r.io/token", "r.io", none, false)
+                .unwrap_err()
+                .contains("OCI_INSECURE_REGISTRIES")
+        );
+        assert!(check_realm("http://127.0.0.1:5000/token", "127.0.0.1:5000", none, true).is_ok());
+        assert!(check_realm("/token", "r.io", none, true).is_err());
+        // Another host only when named.
+        let refused = check_realm("https://collector.evil/token", "r.io", none, false).unwrap_err();
+        assert!(
+            refused.contains("not on the registry's host") && refused.contains("OCI_TOKEN_HOSTS"),
+            "{refused}"
+        );
+        let named = ["auth.docker.io".to_string()];
+        assert!(check_realm("https://auth.docker.io/token", "registry-1.docker.io", &named, false).is_ok());
     }
 }
