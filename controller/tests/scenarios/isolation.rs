@@ -56,6 +56,18 @@ fn of_cluster(c: &TenantCluster) -> Option<&Vec<Condition>> {
     c.status.as_ref().map(|s| &s.conditions)
 }
 
+/// The Secret `{cluster}-kubeconfig` of a tenant at `server`, its user as the flow mapping `user`.
+async fn kubeconfig_secret(s: &Scenario, team: &str, cluster: &str, server: &str, user: &str) {
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: '{server}'}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\nusers:\n- name: u\n  user: {user}\n"
+    );
+    let secret: Secret = serde_json::from_value(
+        json!({"metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team}, "stringData": {"value": kubeconfig}}),
+    )
+    .unwrap();
+    Api::<Secret>::namespaced(s.client.clone(), team).create(&PostParams::default(), &secret).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_tenant_kubeconfig_that_reads_the_controllers_files_is_refused_by_its_field() {
     let s = Scenario::start().await;
@@ -72,15 +84,8 @@ async fn a_tenant_kubeconfig_that_reads_the_controllers_files_is_refused_by_its_
         json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
     )
     .await;
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: '{server}'}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\nusers:\n- name: u\n  user: {{tokenFile: '{}'}}\n",
-        token.path().display()
-    );
-    let secret: Secret =
-        serde_json::from_value(json!({"metadata": {"name": "web-kubeconfig", "namespace": team},
-        "stringData": {"value": kubeconfig}}))
-        .unwrap();
-    Api::<Secret>::namespaced(s.client.clone(), &team).create(&PostParams::default(), &secret).await.unwrap();
+    kubeconfig_secret(&s, &team, "web", &server, &format!("{{tokenFile: '{}'}}", token.path().display()))
+        .await;
     cluster(&s, &team, "web", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
     let conditions = once_reason(&clusters, "web", "MetalLBSynced", "KubeconfigInvalid", of_cluster).await;
@@ -262,14 +267,7 @@ async fn a_tenant_api_server_that_never_answers_is_given_up_on_and_holds_no_othe
         json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
     )
     .await;
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: 'http://{address}'}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\nusers:\n- name: u\n  user: {{token: t}}\n"
-    );
-    let secret: Secret =
-        serde_json::from_value(json!({"metadata": {"name": "stuck-kubeconfig", "namespace": team},
-        "stringData": {"value": kubeconfig}}))
-        .unwrap();
-    Api::<Secret>::namespaced(s.client.clone(), &team).create(&PostParams::default(), &secret).await.unwrap();
+    kubeconfig_secret(&s, &team, "stuck", &format!("http://{address}"), "{token: t}").await;
     cluster(&s, &team, "stuck", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
     // Meanwhile another cluster, without a tenant yet, is served as ever.
