@@ -218,12 +218,20 @@ pub fn validate_networkpool(ctx: &Caches, request: &AdmissionRequest<DynamicObje
     answer(request, decision)
 }
 
-/// The routes of the webhook server.
-pub fn routes(caches: Caches) -> Webhooks {
-    let (a, b, c, d) = (caches.clone(), caches.clone(), caches.clone(), caches);
+/// The routes of the webhook server; `reached` is set by the first review that arrives (which
+/// the API server sent: it is what tells that the API server can reach the webhooks).
+pub fn routes(caches: Caches, reached: Arc<std::sync::atomic::AtomicBool>) -> Webhooks {
+    type Handler = fn(&Caches, &AdmissionRequest<DynamicObject>) -> AdmissionResponse;
+    let noting = |handler: Handler| {
+        let (caches, reached) = (caches.clone(), reached.clone());
+        Arc::new(move |r: &AdmissionRequest<DynamicObject>| {
+            reached.store(true, std::sync::atomic::Ordering::Relaxed);
+            handler(&caches, r)
+        })
+    };
     Webhooks::new()
-        .route(VALIDATE_PROVIDERCONFIG, Arc::new(move |r| validate_providerconfig(&a, r)))
-        .route(VALIDATE_TENANTCLUSTER, Arc::new(move |r| validate_tenantcluster(&b, r)))
-        .route(MUTATE_TENANTCLUSTER, Arc::new(move |r| mutate_tenantcluster(&c, r)))
-        .route(VALIDATE_NETWORKPOOL, Arc::new(move |r| validate_networkpool(&d, r)))
+        .route(VALIDATE_PROVIDERCONFIG, noting(validate_providerconfig))
+        .route(VALIDATE_TENANTCLUSTER, noting(validate_tenantcluster))
+        .route(MUTATE_TENANTCLUSTER, noting(mutate_tenantcluster))
+        .route(VALIDATE_NETWORKPOOL, noting(validate_networkpool))
 }

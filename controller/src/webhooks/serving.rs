@@ -1,10 +1,13 @@
 //! Serving the webhooks on every replica: the certificate (the controller's own CA and serving
 //! certificate kept in a Secret and renewed before they expire, or certificates mounted from a
 //! folder, reloaded when they change), the HTTPS server, and the webhook configurations with
-//! the matching CA bundle: registered failing open, and failing closed once the server answers.
+//! the matching CA bundle: registered failing open, and failing closed once a review that came
+//! through the API server reached the server.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use butler_core::api::labels::FIELD_MANAGER;
@@ -221,17 +224,42 @@ async fn register(
     Ok(())
 }
 
-/// Whether the server answers over verified HTTPS at the first name of its certificate.
-async fn answers(address: SocketAddr, options: &ServingOptions, ca_bundle: &str) -> bool {
-    let name = names(options).into_iter().next().unwrap_or_default();
-    let local = SocketAddr::from(([127, 0, 0, 1], address.port()));
-    let Ok(roots) = reqwest::Certificate::from_pem_bundle(ca_bundle.as_bytes()) else { return false };
-    let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(5)).resolve(&name, local);
-    for root in roots {
-        builder = builder.add_root_certificate(root);
+/// How long the webhooks may go unreached before the controller says so.
+const NOT_REACHED_AFTER: Duration = Duration::from_secs(60);
+
+/// Says (a log line and a Warning event on the validating configuration) that the API server
+/// has not reached the webhooks, so they stay failing open, and where to look.
+async fn not_reached(client: &kube::Client, options: &ServingOptions) {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let where_ = match &options.endpoint {
+        Endpoint::Service { namespace, name } => format!(
+            "the Service {namespace}/{name}: check that it exists and has endpoints (a controller outside the cluster needs --webhook-url)"
+        ),
+        Endpoint::Url(url) => format!("{url}: check that the API server can reach it"),
+    };
+    let note = format!(
+        "the API server has not called the webhooks in {} s, so they stay failurePolicy Ignore (Butler's objects are admitted without them when the call fails); they are reached at {where_}",
+        NOT_REACHED_AFTER.as_secs()
+    );
+    tracing::warn!("{note}");
+    let recorder =
+        Recorder::new(client.clone(), Reporter { controller: FIELD_MANAGER.into(), instance: None });
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("admissionregistration.k8s.io/v1".into()),
+        kind: Some("ValidatingWebhookConfiguration".into()),
+        name: Some(super::registration::VALIDATING.into()),
+        ..Default::default()
+    };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "WebhooksNotReached".into(),
+        note: Some(note),
+        action: "Register".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &reference).await {
+        tracing::warn!(error = %e, "cannot publish an event");
     }
-    let Ok(client) = builder.build() else { return false };
-    client.get(format!("https://{name}:{}/", address.port())).send().await.is_ok()
 }
 
 /// Starts the webhook server: certificates, caches, HTTPS, then the registration and the
@@ -244,15 +272,27 @@ pub async fn start(
     let material = certificates(&client, &options).await?;
     let tls = Tls::from_pem(&material.serving.cert, &material.serving.key).map_err(|e| e.to_string())?;
     let (caches, caches_run, ready) = Caches::start(&client);
-    let (address, server) =
-        serve(options.address, &tls, routes(caches), shutdown.clone()).await.map_err(|e| e.to_string())?;
+    let reached = Arc::new(AtomicBool::new(false));
+    let (address, server) = serve(options.address, &tls, routes(caches, reached.clone()), shutdown.clone())
+        .await
+        .map_err(|e| e.to_string())?;
     let check_every = options.recheck;
     let keeper = async move {
         let mut current = material;
         let mut closed = false;
+        let started = std::time::Instant::now();
+        let mut told = false;
         loop {
+            // Fail closed only once a review came through the API server: a server that answers
+            // here may still be out of the API server's reach (a Service that does not exist, a
+            // controller outside the cluster without --webhook-url), and failing closed then
+            // would refuse every write of Butler's kinds in the cluster.
             if !closed {
-                closed = answers(address, &options, &current.ca_bundle).await;
+                closed = reached.load(Ordering::Relaxed);
+                if !closed && !told && started.elapsed() >= NOT_REACHED_AFTER {
+                    told = true;
+                    not_reached(&client, &options).await;
+                }
             }
             if let Err(e) = register(&client, &options, &current.ca_bundle, closed).await {
                 tracing::warn!(error = %e, "registering the webhook configurations; trying again");

@@ -220,12 +220,26 @@ pub async fn serve_webhooks(s: &Scenario, namespace: &str) -> Served {
     tokio::spawn(serving.ready);
     let running = tokio::spawn(serving.run);
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
-    let registered = wait_for(&validating, VALIDATING, "failing closed", |v| {
-        v.and_then(|v| v.webhooks.as_ref())
-            .is_some_and(|w| w.iter().all(|h| h.failure_policy.as_deref() == Some("Fail")))
-    })
-    .await
-    .unwrap();
+    // The configurations fail closed once a review came through the API server: a dry run of
+    // a ProviderConfig sends one (whatever the webhook answers).
+    let configs: Api<butler_core::api::ProviderConfig> = Api::namespaced(s.client.clone(), namespace);
+    let probe: butler_core::api::ProviderConfig = from_yaml(&format!(
+        "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: probe, namespace: {namespace}}}\nspec: {{provider: aws, credentialsRef: {{name: c}}, aws: {{region: r}}}}\n"
+    ));
+    let closed = |v: &ValidatingWebhookConfiguration| {
+        v.webhooks.as_ref().is_some_and(|w| w.iter().all(|h| h.failure_policy.as_deref() == Some("Fail")))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let registered = loop {
+        let _ = configs.create(&PostParams { dry_run: true, ..Default::default() }, &probe).await;
+        if let Some(v) = validating.get_opt(VALIDATING).await.unwrap()
+            && closed(&v)
+        {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "the webhook configurations never failed closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let ca = registered.webhooks.unwrap()[0].client_config.ca_bundle.clone().unwrap().0;
     Served { url, ca: String::from_utf8(ca).unwrap(), options, stop, running }
 }

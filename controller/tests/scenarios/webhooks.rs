@@ -437,3 +437,43 @@ async fn a_pool_that_overlaps_another_is_refused_at_admission() {
     let _ = stop.send(true);
     remove_webhook_configurations(&s).await;
 }
+
+/// A controller outside the cluster registers its webhooks by a Service the API server cannot
+/// reach: they must not fail closed, or every write of Butler's kinds would fail.
+#[tokio::test]
+async fn webhooks_the_api_server_cannot_reach_stay_failing_open() {
+    use butler_controller::webhooks::registration::Endpoint;
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let s = Scenario::start().await;
+    if !s.webhooks_allowed() {
+        return;
+    }
+    let ns = s.cluster.namespace("hooks-unreached").await;
+    let options = ServingOptions {
+        address: ([127, 0, 0, 1], free_port()).into(),
+        cert_dir: None,
+        endpoint: Endpoint::Service { namespace: ns.clone(), name: "butler-webhook-service".into() },
+        namespace: ns.clone(),
+        secret: "butler-webhook-certs".into(),
+        owner: None,
+        recheck: ServingOptions::default_recheck(None),
+    };
+    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
+    let serving = start(s.client.clone(), options, shutdown).await.unwrap();
+    tokio::spawn(serving.ready);
+    let running = tokio::spawn(serving.run);
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
+    wait_for(&validating, VALIDATING, "registered", |v| v.is_some()).await;
+    // Writes go on, and the configurations stay open past the controller's checks.
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);
+    configs
+        .create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: aws, namespace: {ns}}}\nspec: {{provider: aws, credentialsRef: {{name: c}}, aws: {{region: r}}}}\n")))
+        .await
+        .expect("a write while the webhooks are out of reach");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let hooks = validating.get(VALIDATING).await.unwrap().webhooks.unwrap();
+    assert!(hooks.iter().all(|h| h.failure_policy.as_deref() == Some("Ignore")), "{hooks:?}");
+    let _ = stop.send(true);
+    let _ = running.await;
+    remove_webhook_configurations(&s).await;
+}
