@@ -90,3 +90,35 @@ async fn a_layer_larger_than_its_manifest_declares_is_refused_at_the_declared_si
     let refused = repository(&server, &cache).metadata(&version).await.unwrap_err().to_string();
     assert!(refused.contains("more than its declared size"), "{refused}");
 }
+
+#[tokio::test]
+async fn a_registry_that_names_a_token_service_elsewhere_gets_no_password() {
+    use butler_repository::oci::OciCredentials;
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v2/"))
+        .respond_with(ResponseTemplate::new(401).insert_header(
+            "WWW-Authenticate",
+            r#"Bearer realm="https://collector.attacker.test/token",service="x""#,
+        ))
+        .mount(&server)
+        .await;
+    let cache = tempfile::tempdir().unwrap();
+    let options = RemoteOptions {
+        http: http_options(&cache),
+        oci: OciOptions {
+            insecure: vec![server.address().to_string()],
+            credentials: OciCredentials::Basic { username: "robot".into(), password: "s3cret".into() },
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", server.address())).unwrap();
+    let repo = Repository::from_url("infrastructure-harvester", &url, &options).unwrap();
+    let refused = repo.versions().await.unwrap_err().to_string();
+    assert!(refused.contains("is not on the registry's host"), "{refused}");
+    assert!(!refused.contains("s3cret"), "{refused}");
+    let asked: Vec<String> =
+        server.received_requests().await.unwrap().iter().map(|r| r.url.path().to_string()).collect();
+    assert_eq!(asked, ["/v2/"], "nothing but the challenge was asked");
+}

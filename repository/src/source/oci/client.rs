@@ -84,6 +84,10 @@ pub(super) async fn connect(
     timeout: Duration,
 ) -> Result<(Client, RegistryAuth)> {
     let auth = match options.login_for(registry) {
+        Login::Auth(auth @ RegistryAuth::Basic(..)) => {
+            super::refresh::check_password_realm(options, registry, repository, plain_http, timeout).await?;
+            auth
+        }
         Login::Auth(auth) => auth,
         Login::Refresh(token) => RegistryAuth::Bearer(
             super::refresh::access_token(options, registry, repository, plain_http, push, &token, timeout)

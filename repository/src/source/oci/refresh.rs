@@ -112,7 +112,7 @@ pub(super) fn check_realm(
         && !token_hosts.iter().any(|t| host(t.trim()) == *realm_host)
     {
         return Err(format!(
-            "the registry's token service {realm} is not on the registry's host; the refresh token goes there only when {} names {realm_host}",
+            "the registry's token service {realm} is not on the registry's host; credentials go there only when {} names {realm_host}",
             super::TOKEN_HOSTS_VARIABLE
         ));
     }
@@ -160,22 +160,16 @@ pub(super) async fn access_token(
     };
     let plain_http = plain_http || options.is_insecure(registry);
     let client = http_client(options, timeout).map_err(fail)?;
-    let probe = format!("{}://{registry}/v2/", if plain_http { "http" } else { "https" });
-    let answer = client.get(&probe).send().await.map_err(|e| network(&probe, e))?;
-    let challenge = answer
-        .headers()
-        .get(http::header::WWW_AUTHENTICATE)
-        .and_then(|h| h.to_str().ok())
-        .and_then(parse_challenge)
-        .ok_or_else(|| {
-            fail(format!(
-                "{} is set, but the registry asks for no bearer token (HTTP {} at {probe}); use {} and {} instead",
-                super::REFRESH_TOKEN_VARIABLE,
-                answer.status().as_u16(),
-                super::USERNAME_VARIABLE,
-                super::PASSWORD_VARIABLE
-            ))
-        })?;
+    let (challenge, status, probe) =
+        challenge_of(&client, registry, plain_http).await.map_err(|e| network(&e.0, e.1))?;
+    let challenge = challenge.ok_or_else(|| {
+        fail(format!(
+            "{} is set, but the registry asks for no bearer token (HTTP {status} at {probe}); use {} and {} instead",
+            super::REFRESH_TOKEN_VARIABLE,
+            super::USERNAME_VARIABLE,
+            super::PASSWORD_VARIABLE
+        ))
+    })?;
     check_realm(&challenge.realm, registry, &options.token_hosts, plain_http).map_err(fail)?;
     let answer = client
         .post(&challenge.realm)
@@ -203,6 +197,48 @@ pub(super) async fn access_token(
     }
     tokens.insert(key, (token.clone(), Instant::now() + lifetime));
     Ok(token)
+}
+
+/// The registry's bearer challenge (`GET /v2/`), if it sends one, with the answer's status and
+/// the URL asked; a network failure as (URL, error).
+async fn challenge_of(
+    client: &reqwest::Client,
+    registry: &str,
+    plain_http: bool,
+) -> std::result::Result<(Option<Challenge>, u16, String), (String, reqwest::Error)> {
+    let probe = format!("{}://{registry}/v2/", if plain_http { "http" } else { "https" });
+    let answer = client.get(&probe).send().await.map_err(|e| (probe.clone(), e))?;
+    let challenge = answer
+        .headers()
+        .get(http::header::WWW_AUTHENTICATE)
+        .and_then(|h| h.to_str().ok())
+        .and_then(parse_challenge);
+    Ok((challenge, answer.status().as_u16(), probe))
+}
+
+/// Before a user and password go to a registry (whose client trades them at the token service
+/// the registry names): that service must be on the registry's host or one `OCI_TOKEN_HOSTS`
+/// names, or the registry would collect them for another host.
+pub(super) async fn check_password_realm(
+    options: &OciOptions,
+    registry: &str,
+    repository: &str,
+    plain_http: bool,
+    timeout: Duration,
+) -> Result<()> {
+    let reference = format!("oci://{registry}/{repository}");
+    let fail = |message: String| RepositoryError::Oci { reference: reference.clone(), message };
+    let plain_http = plain_http || options.is_insecure(registry);
+    let client = http_client(options, timeout).map_err(fail)?;
+    let (challenge, _, _) = challenge_of(&client, registry, plain_http)
+        .await
+        .map_err(|(url, e)| RepositoryError::Network { url, message: e.to_string() })?;
+    match challenge {
+        Some(challenge) => {
+            check_realm(&challenge.realm, registry, &options.token_hosts, plain_http).map_err(fail)
+        }
+        None => Ok(()),
+    }
 }
 
 /// A client trusting the system's roots and the extra CAs.
