@@ -202,23 +202,10 @@ pub struct Served {
 /// every write from here on is admitted by it.
 pub async fn serve_webhooks(s: &Scenario, namespace: &str) -> Served {
     use butler_controller::webhooks::registration::{Endpoint, VALIDATING};
-    use butler_controller::webhooks::serving::{ServingOptions, start};
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("https://127.0.0.1:{port}");
-    let options = ServingOptions {
-        address: ([127, 0, 0, 1], port).into(),
-        cert_dir: None,
-        endpoint: Endpoint::Url(url.clone()),
-        namespace: namespace.into(),
-        secret: "butler-webhook-certs".into(),
-        owner: None,
-        recheck: ServingOptions::default_recheck(None),
-    };
-    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
-    let serving = start(s.client.clone(), options.clone(), shutdown).await.unwrap();
-    tokio::spawn(serving.ready);
-    let running = tokio::spawn(serving.run);
+    let (options, stop, running) = start_serving(s, namespace, port, Endpoint::Url(url.clone())).await;
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
     // The configurations fail closed once a review came through the API server: a dry run of
     // a ProviderConfig sends one (whatever the webhook answers).
@@ -259,6 +246,30 @@ pub async fn remove_webhook_configurations(s: &Scenario) {
         .delete(MUTATING, &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// The controller's webhook server on `port` of 127.0.0.1, registered at `endpoint`, keeping
+/// its certificates in `namespace`; not waited for.
+pub async fn start_serving(
+    s: &Scenario,
+    namespace: &str,
+    port: u16,
+    endpoint: butler_controller::webhooks::registration::Endpoint,
+) -> (butler_controller::webhooks::serving::ServingOptions, watch::Sender<bool>, JoinHandle<()>) {
+    use butler_controller::webhooks::serving::{ServingOptions, start};
+    let options = ServingOptions {
+        address: ([127, 0, 0, 1], port).into(),
+        cert_dir: None,
+        endpoint,
+        namespace: namespace.into(),
+        secret: "butler-webhook-certs".into(),
+        owner: None,
+        recheck: ServingOptions::default_recheck(None),
+    };
+    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
+    let serving = start(s.client.clone(), options.clone(), shutdown).await.unwrap();
+    tokio::spawn(serving.ready);
+    (options, stop, tokio::spawn(serving.run))
 }
 
 /// The message of an API error.

@@ -15,7 +15,8 @@ use butler_core::api::{ProviderConfig, Team, TenantCluster};
 use kube::api::PostParams;
 
 use crate::support::{
-    Scenario, Served, api_message, from_yaml, remove_webhook_configurations, serve_webhooks, wait_for,
+    Scenario, Served, api_message, from_yaml, remove_webhook_configurations, serve_webhooks, start_serving,
+    wait_for,
 };
 
 /// Retries until `attempt` gives something (the webhook's caches see new objects a moment
@@ -449,19 +450,8 @@ async fn webhooks_the_api_server_cannot_reach_stay_failing_open() {
         return;
     }
     let ns = s.cluster.namespace("hooks-unreached").await;
-    let options = ServingOptions {
-        address: ([127, 0, 0, 1], free_port()).into(),
-        cert_dir: None,
-        endpoint: Endpoint::Service { namespace: ns.clone(), name: "butler-webhook-service".into() },
-        namespace: ns.clone(),
-        secret: "butler-webhook-certs".into(),
-        owner: None,
-        recheck: ServingOptions::default_recheck(None),
-    };
-    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
-    let serving = start(s.client.clone(), options, shutdown).await.unwrap();
-    tokio::spawn(serving.ready);
-    let running = tokio::spawn(serving.run);
+    let endpoint = Endpoint::Service { namespace: ns.clone(), name: "butler-webhook-service".into() };
+    let (_, stop, running) = start_serving(&s, &ns, free_port(), endpoint).await;
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
     wait_for(&validating, VALIDATING, "registered", |v| v.is_some()).await;
     // Writes go on, and the configurations stay open past the controller's checks.
