@@ -20,6 +20,14 @@ pub trait KindNames: Sized {
     fn plural(self) -> &'static str;
     /// The kind whose Kubernetes kind is `kind`.
     fn from_kind(kind: &str) -> Option<Self>;
+    /// The kind's API, for reads of any provider object by its kind.
+    fn api_resource(self) -> kube::api::ApiResource
+    where
+        Self: Copy,
+    {
+        let gvk = kube::api::GroupVersionKind::gvk(super::GROUP, "v1alpha1", self.kind());
+        kube::api::ApiResource::from_gvk_with_plural(&gvk, self.plural())
+    }
 }
 
 impl KindNames for ProviderKind {

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use butler_repository::{ClusterctlConfig, RemoteOptions, Version};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
 use super::providers::{self, ProviderRow};
@@ -68,14 +68,7 @@ impl Move {
 
 /// The API of the provider objects of `kind` in `namespace`.
 pub(super) fn provider_api(client: &kube::Client, kind: ProviderKind, namespace: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), namespace, &resource(kind))
-}
-
-fn resource(kind: ProviderKind) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("operator.butlerlabs.dev", "v1alpha1", kind.kind()),
-        kind.plural(),
-    )
+    Api::namespaced_with(client.clone(), namespace, &kind.api_resource())
 }
 
 pub(super) async fn patch(

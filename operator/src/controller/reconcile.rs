@@ -246,6 +246,53 @@ pub async fn owned(ctx: &Context, key: &ProviderKey, object: &ObjectRef) -> Resu
     Ok(existing.is_some_and(|o| key.labelled_on(&o.metadata)))
 }
 
+/// Makes an object the provider has not made before, as [`Applier::create_new`] does, and
+/// also takes over one this operator made for a provider that is gone (its provider object
+/// answers 404: deleted with its finalizer stripped, its namespace force-deleted), which no one
+/// else would ever clean up. Anything else that exists stays refused.
+async fn create_or_take_over(
+    ctx: &Context,
+    key: &ProviderKey,
+    wanted: &serde_json::Value,
+    waits: bool,
+    ours: &(dyn Fn(&kube::api::DynamicObject) -> bool + Sync),
+) -> Result<(kube::api::DynamicObject, kube::discovery::ApiResource), String> {
+    let existing = match ctx.applier.create_only(wanted, waits).await? {
+        Made::Created(created, resource) => return Ok((created, resource)),
+        Made::Gone => return ctx.applier.apply(wanted, waits).await,
+        Made::Exists(existing) => existing,
+    };
+    if ours(&existing) || orphaned(ctx, key, &existing).await? {
+        return ctx.applier.apply(wanted, waits).await;
+    }
+    Err(format!(
+        "{} exists already and was not made by {} (for this provider, or for one that is gone); it is left alone: delete it (or rename it) if it should be made here",
+        ObjectRef::of(wanted).describe(),
+        crate::api::FIELD_MANAGER
+    ))
+}
+
+/// Whether an object carries the labels of another provider of this operator that is gone.
+async fn orphaned(
+    ctx: &Context,
+    key: &ProviderKey,
+    existing: &kube::api::DynamicObject,
+) -> Result<bool, String> {
+    use crate::api::KindNames;
+    let Some(owner) = existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels) else {
+        return Ok(false);
+    };
+    if owner == *key {
+        return Ok(true);
+    }
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(ctx.client.clone(), &owner.namespace, &owner.kind.api_resource());
+    match api.get_opt(&owner.name).await {
+        Ok(found) => Ok(found.is_none()),
+        Err(e) => Err(format!("reading {owner}: {}", butler_runtime::error::describe(&e))),
+    }
+}
+
 /// Makes a CRD the provider has not made before. A CRD is one API for the whole cluster: one
 /// that was there before is applied over, as clusterctl does, after the inventory records it
 /// as adopted, so the provider never deletes it; never one that another provider of this
@@ -345,7 +392,7 @@ where
             false if r.kind == "CustomResourceDefinition" => {
                 adopt_crd(ctx, object, key, plan, wanted, waits, &mut adopted).await
             }
-            false => ctx.applier.create_new(wanted, waits, &ours).await,
+            false => create_or_take_over(ctx, key, wanted, waits, &ours).await,
         };
         match applied {
             Ok((applied, resource)) => {

@@ -252,3 +252,51 @@ async fn a_crd_that_was_there_before_is_applied_over_and_never_deleted() {
     }
     s.stop_operator().await;
 }
+
+#[tokio::test]
+async fn an_object_made_for_a_provider_that_is_gone_is_taken_over() {
+    let mut s = Scenario::new("orphans").await;
+    if !s.cluster.is_in_memory() {
+        println!("skipped on a real cluster: the core provider's ClusterRole is one per cluster");
+        return;
+    }
+    s.start_operator_everywhere();
+    s.create::<CoreProvider>("butler", "").await;
+    s.wait_for::<CoreProvider>("butler", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    // The operator is killed, and the provider goes without it (its finalizer stripped, as
+    // `kubectl delete ns --force` users do): what it made cluster-wide stays behind.
+    s.kill_operator().await;
+    let api = s.api::<CoreProvider>();
+    let unfinalize = kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    api.patch("butler", &kube::api::PatchParams::default(), &unfinalize).await.unwrap();
+    api.delete("butler", &DeleteParams::default()).await.unwrap();
+    s.wait_gone::<CoreProvider>("butler").await;
+    let roles: Api<ClusterRole> = Api::all(s.client.clone());
+    assert!(roles.get_opt("butler-controller").await.unwrap().is_some(), "left behind");
+    // Installed again, in another namespace: the orphans are taken over, not refused.
+    let again = s.cluster.namespace("orphans-again").await;
+    s.start_operator_everywhere();
+    let core: Api<CoreProvider> = Api::namespaced(s.client.clone(), &again);
+    core.create(
+        &PostParams::default(),
+        &from_yaml(&format!("metadata: {{name: butler, namespace: {again}}}\nspec: {{}}\n")),
+    )
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let p = core.get("butler").await.unwrap();
+        if is(&p, "ProviderInstalled", "True") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not installed: {:?}", p.status);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let role = roles.get("butler-controller").await.unwrap();
+    assert_eq!(
+        role.metadata.labels.unwrap_or_default().get("operator.butlerlabs.dev/provider-namespace"),
+        Some(&again),
+        "now the new provider's"
+    );
+    s.stop_operator().await;
+}
