@@ -255,11 +255,9 @@ async fn tenant_side<'a>(
             tracing::info!(cluster = %named(cluster), allocation = %grown.name_any(), "elastic growth: LoadBalancer Services wait for addresses");
         }
         let namespace = config.namespace().unwrap_or_default();
-        for name in &decision.release {
-            tracing::info!(cluster = %named(cluster), allocation = %name, "elastic shrink: unused for 10 minutes");
-            delete_allocation(ctx, cluster, &namespace, name, allocations).await?;
-            released.push(name.clone());
-        }
+        // Released only once the tenant's MetalLB no longer lists them (below): an address
+        // given back while the tenant still announces it could be another tenant's next.
+        released.extend(decision.release.iter().cloned());
         let api: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), &namespace);
         for (name, mark) in &decision.marks {
             let value = mark.map(|t| t.to_string());
@@ -297,6 +295,11 @@ async fn tenant_side<'a>(
     match tenant::sync_metallb(&tenant, &addresses).await {
         Ok(()) => {
             ctx.failures.lock().expect("not poisoned").remove(&key);
+            let namespace = config.namespace().unwrap_or_default();
+            for name in &released {
+                tracing::info!(cluster = %named(cluster), allocation = %name, "elastic shrink: unused for 10 minutes, and no longer in the tenant's MetalLB pool");
+                delete_allocation(ctx, cluster, &namespace, name, allocations).await?;
+            }
             wanted.push(Wanted::new(
             METALLB_SYNCED,
             true,
