@@ -90,28 +90,28 @@ async fn reconcile_live(
         secret_namespace.as_deref().unwrap_or(&namespace),
         reference.name
     );
-    let read = match &secret_namespace {
+    let (checked, secret_version) = match &secret_namespace {
+        Err(refused) => (Err(refused.clone()), None),
         Ok(ns) => {
-            Ok(not_found_ok(Api::<Secret>::namespaced(ctx.client.clone(), ns).get(&reference.name).await))
-        }
-        Err(refused) => Err(refused.clone()),
-    };
-    let (checked, secret_version) = match read {
-        Err(refused) => (Err(refused), None),
-        Ok(read) => match read {
-            Ok(Some(secret)) => {
-                let data: BTreeMap<String, Vec<u8>> =
-                    secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
-                let checked = credentials::validate(config.spec.provider, &data, reference.key.as_deref())
-                    .map_err(|why| format!("{what}: {why}"));
-                (checked, secret.metadata.resource_version)
+            match not_found_ok(Api::<Secret>::namespaced(ctx.client.clone(), ns).get(&reference.name).await) {
+                Ok(Some(secret)) => {
+                    let data: BTreeMap<String, Vec<u8>> =
+                        secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+                    let checked =
+                        credentials::validate(config.spec.provider, &data, reference.key.as_deref())
+                            .map_err(|why| format!("{what}: {why}"));
+                    (checked, secret.metadata.resource_version)
+                }
+                Ok(None) => (
+                    Err(format!(
+                        "{what} does not exist; create it with the keys {} needs",
+                        config.spec.provider
+                    )),
+                    None,
+                ),
+                Err(e) => (Err(format!("cannot read {what}: {}", describe(&e))), None),
             }
-            Ok(None) => (
-                Err(format!("{what} does not exist; create it with the keys {} needs", config.spec.provider)),
-                None,
-            ),
-            Err(e) => (Err(format!("cannot read {what}: {}", describe(&e))), None),
-        },
+        }
     };
     // The platform, when its probe is due.
     let now = jiff::Timestamp::now();
