@@ -10,6 +10,7 @@ mod deletion;
 mod discovery;
 mod events;
 mod schema;
+mod rbac;
 mod selectors;
 mod status;
 mod support;

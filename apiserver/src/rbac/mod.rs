@@ -1,10 +1,12 @@
 //! RBAC for ServiceAccount tokens: a request is allowed when a rule of a Role or ClusterRole
 //! bound to the account (or to one of its groups) allows its verb on its resource, as
 //! Kubernetes' RBAC authorizer decides. Writing a Role or ClusterRole takes the `escalate` verb
-//! on it and writing a binding the `bind` verb on the role it names (Kubernetes also allows
-//! both when the writer holds every permission granted; this server does not look at that, so
-//! it is stricter, never looser). Discovery is open to every authenticated account, as the
-//! bootstrap `system:discovery` role makes it.
+//! on it, or holding every permission it grants (in its namespace); writing a binding the
+//! `bind` verb on the role it names, or holding every permission of that role; a ClusterRole
+//! with an `aggregationRule` always takes `escalate`. Discovery is open to every authenticated
+//! account, as the bootstrap `system:discovery` role makes it.
+
+mod covers;
 
 use serde_json::Value;
 
@@ -103,7 +105,7 @@ impl Attributes {
     }
 }
 
-fn strings(value: &Value) -> impl Iterator<Item = &str> {
+pub(super) fn strings(value: &Value) -> impl Iterator<Item = &str> {
     value.as_array().into_iter().flatten().filter_map(Value::as_str)
 }
 
@@ -203,17 +205,27 @@ pub fn authorize(store: &Store, account: &Account, a: &Attributes, body: &[u8]) 
     if a.group != RBAC_GROUP || !writes || a.subresource.is_some() {
         return Ok(());
     }
+    let sent: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     match a.resource.as_str() {
-        "roles" | "clusterroles" if !allows(&a.with_verb("escalate")) => Err(refusal(
-            account,
-            a,
-            Some(format!(
-                "is attempting to grant RBAC permissions not currently held: it needs the escalate verb on {}",
-                a.resource
-            )),
-        )),
+        "roles" | "clusterroles" if !allows(&a.with_verb("escalate")) => {
+            let granted = sent["rules"].as_array().map(Vec::as_slice).unwrap_or_default();
+            // A JSON patch (an array) could change anything: it needs escalate, as does an
+            // aggregation (what it gathers is decided later, by labels).
+            let held =
+                !sent.is_array() && sent["aggregationRule"].is_null() && covers::covers_all(&rules, granted);
+            match held {
+                true => Ok(()),
+                false => Err(refusal(
+                    account,
+                    a,
+                    Some(format!(
+                        "is attempting to grant RBAC permissions not currently held: it needs the escalate verb on {}, or every permission the role grants",
+                        a.resource
+                    )),
+                )),
+            }
+        }
         "rolebindings" | "clusterrolebindings" => {
-            let sent: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
             let role_ref = &sent["roleRef"];
             let (resource, namespace) = match role_ref["kind"].as_str() {
                 Some("Role") => ("roles", a.namespace.clone()),
@@ -227,15 +239,16 @@ pub fn authorize(store: &Store, account: &Account, a: &Attributes, body: &[u8]) 
                 namespace,
                 name: role_ref["name"].as_str().map(String::from),
             };
-            let held =
-                rules_for(store, account, bind.namespace.as_deref()).iter().any(|r| rule_allows(r, &bind));
-            match held || role_ref.is_null() {
+            let held = role_ref.is_null()
+                || rules_for(store, account, bind.namespace.as_deref()).iter().any(|r| rule_allows(r, &bind))
+                || covers::covers_all(&rules, &role_rules(store, role_ref, a.namespace.as_deref()));
+            match held {
                 true => Ok(()),
                 false => Err(refusal(
                     account,
                     a,
                     Some(format!(
-                        "cannot bind {resource} {:?}: it needs the bind verb on it",
+                        "cannot bind {resource} {:?}: it needs the bind verb on it, or every permission it grants",
                         role_ref["name"].as_str().unwrap_or_default()
                     )),
                 )),
