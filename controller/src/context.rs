@@ -77,6 +77,8 @@ pub struct Context {
     pub client: kube::Client,
     pub applier: Applier,
     pub teams: TeamCaches,
+    /// The ClusterRoles the team roles bind.
+    pub team_roles: crate::team::rbac::TeamClusterRoles,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     /// The Team statuses this process wrote last, by UID.

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use butler_controller::context::Scope;
+use butler_controller::team::rbac::TeamClusterRoles;
 use butler_controller::webhooks::registration::Endpoint;
 use butler_controller::webhooks::serving::ServingOptions;
 use butler_controller::{Options, start};
@@ -59,6 +60,12 @@ struct RunArgs {
     /// on a shared management cluster: each leaves the others' namespaces alone.
     #[arg(long = "watch-namespace", value_name = "NAMESPACE")]
     watch_namespaces: Vec<String>,
+    /// The ClusterRoles a team's viewers, operators and admins are bound to in its namespace,
+    /// `{role}` standing for viewer, operator or admin. The core components ship
+    /// `butler-team-{role}`; the controller may bind these names and no other role (the
+    /// ClusterRole's `bind` rule names them).
+    #[arg(long, env = "BUTLER_TEAM_CLUSTER_ROLES", default_value = TeamClusterRoles::DEFAULT, value_parser = TeamClusterRoles::new)]
+    team_cluster_roles: TeamClusterRoles,
 }
 
 /// The webhook serving options of the flags.
@@ -136,6 +143,7 @@ fn run(args: RunArgs) -> ExitCode {
             concurrency: args.concurrency,
             clock: Default::default(),
             scope,
+            team_roles: args.team_cluster_roles.clone(),
         };
         let controllers = start(leading.client, metrics, options, leading.shutdown);
         Started { run: controllers.run, ready: controllers.ready }
@@ -160,5 +168,13 @@ mod tests {
             Cli::parse_from(["butler-controller", "run", "--watch-namespace", "a", "--watch-namespace", "b"]);
         let Command::Run(args) = cli.command;
         assert_eq!(args.watch_namespaces, ["a", "b"]);
+        assert_eq!(args.team_cluster_roles, TeamClusterRoles::default());
+    }
+
+    #[test]
+    fn team_cluster_roles_must_name_the_role() {
+        let cli = Cli::try_parse_from(["butler-controller", "run", "--team-cluster-roles", "acme-team"]);
+        let error = cli.err().unwrap().to_string();
+        assert!(error.contains("must hold {role}"), "{error}");
     }
 }

@@ -43,6 +43,8 @@ pub struct Options {
     pub clock: Arc<Clock>,
     /// The namespaces they act in (all unless narrowed).
     pub scope: crate::context::Scope,
+    /// The ClusterRoles the team roles bind (the components' `butler-team-{role}`).
+    pub team_roles: crate::team::rbac::TeamClusterRoles,
 }
 
 impl Options {
@@ -53,6 +55,7 @@ impl Options {
             concurrency: 0,
             clock: Arc::default(),
             scope: Default::default(),
+            team_roles: Default::default(),
         }
     }
 }
@@ -258,6 +261,7 @@ pub fn start(
         client: client.clone(),
         applier: Applier::new(client.clone(), FIELD_MANAGER),
         teams: caches,
+        team_roles: options.team_roles.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         metrics,
         team_statuses: Mutex::new(HashMap::new()),

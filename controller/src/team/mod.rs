@@ -71,6 +71,7 @@ async fn reconcile_live(team: &Team, ctx: &Context) -> Result<Action, Error> {
     // Plan.
     let plan = plan::plan(&Observed {
         team,
+        roles: &ctx.team_roles,
         namespace: namespace.as_deref(),
         clusters: clusters.iter().map(Arc::as_ref).collect(),
         existing: &existing,
@@ -98,9 +99,14 @@ async fn reconcile_live(team: &Team, ctx: &Context) -> Result<Action, Error> {
     Ok(Action::requeue(RESYNC))
 }
 
-/// Applies what the plan wants. A namespace that does not exist is created, never applied: an
-/// apply would take over a namespace of that name that someone made a moment ago.
+/// Applies what the plan wants: bindings whose role changed are deleted first (made anew
+/// below), what earlier versions made and this one does not is deleted last. A namespace that
+/// does not exist is created, never applied: an apply would take over a namespace of that name
+/// that someone made a moment ago.
 async fn apply(ctx: &Context, plan: &Plan, create_namespace: bool) -> Result<(), String> {
+    for replaced in &plan.replace {
+        ctx.applier.delete(replaced).await?;
+    }
     for object in &plan.apply {
         if object["kind"] == "Namespace" && create_namespace {
             let api: Api<Namespace> = Api::all(ctx.client.clone());
@@ -133,6 +139,9 @@ async fn apply(ctx: &Context, plan: &Plan, create_namespace: bool) -> Result<(),
             }
         }
         ctx.applier.apply(object, false).await?;
+    }
+    for retired in &plan.retire {
+        ctx.applier.delete(retired).await?;
     }
     Ok(())
 }

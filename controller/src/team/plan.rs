@@ -1,17 +1,17 @@
 //! What a Team should have, decided from what was observed without I/O: its namespace, the
-//! Roles and bindings of its members, the ClusterRoles over the Team object, and its status.
-//! Only objects whose cached copy does not hold the desired content are applied, so a steady
-//! team costs no writes.
+//! bindings of its members to the team ClusterRoles, the ClusterRoles over the Team object, and
+//! its status. Only objects whose cached copy does not hold the desired content are applied,
+//! so a steady team costs no writes.
 
 use butler_core::api::labels::FIELD_MANAGER;
 use butler_core::api::{QuotaStatus, Team, TeamPhase, TenantCluster};
 use butler_runtime::conditions::{READY, Wanted};
-use butler_runtime::objects::holds;
+use butler_runtime::objects::{ObjectRef, holds};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::rbac::{self, ROLES};
+use super::rbac::{self, ROLES, TeamClusterRoles};
 use super::usage::{Assessment, Totals, assess};
 
 /// Condition types of a Team, in the order the status lists them.
@@ -36,6 +36,8 @@ pub fn team_of_namespace(namespace: &str) -> Option<&str> {
 /// What the plan reads.
 pub struct Observed<'a> {
     pub team: &'a Team,
+    /// The ClusterRoles the team roles bind.
+    pub roles: &'a TeamClusterRoles,
     /// The team namespace, if it exists.
     pub namespace: Option<&'a Namespace>,
     /// The TenantClusters of the team namespace.
@@ -48,8 +50,14 @@ pub struct Observed<'a> {
 /// What the reconcile should write.
 #[derive(Debug, Default)]
 pub struct Plan {
+    /// Objects to delete before applying: bindings whose role changes (a binding's roleRef
+    /// cannot be changed, only made anew).
+    pub replace: Vec<ObjectRef>,
     /// Objects to apply (namespace first), those whose cache does not hold them.
     pub apply: Vec<Value>,
+    /// Objects to delete after applying: what earlier versions made and this one does not (the
+    /// team's own Roles, now ClusterRoles of the components).
+    pub retire: Vec<ObjectRef>,
     pub conditions: Vec<Wanted>,
     pub phase: Option<TeamPhase>,
     pub namespace: Option<String>,
@@ -77,9 +85,9 @@ fn meta(team: &Team, name: &str, namespace: Option<&str>) -> Value {
     meta
 }
 
-/// Every object a team should have: its namespace, a Role and a RoleBinding per team role in
-/// it, and the ClusterRoles and bindings over the Team object.
-pub fn desired_objects(team: &Team) -> Vec<Value> {
+/// Every object a team should have: its namespace, a RoleBinding per team role in it (to the
+/// components' team ClusterRoles), and the ClusterRoles and bindings over the Team object.
+pub fn desired_objects(team: &Team, roles: &TeamClusterRoles) -> Vec<Value> {
     let name = team.name_any();
     let ns = namespace_of(&name);
     let members = rbac::members(team);
@@ -88,13 +96,9 @@ pub fn desired_objects(team: &Team) -> Vec<Value> {
     for role in ROLES {
         let role_name = rbac::role_name(role);
         objects.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": meta(team, &role_name, Some(&ns)), "rules": rbac::rules(role),
-        }));
-        objects.push(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": meta(team, &role_name, Some(&ns)),
-            "roleRef": rbac::role_ref("Role", &role_name),
+            "roleRef": rbac::role_ref("ClusterRole", &roles.name(role)),
             "subjects": rbac::subjects(&members, |r| r == role),
         }));
     }
@@ -175,14 +179,32 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         }
         _ => {}
     }
-    plan.apply = desired_objects(team)
-        .into_iter()
-        .filter(|desired| {
-            let kind = desired["kind"].as_str().unwrap_or_default();
-            let name = desired["metadata"]["name"].as_str().unwrap_or_default();
-            !(observed.existing)(kind, name).is_some_and(|actual| holds(&actual, desired))
-        })
-        .collect();
+    let uid = team.meta().uid.clone().unwrap_or_default();
+    let ours = |actual: &Value| {
+        actual["metadata"]["ownerReferences"].as_array().is_some_and(|r| r.iter().any(|r| r["uid"] == uid))
+    };
+    for desired in desired_objects(team, observed.roles) {
+        let kind = desired["kind"].as_str().unwrap_or_default();
+        let name = desired["metadata"]["name"].as_str().unwrap_or_default();
+        let actual = (observed.existing)(kind, name);
+        if actual.as_ref().is_some_and(|actual| holds(actual, &desired)) {
+            continue;
+        }
+        let role_changed = |a: &Value| a["roleRef"].is_object() && a["roleRef"] != desired["roleRef"];
+        if actual.is_some_and(|a| role_changed(&a) && ours(&a)) {
+            plan.replace.push(ObjectRef::of(&desired));
+        }
+        plan.apply.push(desired);
+    }
+    for role in ROLES {
+        let name = rbac::role_name(role);
+        if (observed.existing)("Role", &name).is_some_and(|actual| ours(&actual)) {
+            plan.retire.push(ObjectRef::of(&json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": name, "namespace": ns},
+            })));
+        }
+    }
     plan.phase = Some(TeamPhase::Ready);
     plan.conditions.push(Wanted::new(
         NAMESPACE_READY,
@@ -232,10 +254,12 @@ mod tests {
     fn a_new_team_gets_its_namespace_roles_and_bindings() {
         let t = team();
         let none = |_: &str, _: &str| None;
-        let p = plan(&Observed { team: &t, namespace: None, clusters: vec![], existing: &none });
+        let roles = TeamClusterRoles::default();
+        let p =
+            plan(&Observed { team: &t, roles: &roles, namespace: None, clusters: vec![], existing: &none });
         let kinds: Vec<&str> = p.apply.iter().map(|o| o["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds[0], "Namespace");
-        assert_eq!(kinds.iter().filter(|k| **k == "Role").count(), 3);
+        assert_eq!(kinds.iter().filter(|k| **k == "Role").count(), 0, "the components ship the team roles");
         assert_eq!(kinds.iter().filter(|k| **k == "RoleBinding").count(), 3);
         assert_eq!(kinds.iter().filter(|k| **k == "ClusterRoleBinding").count(), 2);
         let viewers = p
@@ -244,6 +268,10 @@ mod tests {
             .find(|o| o["kind"] == "RoleBinding" && o["metadata"]["name"] == "butler-team-viewer")
             .unwrap();
         assert_eq!(viewers["subjects"][0]["name"], "Viewers@x.io", "as the API server sees the group");
+        assert_eq!(
+            viewers["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "butler-team-viewer"})
+        );
         assert_eq!(viewers["metadata"]["ownerReferences"][0]["uid"], "u-1");
         assert_eq!(p.phase, Some(TeamPhase::Ready));
         assert!(p.conditions.iter().any(|c| c.type_ == READY && c.status));
@@ -252,7 +280,8 @@ mod tests {
     #[test]
     fn a_steady_team_applies_nothing() {
         let t = team();
-        let objects = desired_objects(&t);
+        let roles = TeamClusterRoles::default();
+        let objects = desired_objects(&t, &roles);
         let existing = |kind: &str, name: &str| {
             objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).map(|o| {
                 let mut o = o.clone();
@@ -261,8 +290,56 @@ mod tests {
             })
         };
         let ns = namespace(Some("u-1"));
-        let p = plan(&Observed { team: &t, namespace: Some(&ns), clusters: vec![], existing: &existing });
+        let p = plan(&Observed {
+            team: &t,
+            roles: &roles,
+            namespace: Some(&ns),
+            clusters: vec![],
+            existing: &existing,
+        });
         assert!(p.apply.is_empty(), "{:?}", p.apply);
+        assert!(p.replace.is_empty() && p.retire.is_empty());
+    }
+
+    #[test]
+    fn the_roles_of_an_earlier_version_give_way_to_the_components_team_roles() {
+        let t = team();
+        let roles = TeamClusterRoles::default();
+        let owner = json!([{"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "Team", "name": "platform", "uid": "u-1"}]);
+        // An earlier version bound its own Roles; someone else made the viewer binding.
+        let existing = |kind: &str, name: &str| match (kind, name) {
+            ("Role", "butler-team-admin" | "butler-team-operator") => {
+                Some(json!({"metadata": {"name": name, "ownerReferences": owner}}))
+            }
+            ("Role", "butler-team-viewer") => Some(json!({"metadata": {"name": name}})),
+            ("RoleBinding", "butler-team-viewer") => Some(json!({
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            })),
+            ("RoleBinding", _) => Some(json!({
+                "metadata": {"name": name, "ownerReferences": owner},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            })),
+            _ => None,
+        };
+        let ns = namespace(Some("u-1"));
+        let p = plan(&Observed {
+            team: &t,
+            roles: &roles,
+            namespace: Some(&ns),
+            clusters: vec![],
+            existing: &existing,
+        });
+        let names =
+            |refs: &[ObjectRef]| refs.iter().map(|r| format!("{} {}", r.kind, r.name)).collect::<Vec<_>>();
+        assert_eq!(
+            names(&p.replace),
+            ["RoleBinding butler-team-operator", "RoleBinding butler-team-admin"],
+            "only the team's own bindings are made anew"
+        );
+        assert_eq!(names(&p.retire), ["Role butler-team-operator", "Role butler-team-admin"]);
+        assert_eq!(p.retire[0].namespace.as_deref(), Some("team-platform"));
+        assert_eq!(p.apply.iter().filter(|o| o["kind"] == "RoleBinding").count(), 3);
     }
 
     #[test]
@@ -270,7 +347,14 @@ mod tests {
         let t = team();
         let none = |_: &str, _: &str| None;
         let foreign = namespace(None);
-        let p = plan(&Observed { team: &t, namespace: Some(&foreign), clusters: vec![], existing: &none });
+        let roles = TeamClusterRoles::default();
+        let p = plan(&Observed {
+            team: &t,
+            roles: &roles,
+            namespace: Some(&foreign),
+            clusters: vec![],
+            existing: &none,
+        });
         assert!(p.apply.is_empty());
         assert_eq!(p.phase, Some(TeamPhase::Failed));
         assert_eq!(p.refused.as_ref().unwrap().0, "NamespaceTaken");

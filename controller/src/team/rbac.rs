@@ -1,7 +1,8 @@
-//! Who may do what in a team: the three roles of spec/001 as Roles in the team namespace, the
-//! members bound to them (a member listed twice gets the highest role), groups by the names the
-//! API server sees, and the Team object itself (every member reads it,
-//! nobody of the team writes it) through a ClusterRole per team.
+//! Who may do what in a team: the three roles of spec/001, which the core components ship as
+//! ClusterRoles (`butler-team-viewer`, `-operator`, `-admin`) and each team namespace binds to
+//! its members (a member listed twice gets the highest role), groups by the names the API
+//! server sees, and the Team object itself (every member reads it, nobody of the team writes
+//! it) through a ClusterRole per team.
 
 use std::collections::BTreeMap;
 
@@ -11,13 +12,12 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef, Subject};
 /// The API group of Butler's kinds.
 const BUTLER: &str = "butler.butlerlabs.dev";
 const RBAC: &str = "rbac.authorization.k8s.io";
-const READ: [&str; 3] = ["get", "list", "watch"];
-const WRITE: [&str; 7] = ["get", "list", "watch", "create", "update", "patch", "delete"];
 
 /// The role names, lowest first.
 pub const ROLES: [TeamRole; 3] = [TeamRole::Viewer, TeamRole::Operator, TeamRole::Admin];
 
-/// The name of the Role (and RoleBinding) of a team role: `butler-team-{role}`.
+/// The name of the RoleBinding of a team role in the team namespace: `butler-team-{role}`
+/// (also the name of the Role earlier versions made there).
 pub fn role_name(role: TeamRole) -> String {
     format!("butler-team-{}", role_word(role))
 }
@@ -30,6 +30,51 @@ fn role_word(role: TeamRole) -> &'static str {
     }
 }
 
+/// The ClusterRoles the team roles bind, named by a template holding `{role}`: the core
+/// components ship `butler-team-{role}`, which the controller may bind by name and nothing
+/// else (it holds none of what they grant, so it could not write such roles itself). A
+/// platform that grants its teams more ships its own and names them here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamClusterRoles(String);
+
+impl TeamClusterRoles {
+    /// The components' own.
+    pub const DEFAULT: &'static str = "butler-team-{role}";
+
+    /// The template, checked: it holds `{role}` and makes names the API server takes.
+    pub fn new(template: &str) -> Result<TeamClusterRoles, String> {
+        let roles = TeamClusterRoles(template.trim().to_string());
+        if !roles.0.contains("{role}") {
+            return Err(format!(
+                "--team-cluster-roles {template:?} must hold {{role}} (the default is {})",
+                Self::DEFAULT
+            ));
+        }
+        let valid = |name: &str| {
+            !name.is_empty()
+                && name.len() <= 253
+                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.:".contains(c))
+        };
+        match ROLES.iter().map(|r| roles.name(*r)).find(|name| !valid(name)) {
+            Some(name) => Err(format!(
+                "--team-cluster-roles {template:?} makes {name:?}, which is no ClusterRole name (lowercase letters, digits, '-', '.', ':')"
+            )),
+            None => Ok(roles),
+        }
+    }
+
+    /// The ClusterRole a team role binds.
+    pub fn name(&self, role: TeamRole) -> String {
+        self.0.replace("{role}", role_word(role))
+    }
+}
+
+impl Default for TeamClusterRoles {
+    fn default() -> Self {
+        TeamClusterRoles(Self::DEFAULT.to_string())
+    }
+}
+
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
     PolicyRule {
         api_groups: Some(groups.iter().map(|g| g.to_string()).collect()),
@@ -37,37 +82,6 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         ..Default::default()
     }
-}
-
-/// What a role may do in the team namespace. Viewers read Butler's kinds and events, never
-/// Secrets; operators also create, change and delete TenantClusters (their addons are part of
-/// them) and read Secrets (a tenant cluster's kubeconfig); admins manage everything of the
-/// namespace, Secrets and ProviderConfigs included.
-pub fn rules(role: TeamRole) -> Vec<PolicyRule> {
-    let butler_kinds = [
-        "tenantclusters",
-        "tenantclusters/status",
-        "providerconfigs",
-        "providerconfigs/status",
-        "ipallocations",
-        "ipallocations/status",
-        "networkpools",
-        "networkpools/status",
-    ];
-    let mut rules =
-        vec![rule(&[BUTLER], &butler_kinds, &READ), rule(&["", "events.k8s.io"], &["events"], &READ)];
-    match role {
-        TeamRole::Viewer => {}
-        TeamRole::Operator => {
-            rules.push(rule(&[BUTLER], &["tenantclusters"], &WRITE));
-            rules.push(rule(&[""], &["secrets"], &READ));
-        }
-        TeamRole::Admin => {
-            rules.push(rule(&[BUTLER], &["tenantclusters", "providerconfigs"], &WRITE));
-            rules.push(rule(&[""], &["secrets", "configmaps"], &WRITE));
-        }
-    }
-    rules
 }
 
 /// The ClusterRoles that let members (`member`) and admins (`admin`) read their Team:
@@ -191,21 +205,13 @@ mod tests {
     }
 
     #[test]
-    fn roles_grow_from_viewer_to_admin_and_only_viewers_lack_secrets() {
-        let grants = |role: TeamRole, resource: &str, verb: &str| {
-            rules(role).iter().any(|r| {
-                r.resources.as_ref().unwrap().iter().any(|x| x == resource)
-                    && r.verbs.iter().any(|v| v == verb)
-            })
-        };
-        assert!(grants(TeamRole::Viewer, "tenantclusters", "list"));
-        assert!(!grants(TeamRole::Viewer, "tenantclusters", "create"));
-        assert!(!grants(TeamRole::Viewer, "secrets", "get"));
-        assert!(grants(TeamRole::Operator, "tenantclusters", "delete"));
-        assert!(!grants(TeamRole::Operator, "providerconfigs", "create"));
-        assert!(grants(TeamRole::Operator, "secrets", "get"));
-        assert!(grants(TeamRole::Admin, "providerconfigs", "create"));
-        assert!(grants(TeamRole::Admin, "secrets", "create"));
+    fn the_team_roles_are_named_by_a_template_with_the_role() {
+        let roles = TeamClusterRoles::default();
+        assert_eq!(roles.name(TeamRole::Operator), "butler-team-operator");
+        let custom = TeamClusterRoles::new("acme:team-{role}").unwrap();
+        assert_eq!(custom.name(TeamRole::Viewer), "acme:team-viewer");
+        assert!(TeamClusterRoles::new("butler-team").unwrap_err().contains("must hold {role}"));
+        assert!(TeamClusterRoles::new("Team/{role}").unwrap_err().contains("no ClusterRole name"));
         let team_rules = team_rules("t");
         assert_eq!(team_rules[0].resource_names.as_deref(), Some(&["t".to_string()][..]));
         assert_eq!(team_rules[0].verbs, ["get", "watch"], "nobody of the team changes the Team");

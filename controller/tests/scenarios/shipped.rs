@@ -4,6 +4,7 @@
 //! ones get the scenario's run in their name and a label that removes them with the scenario
 //! (scenarios share a real cluster, and may run beside a real install).
 
+use butler_controller::team::rbac::TeamClusterRoles;
 use butler_e2e::Cluster;
 use butler_runtime::apply::Applier;
 use serde_json::{Value, json};
@@ -21,12 +22,19 @@ const KINDS: [&str; 5] = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding",
 /// The label of the cluster-wide objects a scenario made from the components.
 const RUN_LABEL: &str = "scenario.butlerlabs.dev/run";
 
-/// The components' RBAC objects, moved to `namespace`, cluster-wide names ending in `suffix`.
+/// The components' RBAC objects, moved to `namespace`, cluster-wide names ending in `suffix`
+/// (also where a rule names them).
 pub fn objects(namespace: &str, suffix: &str) -> Vec<Value> {
     let documents: Vec<Value> = serde_saphyr::from_multiple(COMPONENTS).expect("the core components parse");
+    let documents: Vec<Value> =
+        documents.into_iter().filter(|o| o["kind"].as_str().is_some_and(|k| KINDS.contains(&k))).collect();
+    let renamed: Vec<Value> = documents
+        .iter()
+        .filter(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("Cluster")))
+        .map(|o| o["metadata"]["name"].clone())
+        .collect();
     documents
         .into_iter()
-        .filter(|o| o["kind"].as_str().is_some_and(|k| KINDS.contains(&k)))
         .map(|mut object| {
             let cluster_wide = object["kind"].as_str().is_some_and(|k| k.starts_with("Cluster"));
             let metadata = &mut object["metadata"];
@@ -41,6 +49,13 @@ pub fn objects(namespace: &str, suffix: &str) -> Vec<Value> {
                 let name = format!("{}-{suffix}", object["roleRef"]["name"].as_str().unwrap_or_default());
                 object["roleRef"]["name"] = json!(name);
             }
+            for rule in object["rules"].as_array_mut().into_iter().flatten() {
+                for name in rule["resourceNames"].as_array_mut().into_iter().flatten() {
+                    if renamed.contains(name) {
+                        *name = json!(format!("{}-{suffix}", name.as_str().unwrap_or_default()));
+                    }
+                }
+            }
             for subject in object["subjects"].as_array_mut().into_iter().flatten() {
                 if subject["namespace"] == HOME {
                     subject["namespace"] = json!(namespace);
@@ -51,15 +66,22 @@ pub fn objects(namespace: &str, suffix: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The team ClusterRoles of the components as a scenario installs them.
+pub fn team_roles(suffix: &str) -> TeamClusterRoles {
+    TeamClusterRoles::new(&format!("{}-{suffix}", TeamClusterRoles::DEFAULT)).expect("a valid template")
+}
+
 /// Makes the components' RBAC for the account `namespace/butler-controller`, as an
-/// administrator installs it; the cluster-wide part goes with the scenario.
-pub async fn install(cluster: &Cluster, namespace: &str) {
+/// administrator installs it; the cluster-wide part goes with the scenario, whose cluster-wide
+/// names end in the suffix returned.
+pub async fn install(cluster: &Cluster, namespace: &str) -> String {
     let suffix = cluster.unique("rbac");
     cluster.remove_cluster_objects_labelled(&format!("{RUN_LABEL}={suffix}"));
     let applier = Applier::new(cluster.client(), "scenario");
     for object in objects(namespace, &suffix) {
         applier.apply(&object, false).await.unwrap_or_else(|e| panic!("installing the shipped RBAC: {e}"));
     }
+    suffix
 }
 
 #[test]
@@ -76,4 +98,12 @@ fn the_shipped_rbac_moves_to_the_scenarios_namespace_and_names() {
     let binding = objects.iter().find(|o| o["kind"] == "ClusterRoleBinding").unwrap();
     assert_eq!(binding["roleRef"]["name"], "butler-controller-run-x");
     assert_eq!(binding["subjects"][0]["namespace"], "ns-x");
+    let controller = objects.iter().find(|o| o["metadata"]["name"] == "butler-controller-run-x").unwrap();
+    let bind =
+        controller["rules"].as_array().unwrap().iter().find(|r| r["verbs"] == json!(["bind"])).unwrap();
+    assert_eq!(
+        bind["resourceNames"],
+        json!(["butler-team-viewer-run-x", "butler-team-operator-run-x", "butler-team-admin-run-x"])
+    );
+    assert_eq!(team_roles("run-x").name(butler_core::api::TeamRole::Admin), "butler-team-admin-run-x");
 }

@@ -30,6 +30,8 @@ pub struct Scenario {
     replicas: Vec<(watch::Sender<bool>, JoinHandle<()>)>,
     /// The namespace of the controllers' ServiceAccount (`butler-system` of an install).
     pub home: String,
+    /// The suffix of the cluster-wide objects of the components' RBAC.
+    pub rbac: String,
 }
 
 pub fn from_yaml<T: DeserializeOwned>(text: &str) -> T {
@@ -52,7 +54,7 @@ impl Scenario {
         let client = cluster.client();
         // The controllers run as the core components' ServiceAccount, with their RBAC only.
         let home = cluster.namespace("butler").await;
-        crate::shipped::install(&cluster, &home).await;
+        let rbac = crate::shipped::install(&cluster, &home).await;
         let mut scenario = Scenario {
             cluster,
             client,
@@ -60,6 +62,7 @@ impl Scenario {
             controllers: None,
             replicas: Vec::new(),
             home,
+            rbac,
         };
         scenario.start_controllers().await;
         scenario
@@ -78,7 +81,11 @@ impl Scenario {
 
     /// The controllers' options: the scenario's clock and, on a real cluster, its namespaces.
     pub fn options(&self, instance: &str) -> Options {
-        let mut options = Options { clock: self.clock.clone(), ..Options::in_process(instance) };
+        let mut options = Options {
+            clock: self.clock.clone(),
+            team_roles: crate::shipped::team_roles(&self.rbac),
+            ..Options::in_process(instance)
+        };
         if !self.cluster.is_in_memory() {
             // A real cluster is shared with the other scenarios' controllers: each acts in its
             // scenario's namespaces only (all named `{base}-{run}`), so that a moved clock or a

@@ -57,10 +57,13 @@ async fn a_team_from_creation_to_ready_over_quota_and_deleted_in_order() {
     assert_eq!(namespace.owner_references()[0].uid, team.uid().unwrap(), "the Team owns its namespace");
     assert_eq!(namespace.labels().get("butler.butlerlabs.dev/team"), Some(&name));
     let roles = Api::<Role>::namespaced(s.client.clone(), &ns).list(&ListParams::default()).await.unwrap();
-    let mut role_names: Vec<String> = roles.items.iter().map(|r| r.name_any()).collect();
-    role_names.sort();
-    assert_eq!(role_names, ["butler-team-admin", "butler-team-operator", "butler-team-viewer"]);
+    assert_eq!(roles.items.len(), 0, "the team roles are the components' ClusterRoles");
     let bindings = Api::<RoleBinding>::namespaced(s.client.clone(), &ns);
+    let admins = bindings.get("butler-team-admin").await.unwrap();
+    assert_eq!(
+        (admins.role_ref.kind.as_str(), admins.role_ref.name.as_str()),
+        ("ClusterRole", format!("butler-team-admin-{}", s.rbac).as_str())
+    );
     let subjects = |binding: RoleBinding| -> Vec<String> {
         binding.subjects.unwrap_or_default().into_iter().map(|s| format!("{} {}", s.kind, s.name)).collect()
     };
@@ -164,4 +167,58 @@ async fn a_namespace_that_belongs_to_someone_else_is_left_alone() {
         namespace.metadata.deletion_timestamp.is_none(),
         "a namespace the Team did not make is never deleted"
     );
+}
+
+#[tokio::test]
+async fn the_roles_of_an_earlier_version_move_to_the_components_team_roles() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::PostParams;
+    let mut s = Scenario::start().await;
+    let name = s.cluster.unique("moved");
+    let ns = format!("team-{name}");
+    let teams: Api<Team> = Api::all(s.client.clone());
+    create(&teams, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}}}\nspec:\n  access:\n    users: [{{name: erin@example.com, role: operator}}]\n")).await;
+    let team = wait_for(&teams, &name, "Ready", |t| {
+        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(TeamPhase::Ready))
+    })
+    .await
+    .unwrap();
+    // What an earlier version made: a Role of the team's own, and the binding to it.
+    let meta = json!({"name": "butler-team-operator", "namespace": ns,
+        "labels": {"butler.butlerlabs.dev/team": name, "app.kubernetes.io/managed-by": "butler-controller"},
+        "ownerReferences": [{"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "Team", "name": name, "uid": team.uid().unwrap()}]});
+    let bindings: Api<RoleBinding> = Api::namespaced(s.client.clone(), &ns);
+    let roles: Api<Role> = Api::namespaced(s.client.clone(), &ns);
+    // The controller is kept out while the old objects are put back, as an upgrade finds them.
+    s.kill_controllers();
+    bindings.delete("butler-team-operator", &DeleteParams::default()).await.unwrap();
+    let old_role: Role = serde_json::from_value(json!({"metadata": meta,
+        "rules": [{"apiGroups": ["butler.butlerlabs.dev"], "resources": ["tenantclusters"], "verbs": ["get"]}]}))
+    .unwrap();
+    roles.create(&PostParams::default(), &old_role).await.unwrap();
+    let old_binding: RoleBinding = serde_json::from_value(json!({"metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "butler-team-operator"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "erin@example.com"}]}))
+    .unwrap();
+    bindings.create(&PostParams::default(), &old_binding).await.unwrap();
+
+    s.start_controllers().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let binding = bindings.get_opt("butler-team-operator").await.unwrap();
+        let moved = binding.is_some_and(|b| b.role_ref.kind == "ClusterRole");
+        if moved && roles.get_opt("butler-team-operator").await.unwrap().is_none() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the team's bindings never moved to the team roles");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Erin keeps what an operator may do.
+    let erin = s.cluster.client_as_user("erin@example.com", &[]);
+    Api::<TenantCluster>::namespaced(erin, &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("an operator lists clusters");
+    teams.delete(&name, &DeleteParams::default()).await.unwrap();
+    wait_for(&teams, &name, "deletion", |t| t.is_none()).await;
 }
