@@ -102,7 +102,7 @@ fn schema_list_type(schema: &Value, path: &[&str]) -> ListType {
 }
 
 /// The merge keys of the built-in kinds' lists that matter here (pod templates, services,
-/// conditions); every other list is atomic.
+/// conditions, webhooks); every other list is atomic.
 fn builtin_list_type(path: &[&str]) -> ListType {
     let keys = |k: &[&str]| ListType::Map(k.iter().map(|s| s.to_string()).collect());
     match path {
@@ -115,6 +115,8 @@ fn builtin_list_type(path: &[&str]) -> ListType {
         [.., "containers" | "initContainers" | "ephemeralContainers"] => keys(&["name"]),
         [.., "template", "spec", "volumes" | "imagePullSecrets"] => keys(&["name"]),
         ["spec", "ports"] => keys(&["port", "protocol"]),
+        // Admission webhook configurations: webhooks and their match conditions by name.
+        ["webhooks"] | ["webhooks", "matchConditions"] => keys(&["name"]),
         _ => ListType::Atomic,
     }
 }

@@ -1,6 +1,6 @@
 //! What particular kinds do on a write: Secrets fold stringData into data, Namespaces get their
 //! phase and finalizer, CustomResourceDefinitions are checked, register their kinds and report
-//! themselves Established.
+//! themselves Established, webhook configurations are defaulted and checked.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -60,6 +60,16 @@ pub fn before_save(rt: &ResourceType, old: Option<&Value>, new: &mut Value) -> R
             new["status"] = json!({"phase": "Active"});
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => check_crd(old, new)?,
+        (
+            "admissionregistration.k8s.io",
+            kind @ ("ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration"),
+        ) => {
+            let causes = super::webhooks::default_and_check(kind, new);
+            if !causes.is_empty() {
+                let name = new["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                return Err(ApiError::invalid(&rt.group, &rt.kind, &name, causes));
+            }
+        }
         _ => {}
     }
     if let Some(old) = old {

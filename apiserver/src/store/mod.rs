@@ -6,6 +6,7 @@
 mod delete;
 mod hooks;
 mod read;
+mod webhooks;
 mod write;
 
 use std::collections::{BTreeMap, VecDeque};
