@@ -1,7 +1,8 @@
-//! The webhook configurations that point the API server at this controller: built here from
-//! the CA bundle, where the server is reached (its Service, or a URL when it runs outside the
-//! cluster) and the failure policy, and applied by the controller itself so that the CA bundle
-//! always matches the certificate it serves.
+//! The webhook configurations that point the API server at this controller. In a cluster the
+//! core components ship them ([`shipped`]: the Service, no CA bundle, no failure policy) and the
+//! controller fills in, by name, only the CA bundle of the certificate it serves and the failure
+//! policy ([`fill_in`]); a controller outside the cluster registers whole ones by URL
+//! ([`configurations`]), with the rights of whoever runs it.
 
 use base64::Engine;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -116,6 +117,62 @@ pub fn fails_closed(existing: &Value) -> bool {
         .is_some_and(|w| !w.is_empty() && w.iter().all(|h| h["failurePolicy"] == "Fail"))
 }
 
+/// The annotation the controller puts on a shipped configuration once the API server reached
+/// its webhooks: from then on they fail closed, across restarts. (A shipped configuration
+/// fails closed by Kubernetes' default until the controller first fills it in, which is when
+/// the controller has never run: nothing would be admitted unchecked.)
+pub const REACHED: &str = "butler.butlerlabs.dev/webhooks-reached";
+
+/// The configurations the core components ship, reached through the Service `namespace/name`:
+/// no CA bundle and no failure policy, which the controller owns ([`fill_in`]).
+pub fn shipped(namespace: &str, service: &str) -> [Value; 2] {
+    let endpoint = Endpoint::Service { namespace: namespace.into(), name: service.into() };
+    configurations(&endpoint, "", false, None).map(|mut config| {
+        config["metadata"] = json!({"name": config["metadata"]["name"]});
+        for hook in config["webhooks"].as_array_mut().into_iter().flatten() {
+            let hook = hook.as_object_mut().expect("a webhook is an object");
+            hook.remove("failurePolicy");
+            hook["clientConfig"].as_object_mut().expect("an object").remove("caBundle");
+        }
+        config
+    })
+}
+
+/// What the controller applies to a shipped configuration as the cluster has it (`existing`):
+/// the CA bundle and the failure policy of each of its webhooks that this controller serves,
+/// and the [`REACHED`] mark once it fails closed; nothing else, so that the components' owner
+/// (the operator) keeps the rest. Webhooks the configuration lacks are left out (adding one
+/// from these fields alone would be refused).
+pub fn fill_in(existing: &Value, ca_pem: &str, fail: bool) -> Value {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let ours = [VALIDATING, MUTATING];
+    let name = existing["metadata"]["name"].as_str().unwrap_or_default();
+    let hooks: Vec<Value> = existing["webhooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|h| ours.contains(&name) && h["name"].as_str().is_some_and(|n| n.ends_with(".butler.butlerlabs.dev")))
+        .map(|h| {
+            json!({"name": h["name"], "clientConfig": {"caBundle": ca}, "failurePolicy": if fail { "Fail" } else { "Ignore" }})
+        })
+        .collect();
+    let mut metadata = json!({"name": name});
+    if fail {
+        metadata["annotations"] = json!({REACHED: "true"});
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": existing["kind"],
+        "metadata": metadata,
+        "webhooks": hooks,
+    })
+}
+
+/// Whether a shipped configuration says the API server has reached the webhooks.
+pub fn reached(existing: &Value) -> bool {
+    existing["metadata"]["annotations"][REACHED] == "true"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +206,45 @@ mod tests {
         );
         assert_eq!(validating["metadata"]["ownerReferences"][0]["name"], "butler-controller");
         assert!(fails_closed(&validating));
+    }
+
+    /// The configurations of `components/core/butler.yaml` are these (the test fails when one
+    /// of them changes without the other).
+    #[test]
+    fn the_components_ship_these_configurations() {
+        let components: Vec<Value> =
+            serde_saphyr::from_multiple(include_str!("../../../components/core/butler.yaml")).unwrap();
+        for wanted in shipped("butler-system", "butler-webhook-service") {
+            let found = components.iter().find(|o| o["kind"] == wanted["kind"]);
+            assert_eq!(found, Some(&wanted), "components/core/butler.yaml holds {}", wanted["kind"]);
+        }
+    }
+
+    #[test]
+    fn the_controller_fills_in_the_ca_and_failure_policy_only() {
+        let [validating, _] = shipped("butler-system", "butler-webhook-service");
+        assert!(validating["webhooks"][0].get("failurePolicy").is_none());
+        assert!(validating["webhooks"][0]["clientConfig"].get("caBundle").is_none());
+        let mut existing = validating.clone();
+        existing["webhooks"].as_array_mut().unwrap().truncate(2);
+        existing["webhooks"][1]["name"] = json!("someone.else.io");
+        let patch = fill_in(&existing, "PEM", false);
+        assert_eq!(
+            patch["webhooks"],
+            json!([{"name": "validation.providerconfig.butler.butlerlabs.dev", "clientConfig": {"caBundle": "UEVN"}, "failurePolicy": "Ignore"}]),
+            "only webhooks the configuration has, and only Butler's"
+        );
+        assert!(!reached(&patch));
+        let closed = fill_in(&existing, "PEM", true);
+        assert_eq!(closed["webhooks"][0]["failurePolicy"], "Fail");
+        assert!(reached(&closed));
+        assert_eq!(closed["metadata"], json!({"name": VALIDATING, "annotations": {REACHED: "true"}}));
+        let mut foreign = existing.clone();
+        foreign["metadata"]["name"] = json!("another-configuration");
+        assert_eq!(
+            fill_in(&foreign, "PEM", true)["webhooks"],
+            json!([]),
+            "another configuration is never touched"
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! Serving the webhooks on every replica: the certificate (the controller's own CA and serving
 //! certificate kept in a Secret and renewed before they expire, or certificates mounted from a
 //! folder, reloaded when they change), the HTTPS server, and the webhook configurations with
-//! the matching CA bundle: registered failing open, and failing closed once a review that came
-//! through the API server reached the server.
+//! the matching CA bundle (the components' filled in, or whole ones by URL): failing open, and
+//! failing closed once a review that came through the API server reached the server.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::Resource;
 use kube::api::{Api, DynamicObject, PostParams};
 
-use super::registration::{Endpoint, configurations, fails_closed};
+use super::registration::{Endpoint, MUTATING, VALIDATING, configurations, fails_closed, fill_in, reached};
 use super::{Caches, routes};
 
 /// The CA lives ten years and is made anew in its last year; the serving certificate lives a
@@ -47,7 +47,8 @@ pub struct ServingOptions {
     /// Where the controller keeps its own certificates: namespace and Secret name.
     pub namespace: String,
     pub secret: String,
-    /// The ClusterRole that owns the webhook configurations (they go with it), if it exists.
+    /// The ClusterRole that owns the webhook configurations a controller outside the cluster
+    /// registers (they go with it), if it exists.
     pub owner: Option<String>,
     /// How often the certificates are looked at again (mounted files change when cert-manager
     /// renews them; the controller's own are renewed long before they expire).
@@ -193,8 +194,48 @@ async fn certificates(client: &kube::Client, options: &ServingOptions) -> Result
     }
 }
 
-/// Applies the configurations; fails closed when `fail`, or when they did already.
+/// Registers the webhooks with `ca_bundle`; fails closed when `fail`, or when they did already.
+/// Through a Service the configurations are the components' and only filled in; by URL the
+/// controller applies whole ones.
 async fn register(
+    client: &kube::Client,
+    options: &ServingOptions,
+    ca_bundle: &str,
+    fail: bool,
+) -> Result<(), String> {
+    match options.endpoint {
+        Endpoint::Service { .. } => fill_in_shipped(client, ca_bundle, fail).await,
+        Endpoint::Url(_) => register_whole(client, options, ca_bundle, fail).await,
+    }
+}
+
+/// Fills in the CA bundle and failure policy of the configurations the components ship. One
+/// that does not exist is not made: the controller has no right to, and a configuration of
+/// its own would escape the components' owner.
+async fn fill_in_shipped(client: &kube::Client, ca_bundle: &str, fail: bool) -> Result<(), String> {
+    let applier = Applier::new(client.clone(), FIELD_MANAGER);
+    for (kind, name) in
+        [("ValidatingWebhookConfiguration", VALIDATING), ("MutatingWebhookConfiguration", MUTATING)]
+    {
+        let reference = butler_runtime::objects::ObjectRef::of(&serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": name},
+        }));
+        let Some(current) = applier.get(&reference).await? else {
+            return Err(format!(
+                "the {kind} {name} does not exist: the core components ship it (install or upgrade the core provider), or run the controller with --webhook-url to register its own"
+            ));
+        };
+        let current = serde_json::to_value(&current).map_err(|e| e.to_string())?;
+        let wanted = fill_in(&current, ca_bundle, fail || reached(&current));
+        if !butler_runtime::objects::holds(&current, &wanted) {
+            applier.apply(&wanted, false).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Applies whole configurations (a controller outside the cluster, by URL).
+async fn register_whole(
     client: &kube::Client,
     options: &ServingOptions,
     ca_bundle: &str,

@@ -255,8 +255,20 @@ pub async fn remove_webhook_configurations(s: &Scenario) {
         .unwrap();
 }
 
+/// The webhook configurations the core components ship, reached through the Service
+/// `namespace/butler-webhook-service`, made as the operator makes them (to be removed with
+/// [`remove_webhook_configurations`]).
+pub async fn install_shipped_webhooks(s: &Scenario, namespace: &str) {
+    let applier = butler_runtime::apply::Applier::new(s.client.clone(), "butler-operator");
+    for config in butler_controller::webhooks::registration::shipped(namespace, "butler-webhook-service") {
+        applier.apply(&config, false).await.unwrap();
+    }
+}
+
 /// The controller's webhook server on `port` of 127.0.0.1, registered at `endpoint`, keeping
-/// its certificates in `namespace`; not waited for.
+/// its certificates in `namespace`; not waited for. Through a Service it runs as the
+/// controller's ServiceAccount (the components' configurations filled in under the shipped
+/// RBAC); by URL with the scenario's rights, as a developer runs it outside the cluster.
 pub async fn start_serving(
     s: &Scenario,
     namespace: &str,
@@ -273,8 +285,14 @@ pub async fn start_serving(
         owner: None,
         recheck: ServingOptions::default_recheck(None),
     };
+    let client = match options.endpoint {
+        butler_controller::webhooks::registration::Endpoint::Service { .. } => {
+            s.controller_client_as("butler-webhooks").await
+        }
+        butler_controller::webhooks::registration::Endpoint::Url(_) => s.client.clone(),
+    };
     let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
-    let serving = start(s.client.clone(), options.clone(), shutdown).await.unwrap();
+    let serving = start(client, options.clone(), shutdown).await.unwrap();
     tokio::spawn(serving.ready);
     (options, stop, tokio::spawn(serving.run))
 }

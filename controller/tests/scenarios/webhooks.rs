@@ -15,8 +15,8 @@ use butler_core::api::{ProviderConfig, Team, TenantCluster};
 use kube::api::PostParams;
 
 use crate::support::{
-    Scenario, Served, api_message, from_yaml, remove_webhook_configurations, serve_webhooks, start_serving,
-    wait_for,
+    Scenario, Served, api_message, from_yaml, install_shipped_webhooks, remove_webhook_configurations,
+    serve_webhooks, start_serving, wait_for,
 };
 
 /// Retries until `attempt` gives something (the webhook's caches see new objects a moment
@@ -439,21 +439,20 @@ async fn a_pool_that_overlaps_another_is_refused_at_admission() {
     remove_webhook_configurations(&s).await;
 }
 
-/// A controller outside the cluster registers its webhooks by a Service the API server cannot
-/// reach: they must not fail closed, or every write of Butler's kinds would fail.
+/// The components' webhook configurations name a Service the API server cannot reach: the
+/// controller must not let them fail closed, or every write of Butler's kinds would fail.
 #[tokio::test]
 async fn webhooks_the_api_server_cannot_reach_stay_failing_open() {
-    use butler_controller::webhooks::registration::Endpoint;
-    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     let s = Scenario::start().await;
     if !s.webhooks_allowed() {
         return;
     }
     let ns = s.cluster.namespace("hooks-unreached").await;
-    let endpoint = Endpoint::Service { namespace: ns.clone(), name: "butler-webhook-service".into() };
-    let (_, stop, running) = start_serving(&s, &ns, free_port(), endpoint).await;
+    install_shipped_webhooks(&s, &s.home).await;
+    let endpoint = Endpoint::Service { namespace: s.home.clone(), name: "butler-webhook-service".into() };
+    let (_, stop, running) = start_serving(&s, &s.home, free_port(), endpoint).await;
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
-    wait_for(&validating, VALIDATING, "registered", |v| v.is_some()).await;
+    wait_for(&validating, VALIDATING, "filled in", |v| ca_of(v).is_some()).await;
     // Writes go on, and the configurations stay open past the controller's checks.
     let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);
     configs
@@ -463,6 +462,87 @@ async fn webhooks_the_api_server_cannot_reach_stay_failing_open() {
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let hooks = validating.get(VALIDATING).await.unwrap().webhooks.unwrap();
     assert!(hooks.iter().all(|h| h.failure_policy.as_deref() == Some("Ignore")), "{hooks:?}");
+    let _ = stop.send(true);
+    let _ = running.await;
+    remove_webhook_configurations(&s).await;
+}
+
+/// The CA bundle of the first webhook of a configuration, if it has one.
+fn ca_of(v: Option<&ValidatingWebhookConfiguration>) -> Option<String> {
+    let hooks = v?.webhooks.as_ref()?;
+    let ca = hooks.first()?.client_config.ca_bundle.as_ref()?;
+    Some(String::from_utf8_lossy(&ca.0).into_owned())
+}
+
+/// In a cluster the core components ship the webhook configurations and the controller, under
+/// its own RBAC (get and patch of those two by name), fills in only their CA bundle and failure
+/// policy: failing closed before it ever ran, open until the API server reached it, closed from
+/// then on and across a restart; the components' owner applying them again changes none of it.
+#[tokio::test]
+async fn the_controller_fills_in_the_shipped_configurations_under_its_own_rbac() {
+    let s = Scenario::start().await;
+    if !s.webhooks_allowed() {
+        return;
+    }
+    let server = s.cluster.server().expect("in memory");
+    let ns = s.cluster.namespace("hooks-shipped").await;
+    install_shipped_webhooks(&s, &s.home).await;
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);
+    let config = |name: &str| -> ProviderConfig {
+        from_yaml(&format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{provider: aws, credentialsRef: {{name: c}}, aws: {{region: r}}}}\n"
+        ))
+    };
+    let refused = configs.create(&PostParams::default(), &config("early")).await;
+    assert!(refused.is_err(), "before the controller first ran nothing is admitted unchecked");
+
+    let port = free_port();
+    server.route_service(&s.home, "butler-webhook-service", ([127, 0, 0, 1], port).into());
+    let endpoint = Endpoint::Service { namespace: s.home.clone(), name: "butler-webhook-service".into() };
+    let (_, stop, running) = start_serving(&s, &s.home, port, endpoint.clone()).await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let reached = loop {
+        // A dry run sends a review through the API server, whatever the webhook answers.
+        let _ = configs.create(&PostParams { dry_run: true, ..Default::default() }, &config("probe")).await;
+        let current = validating.get(VALIDATING).await.unwrap();
+        let closed = current.webhooks.iter().flatten().all(|h| h.failure_policy.as_deref() == Some("Fail"));
+        if ca_of(Some(&current)).is_some() && closed {
+            break current;
+        }
+        assert!(std::time::Instant::now() < deadline, "the configurations were never filled in and closed");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        reached
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .get("butler.butlerlabs.dev/webhooks-reached")
+            .map(String::as_str),
+        Some("true")
+    );
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(s.client.clone());
+    let hooks = mutating.get(MUTATING).await.unwrap().webhooks.unwrap();
+    assert!(hooks[0].client_config.ca_bundle.is_some() && hooks[0].failure_policy.as_deref() == Some("Fail"));
+    // The webhooks answer through the Service: an invalid spec is refused by them.
+    let bad: ProviderConfig = from_yaml(&format!(
+        "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: bad, namespace: {ns}}}\nspec: {{provider: aws, credentialsRef: {{name: c}}, aws: {{region: r}}, network: {{mode: ipam, poolRefs: [{{name: p}}]}}}}\n"
+    ));
+    let invalid = configs.create(&PostParams::default(), &bad).await.unwrap_err();
+    assert!(api_message(&invalid).contains("admission webhook"), "{}", api_message(&invalid));
+    // The components' owner applies them again: the CA and the policy stay.
+    install_shipped_webhooks(&s, &s.home).await;
+    assert_eq!(ca_of(Some(&validating.get(VALIDATING).await.unwrap())), ca_of(Some(&reached)));
+    let _ = stop.send(true);
+    let _ = running.await;
+
+    // A restart that the API server cannot reach yet keeps them closed.
+    let (_, stop, running) = start_serving(&s, &s.home, free_port(), endpoint).await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let hooks = validating.get(VALIDATING).await.unwrap().webhooks.unwrap();
+    assert!(hooks.iter().all(|h| h.failure_policy.as_deref() == Some("Fail")), "{hooks:?}");
     let _ = stop.send(true);
     let _ = running.await;
     remove_webhook_configurations(&s).await;

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 
 use crate::fixtures::{Part, components, publish, selector};
-use crate::support::{Scenario, condition, from_yaml, is, reason};
+use crate::support::{Scenario, condition, from_yaml, is, reason, webhooks_failing_open};
 
 #[tokio::test]
 async fn deletion_waits_for_tenant_clusters_and_the_core_provider_goes_last() {
@@ -20,6 +20,7 @@ async fn deletion_waits_for_tenant_clusters_and_the_core_provider_goes_last() {
     s.create::<InfrastructureProvider>("harvester", "").await;
     s.wait_for::<InfrastructureProvider>("harvester", "installed", |p| is(p, "ProviderInstalled", "True"))
         .await;
+    webhooks_failing_open(&s).await;
 
     let ns = s.namespace.clone();
     let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);

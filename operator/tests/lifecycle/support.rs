@@ -271,6 +271,41 @@ impl Scenario {
 }
 
 /// A condition of a provider.
+/// Stands in for a Butler controller whose webhooks the API server has not reached: the core
+/// components' webhook configurations fail closed until their controller first ran, and no
+/// controller runs in the operator's scenarios, so their failure policy is set to Ignore here
+/// as the controller would set it (its field manager, only that field).
+pub async fn webhooks_failing_open(s: &Scenario) {
+    let names = [
+        (
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            "butler-validating-webhook-configuration",
+        ),
+        (
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            "butler-mutating-webhook-configuration",
+        ),
+    ];
+    for (kind, plural, name) in names {
+        let gvk = kube::api::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+        let api: Api<kube::api::DynamicObject> = Api::all_with(s.client.clone(), &resource);
+        let current = api.get(name).await.unwrap_or_else(|e| panic!("the core's {kind} {name}: {e}"));
+        let hooks: Vec<Value> = current.data["webhooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|h| json!({"name": h["name"], "failurePolicy": "Ignore"}))
+            .collect();
+        let patch = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": name}, "webhooks": hooks});
+        api.patch(name, &PatchParams::apply("butler-controller").force(), &Patch::Apply(patch))
+            .await
+            .unwrap();
+    }
+}
+
 pub fn condition<'a, K: ProviderObject>(object: &'a K, type_: &str) -> Option<&'a Condition> {
     object.provider_status()?.conditions.iter().find(|c| c.type_ == type_)
 }
