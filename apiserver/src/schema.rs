@@ -176,10 +176,11 @@ fn check(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause>) {
                     type_name(value)
                 ),
             );
+            return;
         }
-        return;
-    }
-    if let Some(expected) = schema.get("type").and_then(Value::as_str) {
+        // The value checks below apply as to either type: a pattern to a string, bounds to
+        // an integer.
+    } else if let Some(expected) = schema.get("type").and_then(Value::as_str) {
         let actual = type_name(value);
         let ok = actual == expected || (expected == "number" && actual == "integer");
         if !ok {

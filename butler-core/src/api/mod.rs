@@ -38,6 +38,12 @@ pub const VERSION: &str = "v1alpha1";
 /// The `kubectl get` category every Butler resource belongs to (`kubectl get butler`).
 pub const CATEGORY: &str = "butler";
 
+/// A quantity that is not negative (`4`, `500m`, `16Gi`, `1e3`): Kubernetes' quantity pattern
+/// without the minus sign, which the CRDs put on every size and limit (with `minimum: 0` for a
+/// quantity written as an integer), so the API server refuses `-4` or `lots` before Butler
+/// counts it.
+pub const NON_NEGATIVE_QUANTITY: &str = r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
 /// The CustomResourceDefinitions of Butler's API, in a stable order, as the derive makes them
 /// (`butler_runtime::crds` tidies and renders them).
 pub fn crds()

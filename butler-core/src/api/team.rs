@@ -124,12 +124,15 @@ pub struct TeamResourceLimits {
     pub max_total_nodes: Option<i32>,
     /// Most CPU cores summed over all the team's worker nodes.
     #[serde(rename = "maxCPUCores", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub max_cpu_cores: Option<Quantity>,
     /// Most memory summed over all the team's worker nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub max_memory: Option<Quantity>,
     /// Most disk summed over all the team's worker nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub max_storage: Option<Quantity>,
     /// Worker nodes of a new cluster that does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,9 +140,11 @@ pub struct TeamResourceLimits {
     pub default_node_count: Option<i32>,
     /// CPU per worker node of a new cluster that does not say.
     #[serde(rename = "defaultCPUPerNode", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub default_cpu_per_node: Option<Quantity>,
     /// Memory per worker node of a new cluster that does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub default_memory_per_node: Option<Quantity>,
     /// Kubernetes versions the team may use (for example `1.30.x`); empty allows every version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,6 +173,7 @@ pub struct ClusterDefaults {
     pub worker_count: Option<i32>,
     /// CPU per worker node.
     #[serde(rename = "workerCPU", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub worker_cpu: Option<Quantity>,
     /// Memory per worker node, in GiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]

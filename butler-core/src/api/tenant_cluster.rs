@@ -78,12 +78,15 @@ pub struct Workers {
 pub struct MachineTemplate {
     /// CPU cores (for example `4`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub cpu: Option<Quantity>,
     /// Memory (for example `16Gi`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub memory: Option<Quantity>,
     /// Boot disk size (for example `100Gi`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub disk_size: Option<Quantity>,
 }
 

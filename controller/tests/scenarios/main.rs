@@ -7,6 +7,7 @@ mod ipam_races;
 mod isolation;
 mod leadership;
 mod providerconfig;
+mod quantities;
 mod shipped;
 mod support;
 mod team;
