@@ -208,21 +208,23 @@ async fn tenant_side<'a>(
             ));
         }
     };
-    // An unreachable tenant is looked at again after 5 s, doubling to 10 minutes.
-    let key = format!("tenant of TenantCluster {}", named(cluster));
+    // A tenant that did not answer is left alone until its next try (5 s, doubling to 10
+    // minutes): its cluster reports the last failure without waiting on it again.
+    if let Some((message, left)) = ctx.tenants.silent(cluster, now) {
+        let wait = left.max(Duration::from_secs(1));
+        return Ok((vec![Wanted::new(METALLB_SYNCED, false, "TenantUnreachable", message)], Some(wait)));
+    }
     let unreachable = |e: kube::Error| {
-        let failures = {
-            let mut failures = ctx.failures.lock().expect("not poisoned");
-            let count = failures.entry(key.clone()).or_default();
-            *count = count.saturating_add(1);
-            *count
-        };
-        let again = Duration::from_secs(5u64.saturating_mul(1 << failures.min(7)).min(600));
-        let message = format!(
-            "the tenant cluster (through {kubeconfig}) does not answer: {}; tried {failures} times, next in {}s",
-            describe(&e),
-            again.as_secs()
-        );
+        // The wait counts from the failure, not from the reconcile's start (the call itself
+        // may have taken its whole time limit).
+        let failed_at = ctx.ipam.clock.now();
+        let (message, again) = ctx.tenants.failed(cluster, failed_at, |failures, again| {
+            format!(
+                "the tenant cluster (through {kubeconfig}) does not answer: {}; tried {failures} times, next in {}s",
+                describe(&e),
+                again.as_secs()
+            )
+        });
         (vec![Wanted::new(METALLB_SYNCED, false, "TenantUnreachable", message)], Some(again))
     };
     let refs: Vec<&IPAllocation> = allocations.iter().map(Arc::as_ref).collect();
@@ -294,7 +296,7 @@ async fn tenant_side<'a>(
     }
     match tenant::sync_metallb(&tenant, &addresses).await {
         Ok(()) => {
-            ctx.failures.lock().expect("not poisoned").remove(&key);
+            ctx.tenants.answered(cluster);
             let namespace = config.namespace().unwrap_or_default();
             for name in &released {
                 tracing::info!(cluster = %named(cluster), allocation = %name, "elastic shrink: unused for 10 minutes, and no longer in the tenant's MetalLB pool");

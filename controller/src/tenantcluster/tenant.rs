@@ -26,9 +26,34 @@ const TENANT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_se
 const TENANT_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Clients of tenant clusters, by TenantCluster UID, with the Secret's resourceVersion they
-/// were made from.
+/// were made from; and the tenants that did not answer.
 #[derive(Default)]
-pub struct TenantClients(Mutex<HashMap<String, (String, Client)>>);
+pub struct TenantClients(Mutex<HashMap<String, (String, Client)>>, Mutex<HashMap<String, Silence>>);
+
+/// A tenant that did not answer: how often in a row, when it is tried again, and what its
+/// cluster reports until then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Silence {
+    pub failures: u32,
+    pub until: jiff::Timestamp,
+    pub message: String,
+}
+
+/// How long after `failures` failures in a row a tenant is left alone: 5 s, doubling to 10
+/// minutes.
+pub fn backoff(failures: u32) -> std::time::Duration {
+    std::time::Duration::from_secs(5u64.saturating_mul(1 << failures.min(7)).min(600))
+}
+
+/// Whether a tenant is left alone at `now`, and then what its cluster reports and for how long.
+/// Until its next try a reconcile does not call it: a tenant that hangs holds one reconcile
+/// (for the call time limits) per backoff, never each reconcile of its cluster, so a few such
+/// tenants cannot take every reconcile worker from the other teams' clusters.
+pub fn held(silence: Option<&Silence>, now: jiff::Timestamp) -> Option<(String, std::time::Duration)> {
+    let silence = silence?;
+    let left = silence.until.duration_since(now).unsigned_abs();
+    (silence.until > now).then(|| (silence.message.clone(), left))
+}
 
 impl TenantClients {
     /// The client of a cluster and the Secret's resourceVersion it was made from; `Ok(None)`
@@ -75,9 +100,44 @@ impl TenantClients {
         Ok(Some((client, version)))
     }
 
-    /// Forgets the client of a cluster that is gone.
+    /// Forgets the client of a cluster that is gone, and its tenant's silence.
     pub fn forget(&self, cluster: &TenantCluster) {
-        self.0.lock().expect("not poisoned").remove(&cluster.meta().uid.clone().unwrap_or_default());
+        let uid = cluster.meta().uid.clone().unwrap_or_default();
+        self.0.lock().expect("not poisoned").remove(&uid);
+        self.1.lock().expect("not poisoned").remove(&uid);
+    }
+
+    /// Whether the cluster's tenant is left alone now (see [`held`]).
+    pub fn silent(
+        &self,
+        cluster: &TenantCluster,
+        now: jiff::Timestamp,
+    ) -> Option<(String, std::time::Duration)> {
+        let uid = cluster.meta().uid.clone().unwrap_or_default();
+        held(self.1.lock().expect("not poisoned").get(&uid), now)
+    }
+
+    /// Records that the cluster's tenant did not answer; `message` says so, given the failures
+    /// in a row and the wait before the next try. Returns the message and the wait.
+    pub fn failed(
+        &self,
+        cluster: &TenantCluster,
+        now: jiff::Timestamp,
+        message: impl Fn(u32, std::time::Duration) -> String,
+    ) -> (String, std::time::Duration) {
+        let uid = cluster.meta().uid.clone().unwrap_or_default();
+        let mut silences = self.1.lock().expect("not poisoned");
+        let failures = silences.get(&uid).map_or(0, |s| s.failures).saturating_add(1);
+        let again = backoff(failures);
+        let until = now.checked_add(again).unwrap_or(now);
+        let text = message(failures, again);
+        silences.insert(uid, Silence { failures, until, message: text.clone() });
+        (text, again)
+    }
+
+    /// Records that the cluster's tenant answered.
+    pub fn answered(&self, cluster: &TenantCluster) {
+        self.1.lock().expect("not poisoned").remove(&cluster.meta().uid.clone().unwrap_or_default());
     }
 }
 
@@ -140,4 +200,28 @@ pub async fn sync_metallb(tenant: &Client, addresses: &[String]) -> Result<(), k
         .patch(METALLB_POOL, &PatchParams::apply(FIELD_MANAGER_IPAM).force(), &Patch::Apply(pool))
         .await
         .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_silent_tenant_is_left_alone_until_its_next_try() {
+        let now: jiff::Timestamp = "2026-11-25T10:00:00Z".parse().unwrap();
+        assert_eq!(backoff(1), std::time::Duration::from_secs(10));
+        assert_eq!(backoff(30), std::time::Duration::from_secs(600));
+        let silence = Silence {
+            failures: 1,
+            until: now.checked_add(jiff::SignedDuration::from_secs(10)).unwrap(),
+            message: "does not answer".into(),
+        };
+        assert_eq!(
+            held(Some(&silence), now),
+            Some(("does not answer".into(), std::time::Duration::from_secs(10)))
+        );
+        let later = now.checked_add(jiff::SignedDuration::from_secs(10)).unwrap();
+        assert_eq!(held(Some(&silence), later), None, "tried again once the wait is over");
+        assert_eq!(held(None, now), None);
+    }
 }

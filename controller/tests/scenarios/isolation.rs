@@ -254,9 +254,12 @@ async fn a_tenant_api_server_that_never_answers_is_given_up_on_and_holds_no_othe
     // Accepts connections and never answers.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
     let held = tokio::spawn(async move {
         let mut open = Vec::new();
         while let Ok((socket, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             open.push(socket);
         }
     });
@@ -275,5 +278,19 @@ async fn a_tenant_api_server_that_never_answers_is_given_up_on_and_holds_no_othe
     wait_for(&clusters, "other", "IPAMReady", crate::tenants::ipam_ready).await;
     let conditions = once_reason(&clusters, "stuck", "MetalLBSynced", "TenantUnreachable", of_cluster).await;
     assert!(condition(&conditions, "IPAMReady").is_some_and(|c| c.status == "True"), "it keeps its block");
+    // Until its next try (10 s after the first failure) a reconcile of the cluster reports the
+    // failure without waiting on the tenant again: changes of the cluster call it no more.
+    let before = calls.load(std::sync::atomic::Ordering::SeqCst);
+    for touch in 0..3 {
+        let patch = json!({"metadata": {"annotations": {"touched": touch.to_string()}}});
+        clusters.patch("stuck", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        before,
+        "a silent tenant is left alone until its next try"
+    );
     held.abort();
 }
