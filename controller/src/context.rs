@@ -97,6 +97,8 @@ pub struct Context {
     pub failures: Mutex<HashMap<String, u32>>,
     /// The IPAM controllers' index, clock and own writes.
     pub ipam: crate::ipam::Ipam,
+    /// Turns at calling tenants: half the reconcile workers (all when they are unlimited).
+    pub tenant_calls: tokio::sync::Semaphore,
     /// Clients of the tenant clusters, for elastic IPAM and MetalLB.
     pub tenants: crate::tenantcluster::tenant::TenantClients,
     /// Watches of tenants in elastic mode, which wake their TenantClusters.

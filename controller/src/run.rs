@@ -140,6 +140,15 @@ where
         .boxed()
 }
 
+/// How many reconciles may call tenants at once: half the workers, at least one (with no limit
+/// on workers, no limit).
+pub fn tenant_turns(concurrency: u16) -> usize {
+    match concurrency {
+        0 => tokio::sync::Semaphore::MAX_PERMITS,
+        n => usize::from(n / 2).max(1),
+    }
+}
+
 /// Builds the controllers. Await `run` to drive them until `shutdown` resolves.
 pub fn start(
     client: kube::Client,
@@ -277,6 +286,7 @@ pub fn start(
             format!("{FIELD_MANAGER} ({})", options.instance),
         ),
         tenants: Default::default(),
+        tenant_calls: tokio::sync::Semaphore::new(tenant_turns(options.concurrency)),
         tenant_watches,
         scope: options.scope.clone(),
         synced: synced_rx.clone(),

@@ -214,6 +214,22 @@ async fn tenant_side<'a>(
         let wait = left.max(Duration::from_secs(1));
         return Ok((vec![Wanted::new(METALLB_SYNCED, false, "TenantUnreachable", message)], Some(wait)));
     }
+    // Tenants get at most half the reconcile workers at once: the rest always serve clusters
+    // whose work is on the management cluster, however many tenants hang.
+    let Ok(_turn) = ctx.tenant_calls.try_acquire() else {
+        let kept =
+            cluster.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == METALLB_SYNCED));
+        let wanted = match kept {
+            Some(c) => Wanted::new(METALLB_SYNCED, c.status == "True", &c.reason, c.message.clone()),
+            None => Wanted::new(
+                METALLB_SYNCED,
+                false,
+                "WaitingForTenant",
+                "other tenants' calls are under way; this one follows in a moment",
+            ),
+        };
+        return Ok((vec![wanted], Some(Duration::from_secs(2))));
+    };
     let unreachable = |e: kube::Error| {
         // The wait counts from the failure, not from the reconcile's start (the call itself
         // may have taken its whole time limit).

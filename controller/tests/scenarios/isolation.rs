@@ -294,3 +294,53 @@ async fn a_tenant_api_server_that_never_answers_is_given_up_on_and_holds_no_othe
     );
     held.abort();
 }
+
+/// With as few reconcile workers as an install may give them, tenants that hang still leave
+/// workers to the other clusters: a cluster made while three tenants hang is served before any
+/// of them has even timed out.
+#[tokio::test]
+async fn hanging_tenants_never_take_every_reconcile_worker() {
+    let mut s = Scenario::start().await;
+    s.restart_controllers_with_concurrency(2).await;
+    let system = s.cluster.namespace("iso-workers-system").await;
+    let team = s.cluster.namespace("iso-workers-team").await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            open.push(socket);
+        }
+    });
+    pool(&s, &system, "lab", "10.70.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
+    )
+    .await;
+    let stuck = ["stuck-a", "stuck-b", "stuck-c"];
+    for name in stuck {
+        kubeconfig_secret(&s, &team, name, &format!("http://{address}"), "{token: t}").await;
+        cluster(&s, &team, name, &system).await;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while calls.load(Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no tenant was ever called");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    cluster(&s, &team, "served", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    wait_for(&clusters, "served", "IPAMReady", crate::tenants::ipam_ready).await;
+    for name in stuck {
+        let conditions = clusters.get(name).await.unwrap().status.map(|s| s.conditions).unwrap_or_default();
+        assert!(
+            !conditions.iter().any(|c| c.reason == "TenantUnreachable"),
+            "{name} timed out before the other cluster was served: the hanging tenants held every worker"
+        );
+    }
+    held.abort();
+}

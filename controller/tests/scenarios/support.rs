@@ -115,6 +115,15 @@ impl Scenario {
         self.controllers = Some(self.spawn(options, client));
     }
 
+    /// The controllers again, with `concurrency` reconciles of one kind at once (as a real
+    /// install runs them: 4 by default).
+    pub async fn restart_controllers_with_concurrency(&mut self, concurrency: u16) {
+        self.kill_controllers();
+        let options = Options { concurrency, ..self.options("limited") };
+        let client = self.controller_client().await;
+        self.controllers = Some(self.spawn(options, client));
+    }
+
     /// Kills the controllers wherever they are (no graceful end), as a crash would.
     pub fn kill_controllers(&mut self) {
         if let Some((_, task)) = self.controllers.take() {
