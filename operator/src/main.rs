@@ -90,6 +90,19 @@ struct RunArgs {
     /// every one. Elsewhere a provider object is told so and nothing is installed for it.
     #[arg(long = "provider-namespace", value_name = "NAMESPACE")]
     provider_namespaces: Vec<String>,
+    /// A network the operator may fetch from although it is local (loopback, private,
+    /// link-local, shared): `10.20.0.0/16` for an in-house GitLab or registry, or one address
+    /// (repeat for more). Every other local address is refused, for the URLs provider objects
+    /// name, their redirects and what their names resolve to.
+    #[arg(long = "allow-network", value_name = "CIDR", value_parser = network)]
+    allow_networks: Vec<butler_repository::IpNet>,
+}
+
+/// A network, or one address as the network of just it.
+fn network(text: &str) -> Result<butler_repository::IpNet, String> {
+    text.parse::<butler_repository::IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(butler_repository::IpNet::from))
+        .map_err(|_| format!("{text:?} is neither a network (10.20.0.0/16) nor an address"))
 }
 
 /// The namespaces whose provider objects are honoured (`None`: every one), from the flags.
@@ -113,6 +126,7 @@ fn run(args: RunArgs) -> ExitCode {
     };
     let mut remote = RemoteOptions::from_env();
     remote.http.offline = args.offline;
+    remote.http.network = butler_repository::NetworkPolicy::refusing_local(args.allow_networks.clone());
     if let Some(dir) = &args.cache_dir {
         remote.http.cache =
             Some(Cache::new(dir.clone(), remote.http.cache.as_ref().map(Cache::max_age).unwrap_or_default()));
@@ -180,7 +194,14 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::provider_namespaces;
+    use super::{network, provider_namespaces};
+
+    #[test]
+    fn allowed_networks_are_networks_or_addresses() {
+        assert_eq!(network("10.20.0.0/16").unwrap().to_string(), "10.20.0.0/16");
+        assert_eq!(network("127.0.0.1").unwrap().to_string(), "127.0.0.1/32");
+        assert!(network("gitlab.example.com").unwrap_err().contains("neither a network"));
+    }
 
     #[test]
     fn provider_namespaces_default_to_the_managed_then_the_own_namespace() {

@@ -19,6 +19,8 @@ pub enum RepositoryError {
     Http { url: String, status: u16, message: String },
     #[error("GET {url} failed: {message}")]
     Network { url: String, message: String },
+    #[error("GET {url} refused: {why}")]
+    Refused { url: String, why: String },
     #[error("the GitHub API rate limit is exhausted; it resets at {reset_at} (in {minutes} min). {hint}")]
     RateLimited { reset_at: String, minutes: i64, hint: &'static str },
     #[error("{what} was not found in {location}")]

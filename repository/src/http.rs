@@ -10,6 +10,10 @@ use http::{HeaderMap, HeaderValue, header};
 
 use crate::cache::Cache;
 use crate::error::RepositoryError;
+use crate::network::{NetworkPolicy, PolicyResolver};
+
+/// Redirects followed at most, as browsers and reqwest do.
+const MAX_REDIRECTS: usize = 10;
 
 /// What every request of the repository client calls itself.
 pub(crate) const USER_AGENT: &str = concat!("butler-repository/", env!("CARGO_PKG_VERSION"));
@@ -29,6 +33,8 @@ pub struct HttpOptions {
     pub backoff: Duration,
     /// The limit of one request.
     pub timeout: Duration,
+    /// The addresses requests and their redirects may reach.
+    pub network: NetworkPolicy,
 }
 
 impl Default for HttpOptions {
@@ -40,6 +46,7 @@ impl Default for HttpOptions {
             retries: 3,
             backoff: Duration::from_millis(250),
             timeout: Duration::from_secs(30),
+            network: NetworkPolicy::default(),
         }
     }
 }
@@ -80,15 +87,20 @@ fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
 
 impl Http {
     pub fn new(options: HttpOptions) -> Http {
+        // Redirects are followed here, hop by hop (see `get`), never by reqwest.
         let client = reqwest::Client::builder()
             .timeout(options.timeout)
             .user_agent(USER_AGENT)
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(PolicyResolver(std::sync::Arc::new(options.network.clone())))
             .build()
             .expect("a reqwest client with a crypto provider installed");
         Http { client, options }
     }
 
-    /// A conditional, retried, size-limited GET through reqwest.
+    /// A conditional, retried, size-limited GET through reqwest. Redirects are followed hop by
+    /// hop under the same rules as the first URL (its addresses, no step down from https to
+    /// http), and `headers` (credentials among them) go to the first host only.
     pub async fn get(
         &self,
         url: &str,
@@ -97,13 +109,13 @@ impl Http {
     ) -> Result<Fetched, RepositoryError> {
         let client = self.client.clone();
         let limit = self.options.max_download;
+        let policy = self.options.network.clone();
         self.fetch(url, authenticated, |conditional| {
             let mut all = headers.clone();
             all.extend(conditional);
-            let request = client.get(url).headers(all);
-            let url = url.to_string();
+            let (client, policy, url) = (client.clone(), policy.clone(), url.to_string());
             async move {
-                let response = request.send().await.map_err(|e| SendError::Transient(e.to_string()))?;
+                let response = follow(&client, &policy, &url, all).await?;
                 let status = response.status().as_u16();
                 let headers = response.headers().clone();
                 let mut body = Vec::new();
@@ -217,6 +229,69 @@ impl Http {
     }
 }
 
+/// Sends a GET and follows its redirects: each hop's address is checked (by the resolver for a
+/// name, here for an address written in the URL), https never steps down to http, and the
+/// caller's headers stay with the first host (a redirect elsewhere gets the conditional ones
+/// and `Accept` only).
+async fn follow(
+    client: &reqwest::Client,
+    policy: &NetworkPolicy,
+    url: &str,
+    headers: HeaderMap,
+) -> Result<reqwest::Response, SendError> {
+    let refused = |why: String| SendError::Fatal(RepositoryError::Refused { url: url.to_string(), why });
+    let mut current = reqwest::Url::parse(url).map_err(|e| refused(format!("not a URL: {e}")))?;
+    let first = current.clone();
+    for _ in 0..=MAX_REDIRECTS {
+        if let Some(why) = policy.refusal_of_url(&current) {
+            return Err(refused(why));
+        }
+        let same_host = current.host_str() == first.host_str() && current.port() == first.port();
+        let headers = if same_host { headers.clone() } else { crossing(&headers) };
+        let response =
+            client.get(current.clone()).headers(headers).send().await.map_err(|e| match refusal_in(&e) {
+                Some(why) => refused(why),
+                None => SendError::Transient(e.to_string()),
+            })?;
+        let location = response.headers().get(header::LOCATION).and_then(|l| l.to_str().ok());
+        let (true, Some(location)) = (response.status().is_redirection(), location) else {
+            return Ok(response);
+        };
+        current = next_hop(&current, location).map_err(refused)?;
+    }
+    Err(refused(format!("more than {MAX_REDIRECTS} redirects")))
+}
+
+/// The headers a redirect to another host keeps: what the request asks for and what it holds
+/// cached, never a credential (whatever its header: `Authorization`, GitLab's `PRIVATE-TOKEN`).
+fn crossing(headers: &HeaderMap) -> HeaderMap {
+    const KEPT: [header::HeaderName; 4] =
+        [header::ACCEPT, header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE, header::RANGE];
+    headers.iter().filter(|(name, _)| KEPT.contains(name)).map(|(n, v)| (n.clone(), v.clone())).collect()
+}
+
+/// Where a redirect from `current` to `location` goes, unless it steps down from https.
+fn next_hop(current: &reqwest::Url, location: &str) -> Result<reqwest::Url, String> {
+    let next = current.join(location).map_err(|e| format!("a redirect to {location:?}: {e}"))?;
+    if current.scheme() == "https" && next.scheme() != "https" {
+        return Err(format!("a redirect from https to {next} would drop TLS"));
+    }
+    Ok(next)
+}
+
+/// The network policy's refusal somewhere in a reqwest error's causes (the resolver's error).
+fn refusal_in(error: &reqwest::Error) -> Option<String> {
+    let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(error);
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if text.contains("which the operator does not reach") {
+            return Some(text);
+        }
+        cause = e.source();
+    }
+    None
+}
+
 /// GitHub's rate-limit answer: when the limit resets and what to do.
 fn rate_limited(headers: &HeaderMap, authenticated: bool) -> RepositoryError {
     let reset =
@@ -250,4 +325,22 @@ fn summary(body: &[u8]) -> String {
         return message.to_string();
     }
     String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_string()
+}
+
+#[cfg(test)]
+mod redirect_tests {
+    use super::*;
+
+    #[test]
+    fn a_redirect_never_steps_down_from_https() {
+        let here = reqwest::Url::parse("https://gitlab.example.com/api/v4/x").unwrap();
+        assert_eq!(next_hop(&here, "/other").unwrap().as_str(), "https://gitlab.example.com/other");
+        assert_eq!(
+            next_hop(&here, "https://objects.example.net/b").unwrap().host_str(),
+            Some("objects.example.net")
+        );
+        assert!(next_hop(&here, "http://gitlab.example.com/x").unwrap_err().contains("would drop TLS"));
+        let plain = reqwest::Url::parse("http://127.0.0.1:8080/x").unwrap();
+        assert!(next_hop(&plain, "http://127.0.0.1:8081/y").is_ok(), "plain http stays plain http");
+    }
 }

@@ -17,6 +17,7 @@ mod error;
 mod http;
 mod images;
 mod metadata;
+mod network;
 mod provider;
 mod repository;
 mod retarget;
@@ -38,7 +39,9 @@ pub use envsubst::{BadSubstitution, ExpandError, MissingVariables, VariableUse, 
 pub use error::{RepositoryError, Result};
 pub use http::HttpOptions;
 pub use images::{ImageMeta, ImageOverrides, ImageRef};
+pub use ipnet::IpNet;
 pub use metadata::{METADATA_FILE, Metadata, ReleaseSeries};
+pub use network::NetworkPolicy;
 pub use provider::{BUTLER_GITHUB, ProviderEntry, ProviderType};
 pub use repository::{RemoteOptions, Repository};
 pub use source::{
@@ -67,4 +70,4 @@ pub use yaml::{Document, split_documents};
 pub use serde_json::Value;
 
 /// The HTTP client of the remote sources (for building sources by hand).
-pub use http::Http;
+pub use http::{Fetched, Http};

@@ -101,3 +101,51 @@ async fn the_operators_token_does_not_follow_a_provider_objects_url() {
     }
     s.stop_operator().await;
 }
+
+/// A provider object cannot point the operator at the cluster's own network: a registry on a
+/// metadata address, or a repository that redirects there, is refused before anything is sent
+/// there. The stand-in repository itself runs on 127.0.0.1, which the scenario's operator is
+/// allowed to reach (`--allow-network 127.0.0.0/8`); every other local network stays refused.
+#[tokio::test]
+async fn a_provider_object_cannot_reach_the_clusters_own_network() {
+    use butler_repository::NetworkPolicy;
+    use wiremock::matchers::any;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let repository = MockServer::start().await;
+    Mock::given(any())
+        .respond_with(
+            ResponseTemplate::new(302).insert_header("Location", "http://169.254.169.254/latest/meta-data/"),
+        )
+        .mount(&repository)
+        .await;
+    let mut s = Scenario::new("attack-network").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let base = repository.uri();
+    s.start_operator_with_options(|o| {
+        o.remote.github.api_base = base.clone();
+        o.remote.github.web_base = base.clone();
+        o.remote.http.network =
+            NetworkPolicy::refusing_local(vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()]);
+    });
+    let mut core: serde_json::Value = serde_json::from_str(&selector("butler")).unwrap();
+    core["version"] = json!("v1.0.0");
+    s.create::<CoreProvider>("butler", &core.to_string()).await;
+    let github = "https://github.com/attacker/inside/releases/v1.0.0/infrastructure-components.yaml";
+    for (name, spec) in [
+        ("redirected", json!({"fetchConfig": {"url": github}})),
+        (
+            "registry",
+            json!({"fetchConfig": {"oci": "169.254.169.254:5000/p/infrastructure-registry:v1.0.0"}}),
+        ),
+    ] {
+        s.create::<InfrastructureProvider>(name, &spec.to_string()).await;
+        let refused = s
+            .wait_for::<InfrastructureProvider>(name, "refused", |p| {
+                reason(p, "ProviderInstalled", "FetchFailed")
+            })
+            .await;
+        let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+        assert!(message.contains("refused: 169.254.169.254 is a link-local address"), "{name}: {message}");
+    }
+    s.stop_operator().await;
+}

@@ -8,3 +8,4 @@ mod support;
 mod cache;
 mod github;
 mod oci;
+mod redirects;

@@ -18,5 +18,6 @@ pub fn http_options(cache: &tempfile::TempDir) -> HttpOptions {
         retries: 2,
         backoff: Duration::from_millis(5),
         timeout: Duration::from_millis(500),
+        network: Default::default(),
     }
 }

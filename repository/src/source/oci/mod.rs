@@ -106,7 +106,11 @@ impl OciSource {
 
     async fn session(&self) -> Result<&(Client, RegistryAuth)> {
         self.session
-            .get_or_try_init(|| {
+            .get_or_try_init(|| async {
+                // oci-client resolves names itself: the registry's addresses are checked here.
+                if let Some(why) = crate::network::refusal_of_host(&self.http.network, &self.registry).await {
+                    return Err(RepositoryError::Refused { url: self.key(""), why });
+                }
                 client::connect(
                     &self.options,
                     &self.registry,
@@ -115,6 +119,7 @@ impl OciSource {
                     false,
                     self.http.timeout,
                 )
+                .await
             })
             .await
     }

@@ -1,0 +1,178 @@
+//! Which addresses the repository client may reach. The operator fetches what provider objects
+//! name, so a URL (or a redirect, or a name that resolves to one) must not turn it against the
+//! cluster's own network: loopback, private, link-local (where the clouds' metadata services
+//! answer, 169.254.169.254), shared and unspecified addresses are refused unless the operator's configuration
+//! allows their network. The command line allows every address, as clusterctl does: whoever
+//! runs it is the one who names the URL.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+/// The addresses remote fetches may reach.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NetworkPolicy {
+    /// Refuse addresses of the local network (see [`local_kind`]) outside `allowed`.
+    pub refuse_local: bool,
+    /// Networks reachable even so (`10.20.0.0/16` for an in-house GitLab).
+    pub allowed: Vec<IpNet>,
+}
+
+/// What makes an address local, or `None` for a public one.
+pub fn local_kind(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => local_v4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => local_v4(v4),
+            None => local_v6(v6),
+        },
+    }
+}
+
+fn local_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let [a, b, ..] = ip.octets();
+    match () {
+        _ if ip.is_loopback() => Some("loopback"),
+        _ if ip.is_private() => Some("private"),
+        _ if ip.is_link_local() => Some("link-local"),
+        _ if ip.is_unspecified() || a == 0 => Some("unspecified"),
+        _ if a == 100 && (64..128).contains(&b) => Some("shared (carrier-grade NAT)"),
+        _ if ip.is_broadcast() || ip.is_multicast() => Some("broadcast or multicast"),
+        _ => None,
+    }
+}
+
+fn local_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    let first = ip.segments()[0];
+    match () {
+        _ if ip.is_loopback() => Some("loopback"),
+        _ if ip.is_unspecified() => Some("unspecified"),
+        _ if first & 0xfe00 == 0xfc00 => Some("private (unique local)"),
+        _ if first & 0xffc0 == 0xfe80 => Some("link-local"),
+        _ if ip.is_multicast() => Some("multicast"),
+        _ => None,
+    }
+}
+
+impl NetworkPolicy {
+    /// The operator's: local networks refused, but those given.
+    pub fn refusing_local(allowed: Vec<IpNet>) -> NetworkPolicy {
+        NetworkPolicy { refuse_local: true, allowed }
+    }
+
+    /// Why `ip` may not be reached, if it may not.
+    pub fn refusal(&self, ip: IpAddr) -> Option<String> {
+        if !self.refuse_local || self.allowed.iter().any(|net| net.contains(&ip)) {
+            return None;
+        }
+        local_kind(ip).map(|kind| {
+            format!(
+                "{ip} is a {kind} address, which the operator does not reach unless its network is allowed (--allow-network {})",
+                IpNet::from(ip).trunc()
+            )
+        })
+    }
+
+    /// Why the host of `url` may not be reached, when it is an address written in the URL (a
+    /// name is checked when it resolves).
+    pub fn refusal_of_url(&self, url: &reqwest::Url) -> Option<String> {
+        let host = url.host_str()?;
+        let ip: IpAddr = host.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+        self.refusal(ip)
+    }
+}
+
+/// Why a registry (`host` or `host:port`) may not be reached: an address written as one, or a
+/// name whose addresses are all refused. For clients whose resolver is not ours (the OCI
+/// client): checked once, before its first request.
+pub async fn refusal_of_host(policy: &NetworkPolicy, registry: &str) -> Option<String> {
+    if !policy.refuse_local {
+        return None;
+    }
+    let url = reqwest::Url::parse(&format!("https://{registry}/")).ok()?;
+    if let Some(why) = policy.refusal_of_url(&url) {
+        return Some(why);
+    }
+    let host = url.host_str()?.to_string();
+    let found: Vec<SocketAddr> =
+        tokio::net::lookup_host((host.as_str(), url.port().unwrap_or(443))).await.ok()?.collect();
+    let refused: Vec<String> = found.iter().filter_map(|a| policy.refusal(a.ip())).collect();
+    match refused.len() == found.len() && !found.is_empty() {
+        true => Some(format!("{host} resolves to {}", refused[0])),
+        false => None,
+    }
+}
+
+/// A resolver that keeps the addresses the policy permits: a name that resolves only to refused
+/// ones fails, naming them. Checking resolved addresses (not the name) also holds when a name
+/// is made to resolve elsewhere between two requests.
+pub struct PolicyResolver(pub Arc<NetworkPolicy>);
+
+impl reqwest::dns::Resolve for PolicyResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.0.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let (kept, refused): (Vec<SocketAddr>, Vec<SocketAddr>) =
+                found.into_iter().partition(|a| policy.refusal(a.ip()).is_none());
+            match (kept.is_empty(), refused.first()) {
+                (true, Some(first)) => {
+                    let why = policy.refusal(first.ip()).unwrap_or_default();
+                    Err(format!("{host} resolves to {why}").into())
+                }
+                _ => Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_addresses_are_refused_unless_their_network_is_allowed() {
+        let policy = NetworkPolicy::refusing_local(vec!["10.20.0.0/16".parse().unwrap()]);
+        for (ip, kind) in [
+            ("127.0.0.1", "loopback"),
+            ("10.0.0.5", "private"),
+            ("192.168.1.1", "private"),
+            ("169.254.169.254", "link-local"),
+            ("100.64.0.1", "shared"),
+            ("0.0.0.0", "unspecified"),
+            ("::1", "loopback"),
+            ("fd00::1", "private"),
+            ("fe80::1", "link-local"),
+            ("::ffff:127.0.0.1", "loopback"),
+        ] {
+            let why = policy.refusal(ip.parse().unwrap()).unwrap_or_else(|| panic!("{ip} refused"));
+            assert!(why.contains(kind), "{ip}: {why}");
+        }
+        assert_eq!(policy.refusal("10.20.3.4".parse().unwrap()), None, "an allowed network");
+        assert_eq!(policy.refusal("140.82.112.3".parse().unwrap()), None, "a public address");
+        assert_eq!(policy.refusal("2606:4700::1".parse().unwrap()), None);
+        let why = policy.refusal("169.254.169.254".parse().unwrap()).unwrap();
+        assert!(why.contains("--allow-network 169.254.169.254/32"), "{why}");
+        assert_eq!(NetworkPolicy::default().refusal("127.0.0.1".parse().unwrap()), None, "the CLI's");
+        let url = reqwest::Url::parse("http://[::1]:8080/x").unwrap();
+        assert!(policy.refusal_of_url(&url).is_some());
+        assert!(
+            policy.refusal_of_url(&reqwest::Url::parse("https://gitlab.example.com/x").unwrap()).is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_registry_on_a_refused_address_is_named() {
+        let policy = NetworkPolicy::refusing_local(Vec::new());
+        let why = refusal_of_host(&policy, "169.254.169.254:5000").await.unwrap();
+        assert!(why.contains("link-local"), "{why}");
+        let why = refusal_of_host(&policy, "localhost:5000").await.unwrap();
+        assert!(why.starts_with("localhost resolves to") && why.contains("loopback"), "{why}");
+        assert_eq!(refusal_of_host(&NetworkPolicy::default(), "localhost:5000").await, None);
+        let allowed =
+            NetworkPolicy::refusing_local(vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()]);
+        assert_eq!(refusal_of_host(&allowed, "127.0.0.1:5000").await, None);
+    }
+}
