@@ -178,6 +178,22 @@ impl Applier {
     /// selector, a binding's roleRef) is deleted and made anew, as `kubectl replace --force`
     /// does. Returns the object as the API server answered, and its resource.
     pub async fn apply(&self, object: &Value, wait: bool) -> Result<(DynamicObject, ApiResource), String> {
+        self.apply_with(object, wait, true).await
+    }
+
+    /// [`Applier::apply`], but an object whose immutable field would change is left as it is
+    /// and the refusal returned: for objects of a name someone else may have made, which only
+    /// their maker may replace.
+    pub async fn apply_in_place(&self, object: &Value) -> Result<(DynamicObject, ApiResource), String> {
+        self.apply_with(object, false, false).await
+    }
+
+    async fn apply_with(
+        &self,
+        object: &Value,
+        wait: bool,
+        replace: bool,
+    ) -> Result<(DynamicObject, ApiResource), String> {
         let r = ObjectRef::of(object);
         let (resource, namespaced) = self.resource(&r.api_version, &r.kind, wait).await?;
         let api = self.api(&resource, namespaced, r.namespace.as_deref());
@@ -186,7 +202,7 @@ impl Applier {
         let params = PatchParams::apply(&self.field_manager).force();
         match api.patch(&r.name, &params, &Patch::Apply(object)).await {
             Ok(applied) => Ok((applied, resource)),
-            Err(e) if immutable(&e) => {
+            Err(e) if replace && immutable(&e) => {
                 tracing::info!(object = %r.describe(), "a field that cannot change did: making the object anew");
                 self.delete(&r).await?;
                 self.wait_gone(&api, &r).await?;

@@ -138,7 +138,9 @@ async fn apply(ctx: &Context, plan: &Plan, create_namespace: bool) -> Result<(),
                 }
             }
         }
-        ctx.applier.apply(object, false).await?;
+        // A binding of the Team's name that someone else made with another role is never
+        // replaced: the apply fails and RBACReady says so.
+        ctx.applier.apply_in_place(object).await?;
     }
     for retired in &plan.retire {
         ctx.applier.delete(retired).await?;

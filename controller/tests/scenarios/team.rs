@@ -222,3 +222,47 @@ async fn the_roles_of_an_earlier_version_move_to_the_components_team_roles() {
     teams.delete(&name, &DeleteParams::default()).await.unwrap();
     wait_for(&teams, &name, "deletion", |t| t.is_none()).await;
 }
+
+#[tokio::test]
+async fn a_binding_of_the_teams_name_made_by_someone_else_is_never_replaced() {
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use kube::api::PostParams;
+    let s = Scenario::start().await;
+    let name = s.cluster.unique("foreign");
+    let ns = format!("team-{name}");
+    let teams: Api<Team> = Api::all(s.client.clone());
+    create(&teams, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}}}\nspec:\n  access:\n    users: [{{name: frank@example.com}}]\n")).await;
+    wait_for(&teams, &name, "Ready", |t| {
+        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(TeamPhase::Ready))
+    })
+    .await;
+    // A platform administrator puts a binding of their own in the viewers' place.
+    let bindings: Api<RoleBinding> = Api::namespaced(s.client.clone(), &ns);
+    bindings.delete("butler-team-viewer", &DeleteParams::default()).await.unwrap();
+    let theirs: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "butler-team-viewer", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "auditor@example.com"}],
+    }))
+    .unwrap();
+    bindings.create(&PostParams::default(), &theirs).await.unwrap();
+    teams
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"touched": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let team = wait_for(&teams, &name, "RBACReady False", |t| {
+        t.is_some_and(|t| condition(t, "RBACReady").is_some_and(|c| c.0 == "False"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(condition(&team, "RBACReady").unwrap().1, "ApplyFailed");
+    let kept = bindings.get("butler-team-viewer").await.unwrap();
+    assert_eq!(kept.role_ref.name, "view", "the administrator's binding stays theirs");
+    teams.delete(&name, &DeleteParams::default()).await.unwrap();
+    wait_for(&teams, &name, "deletion", |t| t.is_none()).await;
+    assert!(bindings.get_opt("butler-team-viewer").await.unwrap().is_none_or(|b| b.role_ref.name == "view"));
+}
