@@ -208,8 +208,9 @@ async fn tenant_side<'a>(
             ));
         }
     };
-    // A tenant that did not answer is left alone until its next try (5 s, doubling to 10
-    // minutes): its cluster reports the last failure without waiting on it again.
+    // A tenant that did not answer is left alone until its next try (10 s after the first
+    // failure, doubling to 10 minutes): its cluster reports the last failure without waiting
+    // on it again.
     if let Some((message, left)) = ctx.tenants.silent(cluster, now) {
         let wait = left.max(Duration::from_secs(1));
         return Ok((vec![Wanted::new(METALLB_SYNCED, false, "TenantUnreachable", message)], Some(wait)));

@@ -228,7 +228,7 @@ async fn fill_in_shipped(client: &kube::Client, ca_bundle: &str, fail: bool) -> 
         let current = serde_json::to_value(&current).map_err(|e| e.to_string())?;
         let wanted = fill_in(&current, ca_bundle, fail || reached(&current));
         if !butler_runtime::objects::holds(&current, &wanted) {
-            applier.apply(&wanted, false).await?;
+            applier.apply_in_place(&wanted).await?;
         }
     }
     Ok(())
