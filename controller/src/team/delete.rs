@@ -14,17 +14,13 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use super::plan::{Plan, desired_objects, namespace_of};
+use super::plan::{Plan, desired_objects, namespace_of, owned_by};
 use super::write_status;
 use crate::context::Context;
 use crate::error::Error;
 
 /// How often a deletion that waits for clusters looks again (their deletion wakes it sooner).
 const WAIT: Duration = Duration::from_secs(10);
-
-fn owned_by(object: &Value, uid: &str) -> bool {
-    object["metadata"]["ownerReferences"].as_array().is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
-}
 
 /// Deletes what the Team has, in order, then lets it go.
 pub async fn cleanup(team: &Team, ctx: &Context) -> Result<Action, Error> {

@@ -119,6 +119,11 @@ pub fn desired_objects(team: &Team, roles: &TeamClusterRoles) -> Vec<Value> {
     objects
 }
 
+/// Whether an object (as JSON) names the owner of `uid` among its owner references.
+pub fn owned_by(object: &Value, uid: &str) -> bool {
+    object["metadata"]["ownerReferences"].as_array().is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+}
+
 /// Whether the namespace belongs to this Team (an owner reference with its UID): a namespace
 /// of that name made by anyone else is never taken over.
 pub fn owns(team: &Team, namespace: &Namespace) -> bool {
@@ -180,9 +185,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         _ => {}
     }
     let uid = team.meta().uid.clone().unwrap_or_default();
-    let ours = |actual: &Value| {
-        actual["metadata"]["ownerReferences"].as_array().is_some_and(|r| r.iter().any(|r| r["uid"] == uid))
-    };
+    let ours = |actual: &Value| owned_by(actual, &uid);
     for desired in desired_objects(team, observed.roles) {
         let kind = desired["kind"].as_str().unwrap_or_default();
         let name = desired["metadata"]["name"].as_str().unwrap_or_default();
