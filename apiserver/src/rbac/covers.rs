@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::strings;
+use super::{Attributes, rule_allows, strings};
 
 /// One permission of a rule: a resource one (group, resource, verb, name or any) or a
 /// non-resource one (URL, verb).
@@ -36,28 +36,30 @@ fn permissions(rule: &Value) -> Vec<Permission<'_>> {
     out
 }
 
-fn holds(list: &Value, wanted: &str) -> bool {
-    strings(list).any(|s| s == "*" || s == wanted)
-}
-
-/// Whether `owner` grants the permission (Kubernetes' `ruleCovers` for one permission).
+/// Whether `owner` grants the permission (Kubernetes' `ruleCovers` for one permission): a
+/// resource permission is the request it allows, as the authorizer matches requests.
 fn covers(owner: &Value, permission: &Permission<'_>) -> bool {
     match permission {
         Permission::Resource { group, resource, verb, name } => {
-            let resource_held = strings(&owner["resources"]).any(|r| {
-                r == "*"
-                    || r == *resource
-                    || resource.split_once('/').is_some_and(|(_, sub)| r == format!("*/{sub}"))
-            });
-            let names: Vec<&str> = strings(&owner["resourceNames"]).collect();
-            let name_held = names.is_empty() || name.is_some_and(|n| names.contains(&n));
-            holds(&owner["verbs"], verb) && holds(&owner["apiGroups"], group) && resource_held && name_held
+            let (resource, subresource) = match resource.split_once('/') {
+                Some((resource, sub)) => (resource, Some(sub.to_string())),
+                None => (*resource, None),
+            };
+            let request = Attributes {
+                verb: verb.to_string(),
+                group: group.to_string(),
+                resource: resource.to_string(),
+                subresource,
+                namespace: None,
+                name: name.map(String::from),
+            };
+            rule_allows(owner, &request)
         }
         Permission::Url { url, verb } => {
             let url_held = strings(&owner["nonResourceURLs"]).any(|u| {
                 u == *url || u == "*" || u.strip_suffix('*').is_some_and(|prefix| url.starts_with(prefix))
             });
-            holds(&owner["verbs"], verb) && url_held
+            strings(&owner["verbs"]).any(|v| v == "*" || v == *verb) && url_held
         }
     }
 }
