@@ -10,7 +10,7 @@ use http::{HeaderMap, HeaderValue, header};
 
 use crate::cache::Cache;
 use crate::error::RepositoryError;
-use crate::network::{NetworkPolicy, PolicyResolver};
+use crate::network::{NetworkPolicy, PolicyResolver, Refusal};
 
 /// Redirects followed at most, as browsers and reqwest do.
 const MAX_REDIRECTS: usize = 10;
@@ -283,9 +283,8 @@ fn next_hop(current: &reqwest::Url, location: &str) -> Result<reqwest::Url, Stri
 fn refusal_in(error: &reqwest::Error) -> Option<String> {
     let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(error);
     while let Some(e) = cause {
-        let text = e.to_string();
-        if text.contains("which the operator does not reach") {
-            return Some(text);
+        if let Some(refusal) = e.downcast_ref::<Refusal>() {
+            return Some(refusal.0.clone());
         }
         cause = e.source();
     }

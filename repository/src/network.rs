@@ -104,6 +104,18 @@ pub async fn refusal_of_host(policy: &NetworkPolicy, registry: &str) -> Option<S
     }
 }
 
+/// The resolver's refusal, found again among the causes of the HTTP client's error.
+#[derive(Debug)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
 /// A resolver that keeps the addresses the policy permits: a name that resolves only to refused
 /// ones fails, naming them. Checking resolved addresses (not the name) also holds when a name
 /// is made to resolve elsewhere between two requests.
@@ -120,7 +132,7 @@ impl reqwest::dns::Resolve for PolicyResolver {
             match (kept.is_empty(), refused.first()) {
                 (true, Some(first)) => {
                     let why = policy.refusal(first.ip()).unwrap_or_default();
-                    Err(format!("{host} resolves to {why}").into())
+                    Err(Box::new(Refusal(format!("{host} resolves to {why}"))) as _)
                 }
                 _ => Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs),
             }
