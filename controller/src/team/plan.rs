@@ -239,6 +239,16 @@ mod tests {
         t
     }
 
+    /// The plan of `t` with the components' team roles and no clusters.
+    fn plan_of(
+        t: &Team,
+        namespace: Option<&Namespace>,
+        existing: &dyn Fn(&str, &str) -> Option<Value>,
+    ) -> Plan {
+        let roles = TeamClusterRoles::default();
+        plan(&Observed { team: t, roles: &roles, namespace, clusters: vec![], existing })
+    }
+
     fn namespace(owner_uid: Option<&str>) -> Namespace {
         let mut ns = Namespace::default();
         ns.metadata.name = Some("team-platform".into());
@@ -257,9 +267,7 @@ mod tests {
     fn a_new_team_gets_its_namespace_roles_and_bindings() {
         let t = team();
         let none = |_: &str, _: &str| None;
-        let roles = TeamClusterRoles::default();
-        let p =
-            plan(&Observed { team: &t, roles: &roles, namespace: None, clusters: vec![], existing: &none });
+        let p = plan_of(&t, None, &none);
         let kinds: Vec<&str> = p.apply.iter().map(|o| o["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds[0], "Namespace");
         assert_eq!(kinds.iter().filter(|k| **k == "Role").count(), 0, "the components ship the team roles");
@@ -293,13 +301,7 @@ mod tests {
             })
         };
         let ns = namespace(Some("u-1"));
-        let p = plan(&Observed {
-            team: &t,
-            roles: &roles,
-            namespace: Some(&ns),
-            clusters: vec![],
-            existing: &existing,
-        });
+        let p = plan_of(&t, Some(&ns), &existing);
         assert!(p.apply.is_empty(), "{:?}", p.apply);
         assert!(p.replace.is_empty() && p.retire.is_empty());
     }
@@ -307,7 +309,6 @@ mod tests {
     #[test]
     fn the_roles_of_an_earlier_version_give_way_to_the_components_team_roles() {
         let t = team();
-        let roles = TeamClusterRoles::default();
         let owner = json!([{"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "Team", "name": "platform", "uid": "u-1"}]);
         // An earlier version bound its own Roles; someone else made the viewer binding.
         let existing = |kind: &str, name: &str| match (kind, name) {
@@ -326,13 +327,7 @@ mod tests {
             _ => None,
         };
         let ns = namespace(Some("u-1"));
-        let p = plan(&Observed {
-            team: &t,
-            roles: &roles,
-            namespace: Some(&ns),
-            clusters: vec![],
-            existing: &existing,
-        });
+        let p = plan_of(&t, Some(&ns), &existing);
         let names =
             |refs: &[ObjectRef]| refs.iter().map(|r| format!("{} {}", r.kind, r.name)).collect::<Vec<_>>();
         assert_eq!(
@@ -350,14 +345,7 @@ mod tests {
         let t = team();
         let none = |_: &str, _: &str| None;
         let foreign = namespace(None);
-        let roles = TeamClusterRoles::default();
-        let p = plan(&Observed {
-            team: &t,
-            roles: &roles,
-            namespace: Some(&foreign),
-            clusters: vec![],
-            existing: &none,
-        });
+        let p = plan_of(&t, Some(&foreign), &none);
         assert!(p.apply.is_empty());
         assert_eq!(p.phase, Some(TeamPhase::Failed));
         assert_eq!(p.refused.as_ref().unwrap().0, "NamespaceTaken");

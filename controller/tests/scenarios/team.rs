@@ -17,6 +17,16 @@ fn condition(team: &Team, type_: &str) -> Option<(String, String)> {
     Some((c.status.clone(), c.reason.clone()))
 }
 
+fn ready(team: Option<&Team>) -> bool {
+    team.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(TeamPhase::Ready))
+}
+
+/// A Team whose `users` (YAML flow list) are its only members, once Ready.
+async fn ready_team(teams: &Api<Team>, name: &str, users: &str) -> Team {
+    create(teams, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}}}\nspec:\n  access:\n    users: {users}\n")).await;
+    wait_for(teams, name, "Ready", ready).await.unwrap()
+}
+
 fn quota(team: Option<&Team>) -> Option<QuotaStatus> {
     team.and_then(|t| t.status.as_ref()).and_then(|s| s.quota_status)
 }
@@ -36,11 +46,7 @@ async fn a_team_from_creation_to_ready_over_quota_and_deleted_in_order() {
     .await;
 
     // Ready: namespace, roles and bindings.
-    let team = wait_for(&teams, &name, "Ready", |t| {
-        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(TeamPhase::Ready))
-    })
-    .await
-    .unwrap();
+    let team = wait_for(&teams, &name, "Ready", ready).await.unwrap();
     assert_eq!(condition(&team, "NamespaceReady"), Some(("True".into(), "NamespaceReady".into())));
     assert_eq!(condition(&team, "RBACReady"), Some(("True".into(), "RBACReady".into())));
     assert_eq!(condition(&team, "Ready"), Some(("True".into(), "Ready".into())));
@@ -177,12 +183,7 @@ async fn the_roles_of_an_earlier_version_move_to_the_components_team_roles() {
     let name = s.cluster.unique("moved");
     let ns = format!("team-{name}");
     let teams: Api<Team> = Api::all(s.client.clone());
-    create(&teams, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}}}\nspec:\n  access:\n    users: [{{name: erin@example.com, role: operator}}]\n")).await;
-    let team = wait_for(&teams, &name, "Ready", |t| {
-        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(TeamPhase::Ready))
-    })
-    .await
-    .unwrap();
+    let team = ready_team(&teams, &name, "[{name: erin@example.com, role: operator}]").await;
     // What an earlier version made: a Role of the team's own, and the binding to it.
     let meta = json!({"name": "butler-team-operator", "namespace": ns,
         "labels": {"butler.butlerlabs.dev/team": name, "app.kubernetes.io/managed-by": "butler-controller"},
@@ -231,11 +232,7 @@ async fn a_binding_of_the_teams_name_made_by_someone_else_is_never_replaced() {
     let name = s.cluster.unique("foreign");
     let ns = format!("team-{name}");
     let teams: Api<Team> = Api::all(s.client.clone());
-    create(&teams, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}}}\nspec:\n  access:\n    users: [{{name: frank@example.com}}]\n")).await;
-    wait_for(&teams, &name, "Ready", |t| {
-        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(TeamPhase::Ready))
-    })
-    .await;
+    ready_team(&teams, &name, "[{name: frank@example.com}]").await;
     // A platform administrator puts a binding of their own in the viewers' place.
     let bindings: Api<RoleBinding> = Api::namespaced(s.client.clone(), &ns);
     bindings.delete("butler-team-viewer", &DeleteParams::default()).await.unwrap();
