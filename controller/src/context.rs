@@ -79,6 +79,8 @@ pub struct Context {
     pub teams: TeamCaches,
     /// The ClusterRoles the team roles bind.
     pub team_roles: crate::team::rbac::TeamClusterRoles,
+    /// Where the controller reads Secrets, and the binding that lets it in team namespaces.
+    pub secret_reader: crate::secrets::SecretReader,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     /// The Team statuses this process wrote last, by UID.

@@ -7,6 +7,7 @@
 //!   pools and their capacity, and its deletion held while clusters use it (spec/000).
 //! - [`webhooks`]: the admission rules of ProviderConfigs and TenantClusters, and the Team's
 //!   defaults for new clusters, answered from the caches.
+//! - [`secrets`]: where the controller may read Secrets (by name, in namespaces bound for it).
 
 pub mod clock;
 pub mod context;
@@ -14,6 +15,7 @@ pub mod error;
 pub mod ipam;
 pub mod providerconfig;
 pub mod run;
+pub mod secrets;
 pub mod team;
 pub mod tenantcluster;
 pub mod webhooks;

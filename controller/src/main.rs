@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use butler_controller::context::Scope;
+use butler_controller::secrets::SecretReader;
 use butler_controller::team::rbac::TeamClusterRoles;
 use butler_controller::webhooks::registration::Endpoint;
 use butler_controller::webhooks::serving::ServingOptions;
@@ -66,16 +67,30 @@ struct RunArgs {
     /// ClusterRole's `bind` rule names them).
     #[arg(long, env = "BUTLER_TEAM_CLUSTER_ROLES", default_value = TeamClusterRoles::DEFAULT, value_parser = TeamClusterRoles::new)]
     team_cluster_roles: TeamClusterRoles,
+    /// The controller's ServiceAccount (in its namespace), which the Team controller lets read
+    /// the Secrets of each team namespace (the components set it from the pod).
+    #[arg(long, env = "BUTLER_SERVICE_ACCOUNT", default_value = "butler-controller")]
+    service_account: String,
+    /// The ClusterRole that grants reading Secrets, which the Team controller binds to
+    /// `--service-account` in each team namespace (the components ship it and let the controller
+    /// bind it by name). The controller reads Secrets nowhere else but its own namespace and
+    /// where a platform binds it.
+    #[arg(long, env = "BUTLER_SECRETS_CLUSTER_ROLE", default_value = SecretReader::DEFAULT_ROLE)]
+    secrets_cluster_role: String,
+}
+
+/// The controller's namespace: the flag's, else the pod's.
+fn namespace(args: &RunArgs) -> String {
+    args.namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "butler-system".into())
 }
 
 /// The webhook serving options of the flags.
 fn serving(args: &RunArgs) -> Result<ServingOptions, String> {
-    let namespace = args
-        .namespace
-        .clone()
-        .or_else(|| std::env::var("POD_NAMESPACE").ok())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "butler-system".into());
+    let namespace = namespace(args);
     let endpoint = match &args.webhook_url {
         Some(url) if url.starts_with("https://") => Endpoint::Url(url.clone()),
         Some(url) => {
@@ -137,6 +152,11 @@ fn run(args: RunArgs) -> ExitCode {
         list if list.is_empty() => Scope::default(),
         list => Scope::only(move |ns| list.iter().any(|n| n == ns)),
     };
+    let secret_reader = SecretReader {
+        cluster_role: args.secrets_cluster_role.clone(),
+        namespace: namespace(&args),
+        service_account: args.service_account.clone(),
+    };
     butler_runtime::process::execute(settings, metrics.clone(), webhooks, move |leading| {
         let options = Options {
             instance: leading.instance,
@@ -144,6 +164,7 @@ fn run(args: RunArgs) -> ExitCode {
             clock: Default::default(),
             scope,
             team_roles: args.team_cluster_roles.clone(),
+            secret_reader,
         };
         let controllers = start(leading.client, metrics, options, leading.shutdown);
         Started { run: controllers.run, ready: controllers.ready }

@@ -13,10 +13,9 @@ use butler_runtime::metrics::Metrics;
 use butler_runtime::shutdown::Shutdown;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::Api;
-use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
@@ -45,6 +44,9 @@ pub struct Options {
     pub scope: crate::context::Scope,
     /// The ClusterRoles the team roles bind (the components' `butler-team-{role}`).
     pub team_roles: crate::team::rbac::TeamClusterRoles,
+    /// The controller's ServiceAccount and the ClusterRole that lets it read Secrets, bound in
+    /// each team namespace.
+    pub secret_reader: crate::secrets::SecretReader,
 }
 
 impl Options {
@@ -56,6 +58,7 @@ impl Options {
             clock: Arc::default(),
             scope: Default::default(),
             team_roles: Default::default(),
+            secret_reader: Default::default(),
         }
     }
 }
@@ -168,12 +171,6 @@ pub fn start(
     let (cluster_role_bindings, cluster_role_binding_events) =
         reflect::<ClusterRoleBinding>(&client, labelled());
     let (pools, pool_events) = reflect::<NetworkPool>(&client, watcher::Config::default().any_semantic());
-    let secret_events = watcher(
-        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
-    )
-    .default_backoff()
-    .touched_objects();
     let config_events = cluster_events_for_configs(&client);
     let caches = TeamCaches {
         namespaces: namespaces.clone(),
@@ -202,16 +199,10 @@ pub fn start(
     )
     .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency));
     let config_cache = configs.store();
-    let (by_secret, by_pool, by_cluster) = (config_cache.clone(), config_cache.clone(), config_cache.clone());
+    // No watch of Secrets: the controller reads them by name only (see `secrets`), and each
+    // ProviderConfig re-reads its own on a requeue.
+    let (by_pool, by_cluster) = (config_cache.clone(), config_cache.clone());
     let configs = configs
-        .watches_stream(secret_events, move |secret: PartialObjectMeta<Secret>| {
-            let (ns, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
-            configs_where(&by_secret, |c| {
-                let r = &c.spec.credentials_ref;
-                r.name == name
-                    && r.namespace.clone().filter(|n| !n.is_empty()).or(c.namespace()) == Some(ns.clone())
-            })
-        })
         .watches_stream(pool_events, move |pool: NetworkPool| {
             let (ns, name) = (pool.namespace(), pool.name_any());
             configs_where(&by_pool, |c| {
@@ -271,6 +262,7 @@ pub fn start(
         applier: Applier::new(client.clone(), FIELD_MANAGER),
         teams: caches,
         team_roles: options.team_roles.clone(),
+        secret_reader: options.secret_reader.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         metrics,
         team_statuses: Mutex::new(HashMap::new()),

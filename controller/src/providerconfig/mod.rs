@@ -13,7 +13,7 @@ use std::time::Duration;
 use butler_core::api::labels::PROVIDER_CONFIG_FINALIZER;
 use butler_core::api::{NetworkPool, ProviderConfig, ProviderConfigStatus};
 use butler_runtime::conditions::{self, READY, Wanted};
-use butler_runtime::error::{describe, not_found_ok};
+use butler_runtime::error::not_found_ok;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
@@ -70,7 +70,8 @@ async fn reconcile_live(
 ) -> Result<Action, Error> {
     let namespace = config.namespace().unwrap_or_default();
     let uid = config.meta().uid.clone().unwrap_or_default();
-    // Observe: the Secret (read at each reconcile: its watch wakes this one when it changes).
+    // Observe: the Secret, read by name at each reconcile (the controller may not watch
+    // Secrets: the requeue below re-reads it).
     let reference = &config.spec.credentials_ref;
     let team_scoped =
         config.spec.scope.as_ref().and_then(|s| s.type_) == Some(butler_core::api::ScopeType::Team);
@@ -109,7 +110,9 @@ async fn reconcile_live(
                     )),
                     None,
                 ),
-                Err(e) => (Err(format!("cannot read {what}: {}", describe(&e))), None),
+                Err(e) => {
+                    (Err(format!("cannot read {what}: {}", ctx.secret_reader.cannot_read(ns, &e))), None)
+                }
             }
         }
     };
@@ -195,8 +198,17 @@ async fn reconcile_live(
         events,
     )
     .await?;
-    let next = record.map(|r| r.next_in(now)).unwrap_or(RESYNC).min(RESYNC);
+    let probe_next = record.map(|r| r.next_in(now)).unwrap_or(RESYNC).min(RESYNC);
+    let failing_since = (!plan.validated).then(|| failing_since(config)).flatten();
+    let next = probe_next.min(plan::recheck_credentials_after(plan.validated, failing_since, now));
     Ok(Action::requeue(next.max(Duration::from_secs(1))))
+}
+
+/// Since when the credentials have been refused, as the status says.
+fn failing_since(config: &ProviderConfig) -> Option<jiff::Timestamp> {
+    let conditions = &config.status.as_ref()?.conditions;
+    let validated = conditions.iter().find(|c| c.type_ == plan::VALIDATED && c.status == "False")?;
+    Some(validated.last_transition_time.0)
 }
 
 /// Writes the status when it differs, with `wanted` conditions merged into what it has, and

@@ -16,6 +16,28 @@ pub const REACHABLE: &str = "Reachable";
 pub const POOLS_AVAILABLE: &str = "PoolsAvailable";
 pub const ORDER: &[&str] = &[VALIDATED, REACHABLE, POOLS_AVAILABLE, READY];
 
+/// The longest a credentials Secret goes unread: the controller reads Secrets by name and may
+/// not watch them, so a rotated Secret is seen within this (or at the next probe).
+pub const CREDENTIALS_RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
+/// The soonest a refused credentials Secret is read again.
+const CREDENTIALS_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How soon to read the credentials Secret again: valid ones every [`CREDENTIALS_RECHECK`];
+/// missing or refused ones soon after they were refused (someone is likely fixing them), then
+/// less often the longer they stay so (a quarter of the time they have been failing, up to
+/// [`CREDENTIALS_RECHECK`]), so that many broken ProviderConfigs cost few reads.
+pub fn recheck_credentials_after(
+    valid: bool,
+    failing_since: Option<jiff::Timestamp>,
+    now: jiff::Timestamp,
+) -> std::time::Duration {
+    if valid {
+        return CREDENTIALS_RECHECK;
+    }
+    let failing = failing_since.map_or(std::time::Duration::ZERO, |t| now.duration_since(t).unsigned_abs());
+    (failing / 4).clamp(CREDENTIALS_RETRY, CREDENTIALS_RECHECK)
+}
+
 /// Addresses a tenant takes when neither the ProviderConfig nor the pool says (the pool's
 /// schema defaults).
 const NODES_PER_TENANT: i32 = 5;
@@ -240,6 +262,17 @@ pub fn users<'a>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn refused_credentials_are_read_again_soon_then_less_often() {
+        use std::time::Duration;
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let ago = |s: i64| Some(now.checked_sub(jiff::SignedDuration::from_secs(s)).unwrap());
+        assert_eq!(recheck_credentials_after(true, None, now), CREDENTIALS_RECHECK);
+        assert_eq!(recheck_credentials_after(false, None, now), Duration::from_secs(5));
+        assert_eq!(recheck_credentials_after(false, ago(10), now), Duration::from_secs(5));
+        assert_eq!(recheck_credentials_after(false, ago(120), now), Duration::from_secs(30));
+        assert_eq!(recheck_credentials_after(false, ago(86_400), now), CREDENTIALS_RECHECK);
+    }
 
     #[test]
     fn a_team_scoped_provider_config_serves_its_team_only() {

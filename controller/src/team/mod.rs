@@ -72,6 +72,7 @@ async fn reconcile_live(team: &Team, ctx: &Context) -> Result<Action, Error> {
     let plan = plan::plan(&Observed {
         team,
         roles: &ctx.team_roles,
+        reader: &ctx.secret_reader,
         namespace: namespace.as_deref(),
         clusters: clusters.iter().map(Arc::as_ref).collect(),
         existing: &existing,

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::rbac::{self, ROLES, TeamClusterRoles};
 use super::usage::{Assessment, Totals, assess};
+use crate::secrets::SecretReader;
 
 /// Condition types of a Team, in the order the status lists them.
 pub const NAMESPACE_READY: &str = "NamespaceReady";
@@ -38,6 +39,8 @@ pub struct Observed<'a> {
     pub team: &'a Team,
     /// The ClusterRoles the team roles bind.
     pub roles: &'a TeamClusterRoles,
+    /// The controller's own binding to read Secrets in the team namespace.
+    pub reader: &'a SecretReader,
     /// The team namespace, if it exists.
     pub namespace: Option<&'a Namespace>,
     /// The TenantClusters of the team namespace.
@@ -86,8 +89,10 @@ fn meta(team: &Team, name: &str, namespace: Option<&str>) -> Value {
 }
 
 /// Every object a team should have: its namespace, a RoleBinding per team role in it (to the
-/// components' team ClusterRoles), and the ClusterRoles and bindings over the Team object.
-pub fn desired_objects(team: &Team, roles: &TeamClusterRoles) -> Vec<Value> {
+/// components' team ClusterRoles), the controller's own binding to read the Secrets its
+/// ProviderConfigs and TenantClusters name there, and the ClusterRoles and bindings over the
+/// Team object.
+pub fn desired_objects(team: &Team, roles: &TeamClusterRoles, reader: &SecretReader) -> Vec<Value> {
     let name = team.name_any();
     let ns = namespace_of(&name);
     let members = rbac::members(team);
@@ -102,6 +107,12 @@ pub fn desired_objects(team: &Team, roles: &TeamClusterRoles) -> Vec<Value> {
             "subjects": rbac::subjects(&members, |r| r == role),
         }));
     }
+    objects.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": meta(team, SecretReader::BINDING, Some(&ns)),
+        "roleRef": reader.role_ref(),
+        "subjects": reader.subjects(),
+    }));
     for admin in [false, true] {
         let role_name = rbac::team_role_name(&name, admin);
         objects.push(json!({
@@ -186,7 +197,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     }
     let uid = team.meta().uid.clone().unwrap_or_default();
     let ours = |actual: &Value| owned_by(actual, &uid);
-    for desired in desired_objects(team, observed.roles) {
+    for desired in desired_objects(team, observed.roles, observed.reader) {
         let kind = desired["kind"].as_str().unwrap_or_default();
         let name = desired["metadata"]["name"].as_str().unwrap_or_default();
         let actual = (observed.existing)(kind, name);
@@ -246,7 +257,8 @@ mod tests {
         existing: &dyn Fn(&str, &str) -> Option<Value>,
     ) -> Plan {
         let roles = TeamClusterRoles::default();
-        plan(&Observed { team: t, roles: &roles, namespace, clusters: vec![], existing })
+        let reader = SecretReader::default();
+        plan(&Observed { team: t, roles: &roles, reader: &reader, namespace, clusters: vec![], existing })
     }
 
     fn namespace(owner_uid: Option<&str>) -> Namespace {
@@ -271,7 +283,14 @@ mod tests {
         let kinds: Vec<&str> = p.apply.iter().map(|o| o["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds[0], "Namespace");
         assert_eq!(kinds.iter().filter(|k| **k == "Role").count(), 0, "the components ship the team roles");
-        assert_eq!(kinds.iter().filter(|k| **k == "RoleBinding").count(), 3);
+        assert_eq!(kinds.iter().filter(|k| **k == "RoleBinding").count(), 4);
+        let reader = p.apply.iter().find(|o| o["metadata"]["name"] == "butler-controller-secrets").unwrap();
+        assert_eq!(reader["metadata"]["namespace"], "team-platform");
+        assert_eq!(reader["roleRef"]["name"], "butler-controller-secrets");
+        assert_eq!(
+            reader["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "butler-controller", "namespace": "butler-system"}])
+        );
         assert_eq!(kinds.iter().filter(|k| **k == "ClusterRoleBinding").count(), 2);
         let viewers = p
             .apply
@@ -291,8 +310,7 @@ mod tests {
     #[test]
     fn a_steady_team_applies_nothing() {
         let t = team();
-        let roles = TeamClusterRoles::default();
-        let objects = desired_objects(&t, &roles);
+        let objects = desired_objects(&t, &TeamClusterRoles::default(), &SecretReader::default());
         let existing = |kind: &str, name: &str| {
             objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).map(|o| {
                 let mut o = o.clone();
@@ -320,7 +338,7 @@ mod tests {
                 "metadata": {"name": name},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
             })),
-            ("RoleBinding", _) => Some(json!({
+            ("RoleBinding", _) if name.starts_with("butler-team-") => Some(json!({
                 "metadata": {"name": name, "ownerReferences": owner},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
             })),
@@ -337,7 +355,7 @@ mod tests {
         );
         assert_eq!(names(&p.retire), ["Role butler-team-operator", "Role butler-team-admin"]);
         assert_eq!(p.retire[0].namespace.as_deref(), Some("team-platform"));
-        assert_eq!(p.apply.iter().filter(|o| o["kind"] == "RoleBinding").count(), 3);
+        assert_eq!(p.apply.iter().filter(|o| o["kind"] == "RoleBinding").count(), 4);
     }
 
     #[test]

@@ -190,7 +190,7 @@ async fn tenant_side<'a>(
 ) -> Result<(Vec<Wanted>, Option<Duration>), Error> {
     let now = ctx.ipam.clock.now();
     let kubeconfig = format!("{}/{}-kubeconfig", cluster.namespace().unwrap_or_default(), cluster.name_any());
-    let (tenant, version) = match ctx.tenants.get(&ctx.client, cluster).await {
+    let (tenant, version) = match ctx.tenants.get(&ctx.client, &ctx.secret_reader, cluster).await {
         Ok(Some(found)) => found,
         Ok(None) => {
             let message = format!(

@@ -9,7 +9,6 @@ use std::sync::Mutex;
 
 use butler_core::api::TenantCluster;
 use butler_core::api::labels::FIELD_MANAGER_IPAM;
-use butler_runtime::error::describe;
 use k8s_openapi::api::core::v1::{Secret, Service as KubeService};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -61,14 +60,17 @@ impl TenantClients {
     pub async fn get(
         &self,
         management: &Client,
+        reader: &crate::secrets::SecretReader,
         cluster: &TenantCluster,
     ) -> Result<Option<(Client, String)>, String> {
         let namespace = cluster.namespace().unwrap_or_default();
         let name = format!("{}-kubeconfig", cluster.name_any());
         let secrets: Api<Secret> = Api::namespaced(management.clone(), &namespace);
         let what = format!("the Secret {namespace}/{name}");
-        let Some(secret) =
-            secrets.get_opt(&name).await.map_err(|e| format!("cannot read {what}: {}", describe(&e)))?
+        let Some(secret) = secrets
+            .get_opt(&name)
+            .await
+            .map_err(|e| format!("cannot read {what}: {}", reader.cannot_read(&namespace, &e)))?
         else {
             return Ok(None);
         };

@@ -60,7 +60,7 @@ async fn every_seed_example_is_admitted_and_every_rule_refuses_what_breaks_it() 
     if !s.webhooks_allowed() {
         return;
     }
-    let ns = s.cluster.namespace("examples").await;
+    let ns = s.namespace("examples").await;
     let _served = serve_webhooks(&s, &ns).await;
 
     for (file, document) in fixtures("000-").into_iter().chain(fixtures("001-")) {
@@ -169,8 +169,8 @@ async fn every_seed_example_is_admitted_and_every_rule_refuses_what_breaks_it() 
 async fn the_ipam_seed_examples_allocate_as_the_document_says() {
     use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool};
     let s = Scenario::start().await;
-    let system = s.cluster.namespace("seed-ipam").await;
-    let team = s.cluster.namespace("seed-ipam-team").await;
+    let system = s.namespace("seed-ipam").await;
+    let team = s.namespace("seed-ipam-team").await;
     for (_, document) in fixtures("002-example-single-pool-static") {
         create(&s, &system, document).await.unwrap();
     }

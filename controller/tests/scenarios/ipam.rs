@@ -124,7 +124,7 @@ pub(crate) fn overlaps(list: &[IPAllocation]) -> Vec<(String, String)> {
 #[tokio::test]
 async fn blocks_are_served_best_fit_released_on_deletion_and_counted_on_the_pool() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("ipam-static").await;
+    let ns = s.namespace("ipam-static").await;
     pool(&s, &ns, "lab", json!({"cidr": "10.40.0.0/22", "reserved": [{"cidr": "10.40.0.0/28"}, {"cidr": "10.40.0.16/28"}],
         "tenantAllocation": {"start": "10.40.1.0", "end": "10.40.3.254", "defaults": {"nodesPerTenant": 5, "lbPoolPerTenant": 8}}})).await;
     tenant(&s, &ns, "prod").await;
@@ -164,7 +164,7 @@ async fn blocks_are_served_best_fit_released_on_deletion_and_counted_on_the_pool
 #[tokio::test]
 async fn an_exhausted_pool_fails_a_request_and_serves_it_once_space_frees() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("ipam-exhausted").await;
+    let ns = s.namespace("ipam-exhausted").await;
     pool(&s, &ns, "small", json!({"cidr": "10.50.0.0/28"})).await;
     tenant(&s, &ns, "a").await;
     let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
@@ -186,7 +186,7 @@ async fn an_exhausted_pool_fails_a_request_and_serves_it_once_space_frees() {
 #[tokio::test]
 async fn pinned_ranges_are_taken_exactly_and_conflicts_are_named() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("ipam-pinned").await;
+    let ns = s.namespace("ipam-pinned").await;
     pool(
         &s,
         &ns,
@@ -237,7 +237,7 @@ async fn pinned_ranges_are_taken_exactly_and_conflicts_are_named() {
 #[tokio::test]
 async fn capacity_tiers_are_conditions_with_events_at_most_every_ten_minutes() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("ipam-capacity").await;
+    let ns = s.namespace("ipam-capacity").await;
     pool(&s, &ns, "tiny", json!({"cidr": "10.70.0.0/28"})).await;
     tenant(&s, &ns, "t").await;
     let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
@@ -292,7 +292,7 @@ async fn capacity_tiers_are_conditions_with_events_at_most_every_ten_minutes() {
 #[tokio::test]
 async fn orphans_are_collected_and_a_pool_is_held_while_allocations_use_it() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("ipam-orphans").await;
+    let ns = s.namespace("ipam-orphans").await;
     pool(&s, &ns, "lab", json!({"cidr": "10.80.0.0/24"})).await;
     tenant(&s, &ns, "alive").await;
     let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
@@ -333,7 +333,7 @@ async fn orphans_are_collected_and_a_pool_is_held_while_allocations_use_it() {
 #[tokio::test]
 async fn a_spec_change_that_strands_an_allocation_is_reported_and_nothing_is_released() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("ipam-stranded").await;
+    let ns = s.namespace("ipam-stranded").await;
     pool(&s, &ns, "lab", json!({"cidr": "10.90.0.0/24"})).await;
     tenant(&s, &ns, "t").await;
     let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
@@ -361,8 +361,8 @@ async fn a_spec_change_that_strands_an_allocation_is_reported_and_nothing_is_rel
 async fn controllers_narrowed_to_some_namespaces_leave_the_others_alone() {
     let mut s = Scenario::start().await;
     s.kill_controllers();
-    let ours = s.cluster.namespace("scope-ours").await;
-    let theirs = s.cluster.namespace("scope-theirs").await;
+    let ours = s.namespace("scope-ours").await;
+    let theirs = s.namespace("scope-theirs").await;
     let keep = ours.clone();
     s.start_controllers_in(move |ns| ns == keep).await;
     pool(&s, &ours, "lab", json!({"cidr": "10.11.0.0/24"})).await;
@@ -384,7 +384,7 @@ async fn controllers_narrowed_to_some_namespaces_leave_the_others_alone() {
 async fn an_allocations_spec_cannot_be_moved_to_another_pool_or_resized() {
     use kube::api::{Patch, PatchParams};
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("ipam-immutable").await;
+    let ns = s.namespace("ipam-immutable").await;
     pool(&s, &ns, "first", json!({"cidr": "10.64.0.0/28"})).await;
     pool(&s, &ns, "second", json!({"cidr": "10.65.0.0/28"})).await;
     tenant(&s, &ns, "web").await;
@@ -410,7 +410,7 @@ async fn an_allocations_spec_cannot_be_moved_to_another_pool_or_resized() {
 #[tokio::test]
 async fn a_large_ipv6_block_is_allocated_with_its_cidr_as_the_record() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("ipam-large-v6").await;
+    let ns = s.namespace("ipam-large-v6").await;
     pool(&s, &ns, "v6", json!({"cidr": "fd12:3456:789a:bcde::/64"})).await;
     tenant(&s, &ns, "big").await;
     // 65,536 addresses: listed, they would take some 2 MB, more than etcd keeps of an object.
@@ -430,8 +430,8 @@ async fn a_large_ipv6_block_is_allocated_with_its_cidr_as_the_record() {
 async fn of_two_overlapping_pools_the_newer_serves_nothing_unless_both_allow_it() {
     use kube::api::{Patch, PatchParams};
     let s = Scenario::start().await;
-    let first = s.cluster.namespace("ipam-overlap-a").await;
-    let second = s.cluster.namespace("ipam-overlap-b").await;
+    let first = s.namespace("ipam-overlap-a").await;
+    let second = s.namespace("ipam-overlap-b").await;
     pool(&s, &first, "lab", json!({"cidr": "10.71.0.0/24"})).await;
     // Made a moment later, within the first pool's block.
     tokio::time::sleep(Duration::from_millis(1100)).await;

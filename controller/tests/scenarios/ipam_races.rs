@@ -28,7 +28,7 @@ async fn replicas_with_lagging_caches_never_hand_out_an_address_twice() {
     let mut s = Scenario::start().await;
     s.start_replica("lagging", Duration::from_millis(150)).await;
     s.start_replica("lagging-more", Duration::from_millis(400)).await;
-    let ns = s.cluster.namespace("ipam-replicas").await;
+    let ns = s.namespace("ipam-replicas").await;
     pool(&s, &ns, "lab", json!({"cidr": "10.100.0.0/20"})).await;
     tenant(&s, &ns, "t").await;
     let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
@@ -53,7 +53,7 @@ async fn replicas_with_lagging_caches_never_hand_out_an_address_twice() {
 #[tokio::test]
 async fn a_controller_killed_mid_batch_converges_without_overlaps() {
     let mut s = Scenario::start().await;
-    let ns = s.cluster.namespace("ipam-killed").await;
+    let ns = s.namespace("ipam-killed").await;
     pool(&s, &ns, "lab", json!({"cidr": "10.110.0.0/20"})).await;
     tenant(&s, &ns, "t").await;
     let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
@@ -78,7 +78,7 @@ async fn a_controller_killed_mid_batch_converges_without_overlaps() {
 async fn a_block_in_the_journal_of_a_killed_planner_goes_to_its_allocation_only() {
     let mut s = Scenario::start().await;
     s.kill_controllers();
-    let ns = s.cluster.namespace("ipam-journal").await;
+    let ns = s.namespace("ipam-journal").await;
     pool(&s, &ns, "lab", json!({"cidr": "10.120.0.0/24"})).await;
     tenant(&s, &ns, "t").await;
     let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);

@@ -71,8 +71,8 @@ async fn kubeconfig_secret(s: &Scenario, team: &str, cluster: &str, server: &str
 #[tokio::test]
 async fn a_tenant_kubeconfig_that_reads_the_controllers_files_is_refused_by_its_field() {
     let s = Scenario::start().await;
-    let system = s.cluster.namespace("iso-kc-system").await;
-    let team = s.cluster.namespace("iso-kc-team").await;
+    let system = s.namespace("iso-kc-system").await;
+    let team = s.namespace("iso-kc-team").await;
     let (server, requests) = attacker().await;
     // The controller's own token file, in a pod; here a file of this process.
     let token = tempfile::NamedTempFile::new().unwrap();
@@ -102,8 +102,8 @@ async fn a_tenant_kubeconfig_that_reads_the_controllers_files_is_refused_by_its_
 #[tokio::test]
 async fn a_teams_provider_config_cannot_read_the_platforms_credentials() {
     let s = Scenario::start().await;
-    let system = s.cluster.namespace("iso-pc-system").await;
-    let team = s.cluster.namespace("iso-pc-team").await;
+    let system = s.namespace("iso-pc-system").await;
+    let team = s.namespace("iso-pc-team").await;
     // The team's namespace, as the Team controller labels it.
     let label = json!({"metadata": {"labels": {"butler.butlerlabs.dev/team": "a"}}});
     Api::<Namespace>::all(s.client.clone())
@@ -150,7 +150,7 @@ async fn a_team_admin_reads_the_team_but_cannot_raise_its_limits_or_reach_anothe
     let s = Scenario::start().await;
     let name = s.cluster.unique("iso-admin");
     let ns = format!("team-{name}");
-    let other = s.cluster.namespace("iso-admin-other").await;
+    let other = s.namespace("iso-admin-other").await;
     let teams: Api<Team> = Api::all(s.client.clone());
     let run_label = format!("scenario.butlerlabs.dev/team={name}");
     s.cluster.remove_cluster_objects_labelled(&run_label);
@@ -207,8 +207,8 @@ async fn another_teams_provider_config_and_its_pools_serve_a_cluster_nothing() {
     use butler_core::api::IPAllocation;
     let s = Scenario::start().await;
     // Team namespaces are `team-{team}`.
-    let team_a = s.cluster.namespace("team-a").await;
-    let team_b = s.cluster.namespace("team-b").await;
+    let team_a = s.namespace("team-a").await;
+    let team_b = s.namespace("team-b").await;
     let owner = team_a.trim_start_matches("team-").to_string();
     pool(&s, &team_a, "a-pool", "10.66.0.0/24").await;
     crate::tenants::make::<ProviderConfig>(
@@ -249,8 +249,8 @@ async fn another_teams_provider_config_and_its_pools_serve_a_cluster_nothing() {
 #[tokio::test]
 async fn a_tenant_api_server_that_never_answers_is_given_up_on_and_holds_no_other_cluster() {
     let s = Scenario::start().await;
-    let system = s.cluster.namespace("iso-hang-system").await;
-    let team = s.cluster.namespace("iso-hang-team").await;
+    let system = s.namespace("iso-hang-system").await;
+    let team = s.namespace("iso-hang-team").await;
     // Accepts connections and never answers.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -302,8 +302,8 @@ async fn a_tenant_api_server_that_never_answers_is_given_up_on_and_holds_no_othe
 async fn hanging_tenants_never_take_every_reconcile_worker() {
     let mut s = Scenario::start().await;
     s.restart_controllers_with_concurrency(2).await;
-    let system = s.cluster.namespace("iso-workers-system").await;
-    let team = s.cluster.namespace("iso-workers-team").await;
+    let system = s.namespace("iso-workers-system").await;
+    let team = s.namespace("iso-workers-team").await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let calls = Arc::new(AtomicUsize::new(0));

@@ -104,7 +104,7 @@ async fn reconciled(s: &Scenario, ns: &str, name: &str) {
 async fn one_replica_leads_under_the_shipped_rbac_and_the_other_takes_over_when_it_is_killed() {
     let mut s = Scenario::start().await;
     s.kill_controllers();
-    let ns = s.cluster.namespace("lead").await;
+    let ns = s.namespace("lead").await;
     install(&s.cluster, &ns).await;
     let config_a = s.cluster.service_account_config("butler-controller-a", &ns, ACCOUNT).await;
     let mut first = Replica::start(&s, "replica-a", &ns, config_a);

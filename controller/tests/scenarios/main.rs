@@ -8,6 +8,7 @@ mod isolation;
 mod leadership;
 mod providerconfig;
 mod quantities;
+mod secret_access;
 mod shipped;
 mod support;
 mod team;

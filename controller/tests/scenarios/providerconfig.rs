@@ -1,5 +1,5 @@
 //! ProviderConfigs as spec/000 has them: credentials checked (a missing key named, then
-//! fixed, seen through the Secret's watch), an on-premises platform probed over HTTPS with the
+//! fixed, seen when the Secret is read again), an on-premises platform probed over HTTPS with the
 //! trust of its kubeconfig, the pools of IPAM mode and their capacity, and a deletion held
 //! while a TenantCluster uses it.
 
@@ -57,9 +57,9 @@ fn base64(text: &str) -> String {
 }
 
 #[tokio::test]
-async fn credentials_are_checked_and_a_fix_is_seen_through_the_secrets_watch() {
+async fn credentials_are_checked_and_a_fix_is_seen_at_the_next_read() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("pc").await;
+    let ns = s.namespace("pc").await;
     let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);
     secret(&s, &ns, "aws-credentials", json!({"accessKeyID": "AKIAEXAMPLE"})).await;
     create(
@@ -104,7 +104,7 @@ async fn credentials_are_checked_and_a_fix_is_seen_through_the_secrets_watch() {
 #[tokio::test]
 async fn an_on_premises_platform_is_probed_its_pools_counted_and_its_deletion_held_by_a_cluster() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("pc").await;
+    let ns = s.namespace("pc").await;
     let (url, ca, server) = fake_harvester().await;
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: h\n  cluster:\n    server: {url}\n    certificate-authority-data: {}\ncontexts:\n- name: h\n  context: {{cluster: h, user: u}}\ncurrent-context: h\nusers:\n- name: u\n  user: {{token: t}}\n",
@@ -141,7 +141,7 @@ async fn an_on_premises_platform_is_probed_its_pools_counted_and_its_deletion_he
     assert_eq!(capacity.estimated_tenants, Some(19), "256 / (5 + 8)");
 
     // A TenantCluster in another namespace uses it: the deletion waits and says so.
-    let team = s.cluster.namespace("team-pc").await;
+    let team = s.namespace("team-pc").await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
     create(&clusters, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: web, namespace: {team}}}\nspec:\n  providerConfigRef: {{name: harvester, namespace: {ns}}}\n")).await;
     configs.delete("harvester", &DeleteParams::default()).await.unwrap();
@@ -164,7 +164,7 @@ async fn waiting_config(configs: &Api<ProviderConfig>) -> ProviderConfig {
 #[tokio::test]
 async fn a_platform_that_does_not_answer_is_not_ready_and_is_not_probed_again_within_a_minute() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("pc").await;
+    let ns = s.namespace("pc").await;
     // A port that nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     secret(&s, &ns, "proxmox-credentials", json!({"token": "root@pam!butler=00000000-0000"})).await;

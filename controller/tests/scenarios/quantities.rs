@@ -9,7 +9,7 @@ use crate::support::{Scenario, api_message, from_yaml};
 #[tokio::test]
 async fn negative_or_unparseable_quantities_are_refused_by_the_crds() {
     let s = Scenario::start().await;
-    let ns = s.cluster.namespace("quantities").await;
+    let ns = s.namespace("quantities").await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &ns);
     let cluster = |name: &str, cpu: &str, memory: &str| -> TenantCluster {
         from_yaml(&format!(

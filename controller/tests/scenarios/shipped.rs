@@ -4,6 +4,7 @@
 //! ones get the scenario's run in their name and a label that removes them with the scenario
 //! (scenarios share a real cluster, and may run beside a real install).
 
+use butler_controller::secrets::SecretReader;
 use butler_controller::team::rbac::TeamClusterRoles;
 use butler_e2e::Cluster;
 use butler_runtime::apply::Applier;
@@ -71,6 +72,16 @@ pub fn team_roles(suffix: &str) -> TeamClusterRoles {
     TeamClusterRoles::new(&format!("{}-{suffix}", TeamClusterRoles::DEFAULT)).expect("a valid template")
 }
 
+/// The controller's reading of Secrets as a scenario installs it: the account
+/// `namespace/butler-controller` and the components' ClusterRole of the scenario's run.
+pub fn secret_reader(namespace: &str, suffix: &str) -> SecretReader {
+    SecretReader {
+        cluster_role: format!("{}-{suffix}", SecretReader::DEFAULT_ROLE),
+        namespace: namespace.to_string(),
+        service_account: ACCOUNT.to_string(),
+    }
+}
+
 /// Makes the components' RBAC for the account `namespace/butler-controller`, as an
 /// administrator installs it; the cluster-wide part goes with the scenario, whose cluster-wide
 /// names end in the suffix returned.
@@ -103,7 +114,16 @@ fn the_shipped_rbac_moves_to_the_scenarios_namespace_and_names() {
         controller["rules"].as_array().unwrap().iter().find(|r| r["verbs"] == json!(["bind"])).unwrap();
     assert_eq!(
         bind["resourceNames"],
-        json!(["butler-team-viewer-run-x", "butler-team-operator-run-x", "butler-team-admin-run-x"])
+        json!([
+            "butler-team-viewer-run-x",
+            "butler-team-operator-run-x",
+            "butler-team-admin-run-x",
+            "butler-controller-secrets-run-x"
+        ])
     );
+    let reader = secret_reader("ns-x", "run-x");
+    let home_binding = objects.iter().find(|o| o["metadata"]["name"] == SecretReader::BINDING).unwrap();
+    assert_eq!(home_binding["roleRef"]["name"], reader.cluster_role.as_str());
+    assert_eq!(home_binding["subjects"][0]["namespace"], "ns-x");
     assert_eq!(team_roles("run-x").name(butler_core::api::TeamRole::Admin), "butler-team-admin-run-x");
 }

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use butler_controller::clock::Clock;
 use butler_controller::context::Scope;
+use butler_controller::secrets::SecretReader;
 use butler_controller::{Options, start};
 use butler_e2e::Cluster;
 use butler_runtime::metrics::Metrics;
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, PostParams};
 use kube::{Client, Resource};
 use serde::Serialize;
@@ -68,6 +70,27 @@ impl Scenario {
         scenario
     }
 
+    /// A namespace where the controllers may read Secrets, as a platform binds one for its
+    /// ProviderConfigs' credentials or its TenantClusters' kubeconfigs (a Team's namespace has
+    /// the binding from the Team controller; other namespaces keep their Secrets from the
+    /// controllers).
+    pub async fn namespace(&self, base: &str) -> String {
+        let ns = self.cluster.namespace(base).await;
+        let reader = crate::shipped::secret_reader(&self.home, &self.rbac);
+        let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": SecretReader::BINDING, "namespace": ns},
+            "roleRef": reader.role_ref(),
+            "subjects": reader.subjects(),
+        }))
+        .expect("a RoleBinding");
+        Api::<RoleBinding>::namespaced(self.client.clone(), &ns)
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap_or_else(|e| panic!("binding the controllers' Secret reading in {ns}: {e}"));
+        ns
+    }
+
     /// A client of the controllers' ServiceAccount (User-Agent `agent`, so that the in-memory
     /// server can count its requests).
     pub async fn controller_client_as(&self, agent: &str) -> Client {
@@ -84,6 +107,7 @@ impl Scenario {
         let mut options = Options {
             clock: self.clock.clone(),
             team_roles: crate::shipped::team_roles(&self.rbac),
+            secret_reader: crate::shipped::secret_reader(&self.home, &self.rbac),
             ..Options::in_process(instance)
         };
         if !self.cluster.is_in_memory() {

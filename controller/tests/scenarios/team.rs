@@ -22,7 +22,7 @@ fn ready(team: Option<&Team>) -> bool {
 }
 
 /// A Team whose `users` (YAML flow list) are its only members, once Ready.
-async fn ready_team(teams: &Api<Team>, name: &str, users: &str) -> Team {
+pub async fn ready_team(teams: &Api<Team>, name: &str, users: &str) -> Team {
     create(teams, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}}}\nspec:\n  access:\n    users: {users}\n")).await;
     wait_for(teams, name, "Ready", ready).await.unwrap()
 }

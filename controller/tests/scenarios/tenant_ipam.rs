@@ -17,8 +17,8 @@ use crate::tenants::{cluster, config, ipam_ready, make, pool};
 #[tokio::test]
 async fn a_cluster_gets_its_load_balancer_block_from_the_first_pool_with_room_and_gives_it_back() {
     let s = Scenario::start().await;
-    let system = s.cluster.namespace("tc-ipam-system").await;
-    let team = s.cluster.namespace("tc-ipam-team").await;
+    let system = s.namespace("tc-ipam-system").await;
+    let team = s.namespace("tc-ipam-team").await;
     pool(&s, &system, "small", "10.40.0.0/29").await; // 8 addresses
     pool(&s, &system, "big", "10.41.0.0/24").await;
     config(&s, &system, json!({"mode": "ipam", "poolRefs": [{"name": "small", "priority": 0}, {"name": "big", "priority": 10}],
@@ -60,8 +60,8 @@ async fn a_cluster_gets_its_load_balancer_block_from_the_first_pool_with_room_an
 #[tokio::test]
 async fn cloud_mode_creates_nothing() {
     let s = Scenario::start().await;
-    let system = s.cluster.namespace("tc-cloud-system").await;
-    let team = s.cluster.namespace("tc-cloud-team").await;
+    let system = s.namespace("tc-cloud-system").await;
+    let team = s.namespace("tc-cloud-team").await;
     config(&s, &system, json!({"mode": "cloud"})).await;
     cluster(&s, &team, "web", &system).await;
     // Long enough for the controllers to have acted, had they anything to do.
@@ -77,8 +77,8 @@ async fn cloud_mode_creates_nothing() {
 #[tokio::test]
 async fn two_hundred_clusters_at_once_share_no_address() {
     let s = Scenario::start().await;
-    let system = s.cluster.namespace("tc-many-system").await;
-    let team = s.cluster.namespace("tc-many-team").await;
+    let system = s.namespace("tc-many-system").await;
+    let team = s.namespace("tc-many-team").await;
     pool(&s, &system, "lab", "10.50.0.0/20").await;
     config(
         &s,
@@ -122,8 +122,8 @@ async fn two_hundred_clusters_at_once_share_no_address() {
 #[tokio::test]
 async fn a_cluster_that_asks_for_node_addresses_gets_them_within_the_quota() {
     let s = Scenario::start().await;
-    let system = s.cluster.namespace("tc-nodes-system").await;
-    let team = s.cluster.namespace("tc-nodes-team").await;
+    let system = s.namespace("tc-nodes-system").await;
+    let team = s.namespace("tc-nodes-team").await;
     pool(&s, &system, "lab", "10.90.0.0/24").await;
     config(
         &s,
@@ -166,8 +166,8 @@ async fn a_cluster_that_asks_for_node_addresses_gets_them_within_the_quota() {
 async fn the_status_keeps_other_writers_conditions_and_says_ready_for_its_generation() {
     use kube::api::{Patch, PatchParams};
     let s = Scenario::start().await;
-    let system = s.cluster.namespace("tc-status-system").await;
-    let team = s.cluster.namespace("tc-status-team").await;
+    let system = s.namespace("tc-status-system").await;
+    let team = s.namespace("tc-status-team").await;
     pool(&s, &system, "lab", "10.67.0.0/24").await;
     config(
         &s,
@@ -213,8 +213,8 @@ async fn the_status_keeps_other_writers_conditions_and_says_ready_for_its_genera
 #[tokio::test]
 async fn an_allocation_name_taken_by_another_cluster_is_an_error_not_a_success() {
     let s = Scenario::start().await;
-    let system = s.cluster.namespace("tc-taken-system").await;
-    let team = s.cluster.namespace("tc-taken-team").await;
+    let system = s.namespace("tc-taken-system").await;
+    let team = s.namespace("tc-taken-team").await;
     pool(&s, &system, "lab", "10.68.0.0/24").await;
     config(
         &s,
@@ -223,7 +223,7 @@ async fn an_allocation_name_taken_by_another_cluster_is_an_error_not_a_success()
     )
     .await;
     // The name this cluster's block would have, held by a block of another cluster.
-    let other = s.cluster.namespace("tc-taken-other").await;
+    let other = s.namespace("tc-taken-other").await;
     crate::ipam::tenant(&s, &other, "other").await;
     make::<IPAllocation>(
         &s,

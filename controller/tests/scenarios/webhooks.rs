@@ -51,7 +51,7 @@ async fn the_controller_serves_its_webhooks_with_its_own_certificates() {
     if !s.webhooks_allowed() {
         return;
     }
-    let ns = s.cluster.namespace("hooks").await;
+    let ns = s.namespace("hooks").await;
     let Served { url, ca: registered_ca, options, stop, running } = serve_webhooks(&s, &ns).await;
 
     // The certificates are kept, the configurations carry their CA and fail closed.
@@ -232,7 +232,7 @@ async fn a_pool_change_that_would_strand_a_live_block_is_refused() {
     }
     use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool};
     use kube::api::{Patch, PatchParams};
-    let ns = s.cluster.namespace("hooks-pool").await;
+    let ns = s.namespace("hooks-pool").await;
     let served = serve_webhooks(&s, &ns).await;
     let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
     let refused = pools
@@ -298,7 +298,7 @@ async fn a_stopped_controller_leaves_finalizers_labels_and_deletions_free() {
     if !s.webhooks_allowed() {
         return;
     }
-    let ns = s.cluster.namespace("hooks-stopped").await;
+    let ns = s.namespace("hooks-stopped").await;
     let Served { stop, running, .. } = serve_webhooks(&s, &ns).await;
     let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
     pools
@@ -347,7 +347,7 @@ async fn lowered_limits_never_lock_a_team_out_of_its_clusters() {
     if !s.webhooks_allowed() {
         return;
     }
-    let ns = s.cluster.namespace("hooks-lowered").await;
+    let ns = s.namespace("hooks-lowered").await;
     let Served { stop, .. } = serve_webhooks(&s, &ns).await;
     let team = s.cluster.unique("lowered");
     let team_ns = format!("team-{team}");
@@ -407,7 +407,7 @@ async fn a_pool_that_overlaps_another_is_refused_at_admission() {
     if !s.webhooks_allowed() {
         return;
     }
-    let ns = s.cluster.namespace("hooks-overlap").await;
+    let ns = s.namespace("hooks-overlap").await;
     let Served { stop, .. } = serve_webhooks(&s, &ns).await;
     let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &ns);
     let make = |name: &str, cidr: &str| -> NetworkPool {
@@ -447,7 +447,7 @@ async fn webhooks_the_api_server_cannot_reach_stay_failing_open() {
     if !s.webhooks_allowed() {
         return;
     }
-    let ns = s.cluster.namespace("hooks-unreached").await;
+    let ns = s.namespace("hooks-unreached").await;
     install_shipped_webhooks(&s, &s.home).await;
     let endpoint = Endpoint::Service { namespace: s.home.clone(), name: "butler-webhook-service".into() };
     let (_, stop, running) = start_serving(&s, &s.home, free_port(), endpoint).await;
@@ -485,7 +485,7 @@ async fn the_controller_fills_in_the_shipped_configurations_under_its_own_rbac()
         return;
     }
     let server = s.cluster.server().expect("in memory");
-    let ns = s.cluster.namespace("hooks-shipped").await;
+    let ns = s.namespace("hooks-shipped").await;
     install_shipped_webhooks(&s, &s.home).await;
     let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);
     let config = |name: &str| -> ProviderConfig {
