@@ -46,7 +46,8 @@ pub struct Tenant<'a> {
 }
 
 /// The role of an allocation: its label, else inferred from its name (spec/002 "migration"):
-/// `{ns}-{name}-lb` initial, `{ns}-{name}-lb-{N}` growth; a pinned one or any other name initial.
+/// `{initial}-{N}` growth (of this version's initial name or an earlier version's); a pinned
+/// one or any other name initial.
 pub fn role(a: &IPAllocation, cluster: &TenantCluster) -> &'static str {
     match a.labels().get(LABEL_ALLOCATION_ROLE).map(String::as_str) {
         Some(ALLOCATION_ROLE_GROWTH) => return ALLOCATION_ROLE_GROWTH,
@@ -62,9 +63,16 @@ pub fn role(a: &IPAllocation, cluster: &TenantCluster) -> &'static str {
     }
 }
 
-/// `N` of a name `{ns}-{name}-lb-{N}`.
+/// `N` of a growth name `{initial}-{N}`: `{ns}.{name}-lb-{N}`, or `{ns}-{name}-lb-{N}` of an
+/// earlier version (numbers go on past both, so a name is never reused).
 fn growth_number(name: &str, cluster: &TenantCluster) -> Option<u32> {
-    name.strip_prefix(&format!("{}-", initial_name(cluster)))?.parse().ok()
+    let (legacy, _) = super::plan::legacy_names(cluster);
+    [initial_name(cluster), legacy]
+        .iter()
+        .find_map(|initial| name.strip_prefix(initial.as_str())?.strip_prefix('-'))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))?
+        .parse()
+        .ok()
 }
 
 /// The block an allocation holds.

@@ -75,7 +75,7 @@ fn run(config: &ProviderConfig, allocations: &[IPAllocation], services: &[Servic
 
 fn initial() -> IPAllocation {
     alloc(
-        "team-a-prod-lb",
+        "team-a.prod-lb",
         json!({"butler.butlerlabs.dev/allocation-role": "initial"}),
         Some(("10.0.0.0", "10.0.0.1", 2)),
         json!({}),
@@ -87,7 +87,7 @@ fn three_waiting_services_with_one_block_in_flight_grow_by_two_in_one_batch() {
     let pc =
         config(json!({"allocationMode": "elastic", "initialPoolSize": 2, "growthIncrement": 1}), json!({}));
     let in_flight = alloc(
-        "team-a-prod-lb-1",
+        "team-a.prod-lb-1",
         json!({"butler.butlerlabs.dev/allocation-role": "growth"}),
         None,
         json!({}),
@@ -101,7 +101,7 @@ fn three_waiting_services_with_one_block_in_flight_grow_by_two_in_one_batch() {
     ];
     let decision = run(&pc, &[initial(), in_flight], &services, false);
     let names: Vec<String> = decision.create.iter().map(|a| a.name_any()).collect();
-    assert_eq!(names, ["team-a-prod-lb-2", "team-a-prod-lb-3"]);
+    assert_eq!(names, ["team-a.prod-lb-2", "team-a.prod-lb-3"]);
     let grown = &decision.create[0];
     assert_eq!(grown.labels()[LABEL_ALLOCATION_ROLE], "growth");
     assert_eq!(grown.spec.count, Some(1));
@@ -158,7 +158,7 @@ fn an_unused_growth_block_is_released_after_ten_idle_minutes_and_not_before() {
     let pc = config(json!({"allocationMode": "elastic", "growthIncrement": 1}), json!({}));
     let growth = |annotations: Value| {
         alloc(
-            "team-a-prod-lb-1",
+            "team-a.prod-lb-1",
             json!({"butler.butlerlabs.dev/allocation-role": "growth"}),
             Some(("10.0.0.8", "10.0.0.8", 1)),
             annotations,
@@ -166,7 +166,7 @@ fn an_unused_growth_block_is_released_after_ten_idle_minutes_and_not_before() {
     };
     // First seen unused: marked now.
     let decision = run(&pc, &[initial(), growth(json!({}))], &[], false);
-    assert_eq!(decision.marks, [("team-a-prod-lb-1".to_string(), Some(now()))]);
+    assert_eq!(decision.marks, [("team-a.prod-lb-1".to_string(), Some(now()))]);
     assert_eq!(decision.wake, Some(IDLE_FOR));
     // Nine minutes: kept, looked at again in a minute.
     let nine = growth(json!({IDLE_SINCE: ago(540).to_string()}));
@@ -176,22 +176,46 @@ fn an_unused_growth_block_is_released_after_ten_idle_minutes_and_not_before() {
     // Ten: released. The initial block, unused too, never is.
     let ten = growth(json!({IDLE_SINCE: ago(600).to_string()}));
     let decision = run(&pc, &[initial(), ten.clone()], &[], false);
-    assert_eq!(decision.release, ["team-a-prod-lb-1"]);
+    assert_eq!(decision.release, ["team-a.prod-lb-1"]);
     // Used again meanwhile: the mark goes, nothing is released.
     let decision = run(&pc, &[initial(), ten], &[service("back", 5, Some("10.0.0.8"))], false);
     assert!(decision.release.is_empty());
-    assert_eq!(decision.marks, [("team-a-prod-lb-1".to_string(), None)]);
+    assert_eq!(decision.marks, [("team-a.prod-lb-1".to_string(), None)]);
+}
+
+#[test]
+fn a_cluster_of_an_earlier_version_grows_past_its_numbers_under_todays_names() {
+    let pc =
+        config(json!({"allocationMode": "elastic", "initialPoolSize": 2, "growthIncrement": 1}), json!({}));
+    let legacy = |name: &str, block| alloc(name, json!({}), block, json!({}));
+    let held = [
+        legacy("team-a-prod-lb", Some(("10.0.0.0", "10.0.0.1", 2))),
+        legacy("team-a-prod-lb-1", Some(("10.0.0.2", "10.0.0.2", 1))),
+    ];
+    let services = [
+        service("a", 600, Some("10.0.0.0")),
+        service("b", 600, Some("10.0.0.1")),
+        service("c", 600, Some("10.0.0.2")),
+        service("d", 40, None),
+    ];
+    let decision = run(&pc, &held, &services, false);
+    let names: Vec<String> = decision.create.iter().map(|a| a.name_any()).collect();
+    assert_eq!(names, ["team-a.prod-lb-2"]);
 }
 
 #[test]
 fn pinned_and_initial_blocks_are_never_shrunk_and_roles_are_inferred_from_names() {
     let c = cluster();
     let unlabelled = |name: &str| alloc(name, json!({}), Some(("10.0.0.8", "10.0.0.8", 1)), json!({}));
+    assert_eq!(role(&unlabelled("team-a.prod-lb"), &c), "initial");
+    assert_eq!(role(&unlabelled("team-a.prod-lb-4"), &c), "growth");
+    assert_eq!(role(&unlabelled("team-a.prod-lb-x"), &c), "initial");
+    assert_eq!(role(&unlabelled("something-else"), &c), "initial");
+    // Names of earlier versions, `{ns}-{name}-lb[-N]`.
     assert_eq!(role(&unlabelled("team-a-prod-lb"), &c), "initial");
     assert_eq!(role(&unlabelled("team-a-prod-lb-4"), &c), "growth");
-    assert_eq!(role(&unlabelled("team-a-prod-lb-x"), &c), "initial");
-    assert_eq!(role(&unlabelled("something-else"), &c), "initial");
-    let mut pinned = unlabelled("team-a-prod-lb-5");
+    assert_eq!(role(&unlabelled("team-a-prod-lb-+4"), &c), "initial");
+    let mut pinned = unlabelled("team-a.prod-lb-5");
     pinned.spec.pinned_range = Some(butler_core::api::PinnedRange {
         start_address: "10.0.0.8".into(),
         end_address: "10.0.0.8".into(),
@@ -205,13 +229,13 @@ fn pinned_and_initial_blocks_are_never_shrunk_and_roles_are_inferred_from_names(
 
 #[test]
 fn the_metallb_pool_lists_allocated_blocks_in_address_order() {
-    let mut deleting = alloc("team-a-prod-lb-2", json!({}), Some(("10.0.0.20", "10.0.0.20", 1)), json!({}));
+    let mut deleting = alloc("team-a.prod-lb-2", json!({}), Some(("10.0.0.20", "10.0.0.20", 1)), json!({}));
     deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
     let all = [
-        alloc("team-a-prod-lb-1", json!({}), Some(("10.0.0.8", "10.0.0.9", 2)), json!({})),
+        alloc("team-a.prod-lb-1", json!({}), Some(("10.0.0.8", "10.0.0.9", 2)), json!({})),
         initial(),
         deleting,
-        alloc("team-a-prod-lb-3", json!({}), None, json!({})),
+        alloc("team-a.prod-lb-3", json!({}), None, json!({})),
     ];
     let refs: Vec<&IPAllocation> = all.iter().collect();
     assert_eq!(metallb_addresses(&refs), ["10.0.0.0-10.0.0.1", "10.0.0.8-10.0.0.9"]);

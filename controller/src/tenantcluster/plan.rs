@@ -72,9 +72,55 @@ pub fn config_ref(cluster: &TenantCluster) -> Option<(String, String)> {
     Some((ns, r.name.clone()))
 }
 
-/// The name of the cluster's initial load-balancer allocation.
+/// The longest suffix an allocation name takes (`-lb-` and a growth number).
+const LONGEST_SUFFIX: usize = "-lb-4294967295".len();
+
+/// What every allocation name of a cluster starts with: `{namespace}.{name}`. A namespace name
+/// holds no '.', so no two clusters share it (joined with '-', as earlier versions did,
+/// `a-b`/`c` and `a`/`b-c` both made `a-b-c-lb`); one too long to take a suffix within the
+/// 253 characters of a name is cut and ends in 16 hex digits of the sha256 of the whole (the
+/// namespace part is never cut, so clusters of two namespaces never meet).
+pub fn allocation_base(cluster: &TenantCluster) -> String {
+    let whole = format!("{}.{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
+    let room = 253 - LONGEST_SUFFIX;
+    if whole.len() <= room {
+        return whole;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(whole.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let head = whole[..room - hex.len() - 1].trim_end_matches(['-', '.']);
+    format!("{head}-{hex}")
+}
+
+/// The name of the cluster's initial load-balancer allocation: `{namespace}.{name}-lb`.
 pub fn initial_name(cluster: &TenantCluster) -> String {
-    format!("{}-{}-lb", cluster.namespace().unwrap_or_default(), cluster.name_any())
+    format!("{}-lb", allocation_base(cluster))
+}
+
+/// The names earlier versions gave a cluster's initial load-balancer and node allocations,
+/// `{namespace}-{name}-lb` and `-nodes`: a cluster that has one keeps it (found among the
+/// allocations that serve it, so another cluster's of that name is never taken).
+pub fn legacy_names(cluster: &TenantCluster) -> (String, String) {
+    let base = format!("{}-{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
+    (format!("{base}-lb"), format!("{base}-nodes"))
+}
+
+/// The name a block of the cluster goes by: `current`, unless the cluster holds an allocation
+/// of the name `legacy` an earlier version gave it and none of `current`.
+fn block_name(
+    cluster: &TenantCluster,
+    allocations: &[&IPAllocation],
+    namespace: &str,
+    current: String,
+    legacy: String,
+) -> String {
+    let held = |name: &str| {
+        allocations.iter().any(|a| {
+            a.name_any() == name && a.namespace().as_deref() == Some(namespace) && serves(a, cluster)
+        })
+    };
+    if !held(&current) && held(&legacy) { legacy } else { current }
 }
 
 /// The value of the `tenant` label of a cluster's allocations: its name, or, for a name longer
@@ -178,14 +224,19 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             Some(format!("{}-{}", s.start_address.as_ref()?, s.end_address.as_ref()?))
         })
         .collect();
+    let (legacy_lb, legacy_nodes) = legacy_names(cluster);
+    let name = |current: String, legacy: String| {
+        block_name(cluster, &observed.allocations, &namespace, current, legacy)
+    };
     let mut wanted = vec![Block {
         type_: AllocationType::Loadbalancer,
-        name: initial_name(cluster),
+        name: name(initial_name(cluster), legacy_lb),
         size: initial_size(cluster, config),
         what: "load balancers",
     }];
     if let Some(size) = node_size(cluster, config) {
-        wanted.push(Block { type_: AllocationType::Nodes, name: nodes_name(cluster), size, what: "nodes" });
+        let name = name(nodes_name(cluster), legacy_nodes);
+        wanted.push(Block { type_: AllocationType::Nodes, name, size, what: "nodes" });
     }
     let mut states = Vec::new();
     for block in &wanted {
@@ -228,9 +279,9 @@ struct BlockState {
     message: String,
 }
 
-/// The name of the cluster's node-address allocation.
+/// The name of the cluster's node-address allocation: `{namespace}.{name}-nodes`.
 pub fn nodes_name(cluster: &TenantCluster) -> String {
-    format!("{}-{}-nodes", cluster.namespace().unwrap_or_default(), cluster.name_any())
+    format!("{}-nodes", allocation_base(cluster))
 }
 
 /// The node addresses the cluster asks for (`spec.networking.nodeIPs`), clamped to

@@ -114,7 +114,7 @@ fn the_first_pool_by_priority_with_room_gets_the_request() {
     let pc = config(serde_json::from_str(TWO_POOLS).unwrap());
     let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 20), pool("second", 100)], &[]);
     let created = planned.create[0].clone();
-    assert_eq!(created.name_any(), "team-platform-prod-lb");
+    assert_eq!(created.name_any(), "team-platform.prod-lb");
     assert_eq!(created.namespace().as_deref(), Some("butler-system"));
     assert_eq!(created.spec.pool_ref.name, "first");
     assert_eq!(created.spec.count, Some(8));
@@ -143,14 +143,14 @@ fn the_first_pool_by_priority_with_room_gets_the_request() {
 fn an_allocated_block_is_reported_and_a_failed_one_moves_to_the_next_pool() {
     let pc = config(serde_json::from_str(TWO_POOLS).unwrap());
     let allocated = allocation(
-        "team-platform-prod-lb",
+        "team-platform.prod-lb",
         "first",
         json!({"phase": "Allocated", "startAddress": "10.0.0.8", "endAddress": "10.0.0.15",
                "conditions": [{"type": "Ready", "status": "True", "reason": "Allocated", "message": "10.0.0.8/29 (8 addresses) from NetworkPool butler-system/first", "lastTransitionTime": "2026-11-23T10:00:00Z"}]}),
     );
     let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 0)], std::slice::from_ref(&allocated));
     assert_eq!(planned.addresses, ["10.0.0.8-10.0.0.15"]);
-    assert_eq!(planned.lb_allocation_ref.unwrap().name, "team-platform-prod-lb");
+    assert_eq!(planned.lb_allocation_ref.unwrap().name, "team-platform.prod-lb");
     let condition = planned.condition.unwrap();
     assert!(condition.status);
     assert_eq!(
@@ -159,14 +159,14 @@ fn an_allocated_block_is_reported_and_a_failed_one_moves_to_the_next_pool() {
     );
     assert!(planned.create.is_empty());
 
-    let failed = allocation("team-platform-prod-lb", "first", json!({"phase": "Failed"}));
+    let failed = allocation("team-platform.prod-lb", "first", json!({"phase": "Failed"}));
     let planned = run(
         &cluster(json!({})),
         Some(&pc),
         &[pool("first", 8), pool("second", 100)],
         std::slice::from_ref(&failed),
     );
-    assert_eq!(planned.delete, [("butler-system".to_string(), "team-platform-prod-lb".to_string())]);
+    assert_eq!(planned.delete, [("butler-system".to_string(), "team-platform.prod-lb".to_string())]);
     // No later pool with room: it stays, and says why.
     let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 8), pool("second", 2)], &[failed]);
     assert!(planned.delete.is_empty());
@@ -176,16 +176,16 @@ fn an_allocated_block_is_reported_and_a_failed_one_moves_to_the_next_pool() {
 #[test]
 fn cleanup_takes_each_allocation_of_the_cluster_once_and_nothing_else() {
     let c = cluster(json!({}));
-    let initial = allocation("team-platform-prod-lb", "first", json!({}));
-    let growth = allocation("team-platform-prod-lb-1", "first", json!({}));
+    let initial = allocation("team-platform.prod-lb", "first", json!({}));
+    let growth = allocation("team-platform.prod-lb-1", "first", json!({}));
     let mut foreign = allocation("someone-else", "first", json!({}));
     foreign.spec.tenant_cluster_ref.name = "other".into();
     let victims = cleanup(&c, &[&initial, &growth, &foreign], &[&initial]);
     assert_eq!(
         victims,
         [
-            ("butler-system".to_string(), "team-platform-prod-lb".to_string()),
-            ("butler-system".to_string(), "team-platform-prod-lb-1".to_string())
+            ("butler-system".to_string(), "team-platform.prod-lb".to_string()),
+            ("butler-system".to_string(), "team-platform.prod-lb-1".to_string())
         ]
     );
 }
@@ -203,24 +203,24 @@ fn node_addresses_are_asked_when_the_cluster_wants_them_within_the_quota() {
     assert_eq!(
         made,
         [
-            ("team-platform-prod-lb".to_string(), "loadbalancer".to_string(), Some(8)),
-            ("team-platform-prod-nodes".to_string(), "nodes".to_string(), Some(5))
+            ("team-platform.prod-lb".to_string(), "loadbalancer".to_string(), Some(8)),
+            ("team-platform.prod-nodes".to_string(), "nodes".to_string(), Some(5))
         ]
     );
     // Ready only when both blocks are.
     let lb = allocation(
-        "team-platform-prod-lb",
+        "team-platform.prod-lb",
         "first",
         json!({"phase": "Allocated", "startAddress": "10.0.0.0", "endAddress": "10.0.0.7"}),
     );
-    let mut nodes = allocation("team-platform-prod-nodes", "first", json!({"phase": "Pending"}));
+    let mut nodes = allocation("team-platform.prod-nodes", "first", json!({"phase": "Pending"}));
     nodes.spec.type_ = AllocationType::Nodes;
     let planned =
         run(&cluster(json!({"nodeIPs": 9})), Some(&pc), &[pool("first", 100)], &[lb.clone(), nodes.clone()]);
     let condition = planned.condition.unwrap();
     assert!(!condition.status);
-    assert!(condition.message.contains("team-platform-prod-nodes"), "{}", condition.message);
-    assert_eq!(planned.ip_allocation_ref.unwrap().name, "team-platform-prod-nodes");
+    assert!(condition.message.contains("team-platform.prod-nodes"), "{}", condition.message);
+    assert_eq!(planned.ip_allocation_ref.unwrap().name, "team-platform.prod-nodes");
     nodes.status = lb.status.clone();
     let planned = run(&cluster(json!({"nodeIPs": 9})), Some(&pc), &[pool("first", 100)], &[lb, nodes]);
     assert!(planned.condition.unwrap().status);
@@ -243,4 +243,45 @@ fn a_long_cluster_name_gets_a_tenant_label_that_fits_and_stays_distinct() {
     assert!(one.len() <= 63 && two.len() <= 63, "{one} {two}");
     assert_ne!(one, two);
     assert!(one.starts_with(&"a".repeat(54)), "{one}");
+}
+
+#[test]
+fn allocation_names_never_meet_across_clusters_and_fit_a_name() {
+    let named = |ns: &str, name: &str| -> TenantCluster {
+        serde_json::from_value(
+            json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+            "metadata": {"name": name, "namespace": ns}, "spec": {}}),
+        )
+        .unwrap()
+    };
+    // Joined with '-', both were `a-b-c-lb`.
+    assert_eq!(initial_name(&named("a-b", "c")), "a-b.c-lb");
+    assert_eq!(initial_name(&named("a", "b-c")), "a.b-c-lb");
+    assert_eq!(nodes_name(&named("a", "b-c")), "a.b-c-nodes");
+    let long = "x".repeat(253);
+    let other = format!("{}y", "x".repeat(252));
+    let (one, two) = (named(&"n".repeat(63), &long), named(&"n".repeat(63), &other));
+    let growth = format!("{}-{}", initial_name(&one), u32::MAX);
+    assert!(growth.len() <= 253, "{} characters", growth.len());
+    assert_ne!(initial_name(&one), initial_name(&two));
+    assert!(initial_name(&one).starts_with(&format!("{}.xxx", "n".repeat(63))));
+}
+
+#[test]
+fn a_block_an_earlier_version_named_stays_the_clusters() {
+    let pc = config(serde_json::from_str(TWO_POOLS).unwrap());
+    let earlier = allocation(
+        "team-platform-prod-lb",
+        "first",
+        json!({"phase": "Allocated", "startAddress": "10.0.0.8", "endAddress": "10.0.0.15"}),
+    );
+    let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 100)], std::slice::from_ref(&earlier));
+    assert!(planned.create.is_empty(), "{:?}", planned.create);
+    assert_eq!(planned.lb_allocation_ref.unwrap().name, "team-platform-prod-lb");
+    assert_eq!(planned.addresses, ["10.0.0.8-10.0.0.15"]);
+    // Another cluster's block of that name is not this one's: it gets today's name.
+    let mut theirs = earlier.clone();
+    theirs.spec.tenant_cluster_ref.name = "prod-other".into();
+    let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 100)], &[theirs]);
+    assert_eq!(planned.create[0].name_any(), "team-platform.prod-lb");
 }

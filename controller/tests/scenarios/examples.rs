@@ -200,7 +200,7 @@ async fn the_ipam_seed_examples_allocate_as_the_document_says() {
         }
     };
     assert_eq!(allocated("team-platform-api-lb".into()).await, "10.40.2.0/29", "the pinned range, exactly");
-    assert_eq!(allocated(format!("{team}-api-prod-lb")).await, "10.40.1.0/29", "defaultPoolSize 8, best fit");
+    assert_eq!(allocated(format!("{team}.api-prod-lb")).await, "10.40.1.0/29", "defaultPoolSize 8, best fit");
     let pools: Api<NetworkPool> = Api::namespaced(s.client.clone(), &system);
     let pool = wait_for(&pools, "lab-pool", "both counted", |p| {
         p.and_then(|p| p.status.as_ref()).and_then(|s| s.allocation_count) == Some(2)
@@ -226,7 +226,7 @@ async fn the_ipam_seed_examples_allocate_as_the_document_says() {
     );
     clusters.delete("api-prod", &DeleteParams::default()).await.unwrap();
     // Both go with the cluster: the one its status names, and the pinned one labelled for it.
-    wait_for(&allocations, &format!("{team}-api-prod-lb"), "released with its cluster", |a| a.is_none())
+    wait_for(&allocations, &format!("{team}.api-prod-lb"), "released with its cluster", |a| a.is_none())
         .await;
     wait_for(&allocations, "team-platform-api-lb", "released with its cluster", |a| a.is_none()).await;
 }

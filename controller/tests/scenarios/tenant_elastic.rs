@@ -78,7 +78,7 @@ async fn elastic_ipam_grows_for_waiting_services_minus_supply_and_shrinks_after_
     cluster(&s, &team, "app", &system).await;
     pool_is(&tenant, &["10.70.0.0-10.70.0.1"]).await;
     let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
-    let growth = |n: u32| format!("{team}-app-lb-{n}");
+    let growth = |n: u32| format!("{team}.app-lb-{n}");
     // Both initial addresses in use, a third Service waits: not before 30 seconds.
     lb_service(&tenant, "ingress", Some("10.70.0.0")).await;
     lb_service(&tenant, "web", Some("10.70.0.1")).await;
@@ -168,9 +168,9 @@ async fn a_service_that_metallb_cannot_serve_gets_its_address_without_waiting_ou
     ips.sort();
     assert_eq!(ips, ["10.80.0.0", "10.80.0.1", "10.80.0.2"]);
     let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
-    growth_is(&api, &[format!("{team}-app-lb-1")]).await;
+    growth_is(&api, &[format!("{team}.app-lb-1")]).await;
     // Grown on MetalLB's word, not after the 30 seconds a waiting Service otherwise needs.
-    let grown = api.get(&format!("{team}-app-lb-1")).await.unwrap();
+    let grown = api.get(&format!("{team}.app-lb-1")).await.unwrap();
     let waited = grown.metadata.creation_timestamp.unwrap().0.duration_since(last_created.unwrap());
     assert!(waited.as_secs() < 20, "grown {waited:?} after the last Service was created");
     metallb.abort();
@@ -249,5 +249,5 @@ async fn a_service_of_another_load_balancer_class_asks_for_nothing() {
     // One MetalLB serves does ask.
     lb_service(&tenant, "web", None).await;
     s.clock.advance(Duration::from_secs(31));
-    growth_is(&api, &[format!("{team}-app-lb-1")]).await;
+    growth_is(&api, &[format!("{team}.app-lb-1")]).await;
 }

@@ -30,7 +30,7 @@ async fn a_cluster_gets_its_load_balancer_block_from_the_first_pool_with_room_an
     let first = wait_for(&clusters, "first", "IPAMReady", ipam_ready).await.unwrap();
     let status = first.status.clone().unwrap();
     assert_eq!(status.load_balancer_addresses.as_deref(), Some(&["10.40.0.0-10.40.0.7".to_string()][..]));
-    let name = format!("{team}-first-lb");
+    let name = format!("{team}.first-lb");
     assert_eq!(
         status.lb_allocation_ref.as_ref().map(|r| (r.name.clone(), r.namespace.clone())),
         Some((name.clone(), system.clone()))
@@ -146,7 +146,7 @@ async fn a_cluster_that_asks_for_node_addresses_gets_them_within_the_quota() {
     let nodes = status.ip_allocation_ref.unwrap();
     assert_eq!(
         (nodes.name.as_str(), nodes.namespace.as_str()),
-        (format!("{team}-db-nodes").as_str(), system.as_str())
+        (format!("{team}.db-nodes").as_str(), system.as_str())
     );
     let allocation =
         Api::<IPAllocation>::namespaced(s.client.clone(), &system).get(&nodes.name).await.unwrap();
@@ -229,7 +229,7 @@ async fn an_allocation_name_taken_by_another_cluster_is_an_error_not_a_success()
         &s,
         &system,
         json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
-            "metadata": {"name": format!("{team}-web-lb"), "namespace": system},
+            "metadata": {"name": format!("{team}.web-lb"), "namespace": system},
             "spec": {"poolRef": {"name": "lab"}, "tenantClusterRef": {"name": "other", "namespace": other},
                 "type": "loadbalancer", "count": 4}}),
     )
@@ -248,8 +248,79 @@ async fn an_allocation_name_taken_by_another_cluster_is_an_error_not_a_success()
     assert_eq!(
         message,
         &format!(
-            "IPAllocation {system}/{team}-web-lb exists and serves TenantCluster {other}/other, not this one; rename one of the clusters"
+            "IPAllocation {system}/{team}.web-lb exists and serves TenantCluster {other}/other, not this one; rename one of the clusters"
         )
     );
     assert!(status.load_balancer_addresses.is_none(), "no addresses of another cluster's block");
+}
+
+#[tokio::test]
+async fn clusters_whose_names_joined_alike_get_blocks_of_their_own() {
+    let s = Scenario::start().await;
+    let system = s.namespace("tc-join-system").await;
+    pool(&s, &system, "lab", "10.69.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
+    )
+    .await;
+    // `{first}` with the cluster `x-{run}-web`, and `{first}-x-{run}` with `web`: joined with
+    // '-', both are `{first}-x-{run}-web`.
+    let first = s.namespace("tcj").await;
+    let second = s.namespace(&format!("{first}-x")).await;
+    let first_name = format!("{}-web", &second[first.len() + 1..]);
+    cluster(&s, &first, &first_name, &system).await;
+    cluster(&s, &second, "web", &system).await;
+    let mut blocks = Vec::new();
+    for (ns, name) in [(&first, first_name.as_str()), (&second, "web")] {
+        let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), ns);
+        let ready = wait_for(&clusters, name, "IPAMReady", ipam_ready).await.unwrap().status.unwrap();
+        blocks.push((ready.lb_allocation_ref.unwrap().name, ready.load_balancer_addresses.unwrap()));
+    }
+    assert_eq!(blocks[0].0, format!("{first}.{first_name}-lb"));
+    assert_eq!(blocks[1].0, format!("{second}.web-lb"));
+    assert_ne!(blocks[0].1, blocks[1].1, "each has addresses of its own");
+}
+
+#[tokio::test]
+async fn a_block_an_earlier_version_named_stays_its_clusters_and_goes_with_it() {
+    let s = Scenario::start().await;
+    let system = s.namespace("tc-legacy-system").await;
+    let team = s.namespace("tc-legacy-team").await;
+    pool(&s, &system, "lab", "10.70.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
+    )
+    .await;
+    // The block an earlier version made for `web`, named `{namespace}-{name}-lb`.
+    let legacy = format!("{team}-web-lb");
+    make::<IPAllocation>(
+        &s,
+        &system,
+        json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
+            "metadata": {"name": legacy, "namespace": system, "labels": {
+                "butler.butlerlabs.dev/team": team, "butler.butlerlabs.dev/tenant": "web"}},
+            "spec": {"poolRef": {"name": "lab"}, "tenantClusterRef": {"name": "web", "namespace": team},
+                "type": "loadbalancer", "count": 4}}),
+    )
+    .await;
+    let allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
+    let held = wait_for(&allocations, &legacy, "Allocated", |a| {
+        a.and_then(|a| a.status.as_ref()).is_some_and(|st| st.start_address.is_some())
+    })
+    .await
+    .unwrap();
+    let start = held.status.unwrap().start_address.unwrap();
+    cluster(&s, &team, "web", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let ready = wait_for(&clusters, "web", "IPAMReady", ipam_ready).await.unwrap().status.unwrap();
+    assert_eq!(ready.lb_allocation_ref.unwrap().name, legacy, "the block it has stays its own");
+    assert!(ready.load_balancer_addresses.unwrap()[0].starts_with(&format!("{start}-")));
+    assert!(allocations.get_opt(&format!("{team}.web-lb")).await.unwrap().is_none(), "no second block");
+    clusters.delete("web", &DeleteParams::default()).await.unwrap();
+    wait_for(&clusters, "web", "gone", |c| c.is_none()).await;
+    wait_for(&allocations, &legacy, "released", |a| a.is_none()).await;
 }
