@@ -263,15 +263,22 @@ impl MemoryApiServer {
     /// The configuration of [`MemoryApiServer::client_as_service_account`], for a client made
     /// elsewhere (on the runtime that will drive it).
     pub fn config_as_service_account(&self, agent: &str, namespace: &str, name: &str) -> kube::Config {
-        let token = format!("{namespace}.{name}.{}", self.shared.requests.load(Ordering::Relaxed));
-        let account = rbac::Account::service_account(namespace, name);
-        self.shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(token.clone(), account);
+        let token = self.service_account_token(namespace, name);
         let mut config = kube::Config::new(self.url().parse().expect("a URL of 127.0.0.1 parses"));
         config
             .headers
             .push((axum::http::header::USER_AGENT, agent.parse().expect("an agent is a header value")));
         config.auth_info.token = Some(token.into());
         config
+    }
+
+    /// A bearer token of the ServiceAccount `namespace/name`, as a kubeconfig written for the
+    /// account holds it.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        let token = format!("{namespace}.{name}.{}", self.shared.requests.load(Ordering::Relaxed));
+        let account = rbac::Account::service_account(namespace, name);
+        self.shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(token.clone(), account);
+        token
     }
 
     /// Ends every running watch and holds new ones until [`MemoryApiServer::resume_watches`],

@@ -6,6 +6,7 @@
 pub mod elastic;
 pub mod kubeconfig;
 pub mod plan;
+pub mod release;
 pub mod tenant;
 pub mod watch;
 
@@ -162,6 +163,46 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
     }
     let ready = ours.iter().any(|c| c.type_ == IPAM_READY && c.status == "True");
     Ok(Action::requeue(requeue.unwrap_or(if ready { RESYNC } else { Duration::from_secs(30) })))
+}
+
+/// Applies `wanted` over the status this controller wrote last (with its field manager: other
+/// writers' conditions stay theirs), unless the status holds them already. Everything it
+/// applied before is applied again, since a field left out of an apply is a field removed.
+async fn write_conditions(
+    ctx: &Context,
+    api: &Api<TenantCluster>,
+    cluster: &TenantCluster,
+    wanted: &[Wanted],
+) -> Result<(), Error> {
+    let existing = cluster.status.clone().unwrap_or_default();
+    let now = Time(ctx.ipam.clock.now());
+    let merged = conditions::merge(&existing.conditions, wanted, cluster.meta().generation, &now, &[]);
+    if merged == existing.conditions {
+        return Ok(());
+    }
+    let own = [IPAM_READY, METALLB_SYNCED, ELASTIC, butler_runtime::conditions::READY];
+    let ours: Vec<_> = merged.into_iter().filter(|c| own.contains(&c.type_.as_str())).collect();
+    let mut status = json!({"conditions": ours});
+    for (key, value) in [
+        ("observedGeneration", json!(existing.observed_generation)),
+        ("lbAllocationRef", json!(existing.lb_allocation_ref)),
+        ("ipAllocationRef", json!(existing.ip_allocation_ref)),
+        ("loadBalancerAddresses", json!(existing.load_balancer_addresses)),
+    ] {
+        if !value.is_null() {
+            status[key] = value;
+        }
+    }
+    let patch = json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": cluster.name_any()},
+        "status": status,
+    });
+    let params = PatchParams::apply(butler_core::api::labels::FIELD_MANAGER).force();
+    api.patch_status(&cluster.name_any(), &params, &Patch::Apply(patch))
+        .await
+        .map_err(|e| Error::kube(format!("writing the status of TenantCluster {}", named(cluster)), e))?;
+    Ok(())
 }
 
 /// How often a Ready cluster is looked at (spec/002's table): young ones often, since elastic
@@ -409,7 +450,8 @@ async fn delete_allocation(
 }
 
 /// Deletion (spec/002 layer 1): the allocations the status names and those labelled for the
-/// cluster, each once; then the finalizer goes (the allocations' own finalizers record their
+/// cluster, each once, once the tenant's MetalLB no longer lists their addresses (see
+/// [`release`]); then the finalizer goes (the allocations' own finalizers record their
 /// release, and orphan collection is the safety net).
 async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>) -> Result<Action, Error> {
     if !butler_runtime::finalizer::has(cluster, TENANT_CLUSTER_FINALIZER) {
@@ -438,7 +480,35 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
         }
     }
     let named_refs: Vec<&IPAllocation> = named_in_status.iter().collect();
-    for (ns, name) in plan::cleanup(cluster, &labelled, &named_refs) {
+    let going = plan::cleanup(cluster, &labelled, &named_refs);
+    let blocks: Vec<&IPAllocation> = ours
+        .iter()
+        .map(Arc::as_ref)
+        .chain(named_in_status.iter())
+        .filter(|a| going.contains(&(a.namespace().unwrap_or_default(), a.name_any())))
+        .collect();
+    let ranges = release::ranges(&blocks);
+    if !ranges.is_empty() {
+        let tenant = match ctx.tenants.get(&ctx.client, &ctx.secret_reader, cluster).await {
+            Ok(None) => release::Tenant::Clear,
+            Ok(Some((tenant, _))) => release::ask(&tenant, &ranges).await,
+            Err(why) => release::Tenant::Silent(why),
+        };
+        let since = cluster.meta().deletion_timestamp.as_ref().map_or(ctx.ipam.clock.now(), |t| t.0);
+        let deleting_for = ctx.ipam.clock.now().duration_since(since).unsigned_abs();
+        match release::decide(tenant, deleting_for, &ranges) {
+            release::Step::Hold { reason, message, again } => {
+                let wanted = [Wanted::new(METALLB_SYNCED, false, reason, message)];
+                write_conditions(ctx, api, cluster, &wanted).await?;
+                return Ok(Action::requeue(again));
+            }
+            release::Step::Release { note: Some(note) } => {
+                tracing::warn!(cluster = %named(cluster), "{note}");
+            }
+            release::Step::Release { note: None } => {}
+        }
+    }
+    for (ns, name) in going {
         delete_allocation(ctx, cluster, &ns, &name, &ours).await?;
     }
     butler_runtime::finalizer::remove(api, cluster, TENANT_CLUSTER_FINALIZER)

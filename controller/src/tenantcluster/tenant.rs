@@ -167,7 +167,8 @@ pub async fn services(tenant: &Client) -> Result<Vec<Service>, kube::Error> {
         .collect())
 }
 
-fn pools(tenant: &Client) -> Api<DynamicObject> {
+/// The tenant's MetalLB IPAddressPools.
+pub fn pools(tenant: &Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("metallb.io", "v1beta1", "IPAddressPool");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "ipaddresspools");
     Api::namespaced_with(tenant.clone(), METALLB_NAMESPACE, &resource)

@@ -14,5 +14,6 @@ mod support;
 mod team;
 mod tenant_elastic;
 mod tenant_ipam;
+mod tenant_release;
 mod tenants;
 mod webhooks;

@@ -1,0 +1,187 @@
+//! A deleted cluster's load-balancer addresses go back to the pool only once its tenant's
+//! MetalLB no longer lists them (spec/002 layer 1, issue 27.13): an address given back while
+//! the tenant still announces it could be another tenant's next, and two clusters would answer
+//! for it. The tenant is asked to drop them first; a tenant that has gone (no kubeconfig
+//! Secret, no pool) holds nothing; one that refuses holds them until it gives way; one that does
+//! not answer is taken as gone once the cluster has been deleting for [`GRACE`].
+
+use std::time::Duration;
+
+use butler_core::api::IPAllocation;
+use kube::Client;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use super::tenant::{METALLB_POOL, pools};
+
+/// How long a tenant that does not answer may hold a deleted cluster's addresses: by then its
+/// machines are gone with the cluster, or nobody will bring them back.
+pub const GRACE: Duration = Duration::from_secs(600);
+
+/// What the tenant said when asked to drop the cluster's addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tenant {
+    /// Its pool lists none of them (dropped now or before, or never had them), or there is no
+    /// tenant to ask (its kubeconfig Secret is gone).
+    Clear,
+    /// It answered and refused: the reason it gave.
+    Refused(String),
+    /// It did not answer (or cannot be reached through its kubeconfig): why.
+    Silent(String),
+}
+
+/// What the deletion does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Give the blocks back; `note` says why without the tenant's word, when that is so.
+    Release { note: Option<String> },
+    /// Keep them: the condition reason and message, and when to ask again.
+    Hold { reason: &'static str, message: String, again: Duration },
+}
+
+/// Decides from the tenant's answer and how long the cluster has been deleting. The tenant is
+/// asked again soon after the deletion began (someone is likely fixing what stops it), then
+/// less often: a quarter of the time it has been deleting, from 5 s to a minute.
+pub fn decide(tenant: Tenant, deleting_for: Duration, addresses: &[String]) -> Step {
+    let listed = addresses.join(", ");
+    let again = (deleting_for / 4).clamp(Duration::from_secs(5), Duration::from_secs(60));
+    match tenant {
+        Tenant::Clear => Step::Release { note: None },
+        Tenant::Refused(why) => Step::Hold {
+            reason: "TenantRefusedRelease",
+            message: format!(
+                "the tenant refused to drop {listed} from its MetalLB pool ({why}); they stay this cluster's until it does, so that no other cluster is given an address this one still announces. Let the controller's tenant account change metallb-system/{METALLB_POOL}, or delete the cluster's kubeconfig Secret once the tenant is gone"
+            ),
+            again,
+        },
+        Tenant::Silent(_) if deleting_for >= GRACE => Step::Release {
+            note: Some(format!(
+                "the tenant did not answer for {} minutes of the cluster's deletion; {listed} given back without its word",
+                GRACE.as_secs() / 60
+            )),
+        },
+        Tenant::Silent(why) => Step::Hold {
+            reason: "WaitingForTenant",
+            message: format!(
+                "waiting for the tenant to drop {listed} from its MetalLB pool: {why}; given back without its word after {} minutes",
+                GRACE.as_secs() / 60
+            ),
+            again: (GRACE - deleting_for).min(again).max(Duration::from_secs(1)),
+        },
+    }
+}
+
+/// What the pool should list once the cluster's `ranges` are out of it: `None` when it lists
+/// none of them (nothing to change), `Some(rest)` otherwise (empty: the pool goes).
+pub fn without(listed: &[String], ranges: &[String]) -> Option<Vec<String>> {
+    if !listed.iter().any(|a| ranges.contains(a)) {
+        return None;
+    }
+    Some(listed.iter().filter(|a| !ranges.contains(a)).cloned().collect())
+}
+
+/// The `start-end` ranges of the cluster's load-balancer blocks (as the tenant's pool lists
+/// them), whatever their state.
+pub fn ranges(allocations: &[&IPAllocation]) -> Vec<String> {
+    let mut out: Vec<String> = allocations
+        .iter()
+        .filter(|a| a.spec.type_ == butler_core::api::AllocationType::Loadbalancer)
+        .filter_map(|a| {
+            let s = a.status.as_ref()?;
+            Some(format!("{}-{}", s.start_address.as_ref()?, s.end_address.as_ref()?))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Asks the tenant to drop `ranges` from its pool: the pool is written without them, or
+/// deleted when they were all it listed.
+pub async fn ask(tenant: &Client, ranges: &[String]) -> Tenant {
+    let api = pools(tenant);
+    let pool = match api.get_opt(METALLB_POOL).await {
+        Ok(None) => return Tenant::Clear,
+        Ok(Some(pool)) => pool,
+        // No IPAddressPool kind: no MetalLB, nothing announced.
+        Err(e) if butler_runtime::error::is_not_found(&e) => return Tenant::Clear,
+        Err(e) => return answer(&e),
+    };
+    let listed: Vec<String> = pool.data["spec"]["addresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(String::from))
+        .collect();
+    let written = match without(&listed, ranges) {
+        None => return Tenant::Clear,
+        Some(rest) if rest.is_empty() => api.delete(METALLB_POOL, &DeleteParams::default()).await.map(|_| ()),
+        Some(rest) => {
+            // A merge patch of the list alone: the pool's other fields stay whoever's they are.
+            let patch = json!({"spec": {"addresses": rest}});
+            api.patch(METALLB_POOL, &PatchParams::default(), &Patch::Merge(patch)).await.map(|_| ())
+        }
+    };
+    match written {
+        Ok(()) => Tenant::Clear,
+        Err(e) if butler_runtime::error::is_not_found(&e) => Tenant::Clear,
+        Err(e) => answer(&e),
+    }
+}
+
+/// A refusal (the tenant answered 4xx) or silence (no answer, or a server error).
+fn answer(error: &kube::Error) -> Tenant {
+    let said = butler_runtime::error::describe(error);
+    match error {
+        kube::Error::Api(status) if (400..500).contains(&status.code) => Tenant::Refused(said),
+        _ => Tenant::Silent(said),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn the_addresses_go_back_once_the_tenant_dropped_them_or_is_gone() {
+        let ranges = ["10.0.0.0-10.0.0.7".to_string()];
+        assert_eq!(decide(Tenant::Clear, Duration::ZERO, &ranges), Step::Release { note: None });
+        let Step::Hold { reason, message, again } =
+            decide(Tenant::Refused("forbidden (Forbidden, HTTP 403)".into()), 20 * GRACE, &ranges)
+        else {
+            panic!("a refusal holds, however long")
+        };
+        assert_eq!((reason, again), ("TenantRefusedRelease", Duration::from_secs(60)));
+        assert!(message.starts_with("the tenant refused to drop 10.0.0.0-10.0.0.7 from its MetalLB pool (forbidden (Forbidden, HTTP 403))"), "{message}");
+        let silent = || Tenant::Silent("connection refused".into());
+        let Step::Hold { again, .. } = decide(silent(), Duration::from_secs(2), &ranges) else {
+            panic!("silence holds within the grace")
+        };
+        assert_eq!(again, Duration::from_secs(5), "soon at first");
+        let Step::Hold { reason, again, .. } = decide(silent(), 2 * MINUTE, &ranges) else {
+            panic!("silence holds within the grace")
+        };
+        assert_eq!((reason, again), ("WaitingForTenant", Duration::from_secs(30)));
+        let Step::Hold { again, .. } = decide(silent(), GRACE - Duration::from_secs(5), &ranges) else {
+            panic!("still within the grace")
+        };
+        assert_eq!(again, Duration::from_secs(5));
+        let Step::Release { note } = decide(silent(), GRACE, &ranges) else {
+            panic!("given back after the grace")
+        };
+        assert!(note.unwrap().contains("without its word"));
+    }
+
+    #[test]
+    fn the_pool_keeps_what_is_not_the_clusters() {
+        let listed = ["10.0.0.0-10.0.0.7".to_string(), "10.0.1.0-10.0.1.0".to_string()];
+        assert_eq!(without(&listed, &["10.9.9.9-10.9.9.9".into()]), None, "nothing of ours: no write");
+        assert_eq!(
+            without(&listed, &["10.0.0.0-10.0.0.7".into()]),
+            Some(vec!["10.0.1.0-10.0.1.0".to_string()])
+        );
+        assert_eq!(without(&listed, &listed), Some(vec![]));
+    }
+}
