@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use butler_core::api::labels::TENANT_CLUSTER_FINALIZER;
-use butler_core::api::{IPAllocation, TenantCluster};
+use butler_core::api::{IPAllocation, TenantCluster, TenantClusterStatus};
 use butler_runtime::conditions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -140,34 +140,55 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
         && existing.ip_allocation_ref == ip_allocation_ref
         && existing.load_balancer_addresses == addresses;
     if !unchanged {
-        // What is not known is left out (an applied null would be a value of its own).
-        let mut status = json!({"conditions": ours, "observedGeneration": generation});
-        for (key, value) in [
-            ("lbAllocationRef", json!(lb_allocation_ref)),
-            ("ipAllocationRef", json!(ip_allocation_ref)),
-            ("loadBalancerAddresses", json!(addresses)),
-        ] {
-            if !value.is_null() {
-                status[key] = value;
-            }
-        }
-        let patch = json!({
-            "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
-            "metadata": {"name": cluster.name_any()},
-            "status": status,
-        });
-        let params = PatchParams::apply(butler_core::api::labels::FIELD_MANAGER).force();
-        api.patch_status(&cluster.name_any(), &params, &Patch::Apply(patch)).await.map_err(|e| {
-            Error::kube(format!("writing the status of TenantCluster {}", named(&cluster)), e)
-        })?;
+        let status = TenantClusterStatus {
+            conditions: ours.clone(),
+            observed_generation: generation,
+            lb_allocation_ref,
+            ip_allocation_ref,
+            load_balancer_addresses: addresses,
+            ..Default::default()
+        };
+        apply_status(&api, &cluster, &status).await?;
     }
     let ready = ours.iter().any(|c| c.type_ == IPAM_READY && c.status == "True");
     Ok(Action::requeue(requeue.unwrap_or(if ready { RESYNC } else { Duration::from_secs(30) })))
 }
 
-/// Applies `wanted` over the status this controller wrote last (with its field manager: other
-/// writers' conditions stay theirs), unless the status holds them already. Everything it
-/// applied before is applied again, since a field left out of an apply is a field removed.
+/// Applies the fields of the status this controller keeps (conditions, observedGeneration, the
+/// allocation references and addresses) with its own field manager: the conditions are a map
+/// by type, so other writers' stay theirs and are never written back from a cache. What is
+/// not known is left out (an applied null would be a value of its own).
+async fn apply_status(
+    api: &Api<TenantCluster>,
+    cluster: &TenantCluster,
+    status: &TenantClusterStatus,
+) -> Result<(), Error> {
+    let mut fields = json!({"conditions": status.conditions});
+    for (key, value) in [
+        ("observedGeneration", json!(status.observed_generation)),
+        ("lbAllocationRef", json!(status.lb_allocation_ref)),
+        ("ipAllocationRef", json!(status.ip_allocation_ref)),
+        ("loadBalancerAddresses", json!(status.load_balancer_addresses)),
+    ] {
+        if !value.is_null() {
+            fields[key] = value;
+        }
+    }
+    let patch = json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+        "metadata": {"name": cluster.name_any()},
+        "status": fields,
+    });
+    let params = PatchParams::apply(butler_core::api::labels::FIELD_MANAGER).force();
+    api.patch_status(&cluster.name_any(), &params, &Patch::Apply(patch))
+        .await
+        .map_err(|e| Error::kube(format!("writing the status of TenantCluster {}", named(cluster)), e))?;
+    Ok(())
+}
+
+/// Applies `wanted` over the status this controller wrote last, unless the status holds them
+/// already. Everything it applied before is applied again, since a field left out of an apply
+/// is a field removed.
 async fn write_conditions(
     ctx: &Context,
     api: &Api<TenantCluster>,
@@ -181,28 +202,8 @@ async fn write_conditions(
         return Ok(());
     }
     let own = [IPAM_READY, METALLB_SYNCED, ELASTIC, butler_runtime::conditions::READY];
-    let ours: Vec<_> = merged.into_iter().filter(|c| own.contains(&c.type_.as_str())).collect();
-    let mut status = json!({"conditions": ours});
-    for (key, value) in [
-        ("observedGeneration", json!(existing.observed_generation)),
-        ("lbAllocationRef", json!(existing.lb_allocation_ref)),
-        ("ipAllocationRef", json!(existing.ip_allocation_ref)),
-        ("loadBalancerAddresses", json!(existing.load_balancer_addresses)),
-    ] {
-        if !value.is_null() {
-            status[key] = value;
-        }
-    }
-    let patch = json!({
-        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
-        "metadata": {"name": cluster.name_any()},
-        "status": status,
-    });
-    let params = PatchParams::apply(butler_core::api::labels::FIELD_MANAGER).force();
-    api.patch_status(&cluster.name_any(), &params, &Patch::Apply(patch))
-        .await
-        .map_err(|e| Error::kube(format!("writing the status of TenantCluster {}", named(cluster)), e))?;
-    Ok(())
+    let conditions = merged.into_iter().filter(|c| own.contains(&c.type_.as_str())).collect();
+    apply_status(api, cluster, &TenantClusterStatus { conditions, ..existing }).await
 }
 
 /// How often a Ready cluster is looked at (spec/002's table): young ones often, since elastic
@@ -373,7 +374,18 @@ async fn tenant_side<'a>(
             "MetalLBMissing",
             format!("the tenant has no MetalLB (namespace {} or the IPAddressPool kind is missing): {}; install MetalLB", tenant::METALLB_NAMESPACE, describe(&e)),
         )),
-        Err(e) => return Ok(unreachable(e)),
+        Err(e) => match release::answer(&e) {
+            // It answered: not a silent tenant to back off from, but one to ask again soon
+            // (someone is likely granting what it refused).
+            release::Tenant::Refused(why) => {
+                ctx.tenants.answered(cluster);
+                let namespace = config.namespace().unwrap_or_default();
+                let message = release::refused_sync(&why, &namespace, &released);
+                wanted.push(Wanted::new(METALLB_SYNCED, false, "TenantRefused", message));
+                wake = [wake, Some(Duration::from_secs(60))].into_iter().flatten().min();
+            }
+            _ => return Ok(unreachable(e)),
+        },
     }
     Ok((wanted, wake))
 }

@@ -129,8 +129,27 @@ pub async fn ask(tenant: &Client, ranges: &[String]) -> Tenant {
     }
 }
 
+/// The condition message when the tenant refuses to write its pool: the cluster's addresses
+/// there are not what its blocks give it, and the idle blocks of `held` (IPAllocations in
+/// `namespace`) stay the cluster's until the tenant stops announcing them.
+pub fn refused_sync(why: &str, namespace: &str, held: &[String]) -> String {
+    let mut message = format!(
+        "the tenant refused to write {}/{METALLB_POOL} ({why}); let the controller's tenant account change it",
+        super::tenant::METALLB_NAMESPACE
+    );
+    if !held.is_empty() {
+        let names: Vec<String> = held.iter().map(|name| format!("IPAllocation {namespace}/{name}")).collect();
+        let verb = if held.len() == 1 { "stays" } else { "stay" };
+        message.push_str(&format!(
+            "; {} {verb} this cluster's until it drops them, so that no other cluster is given an address this one still announces",
+            names.join(", ")
+        ));
+    }
+    message
+}
+
 /// A refusal (the tenant answered 4xx) or silence (no answer, or a server error).
-fn answer(error: &kube::Error) -> Tenant {
+pub fn answer(error: &kube::Error) -> Tenant {
     let said = butler_runtime::error::describe(error);
     match error {
         kube::Error::Api(status) if (400..500).contains(&status.code) => Tenant::Refused(said),
@@ -172,6 +191,23 @@ mod tests {
             panic!("given back after the grace")
         };
         assert!(note.unwrap().contains("without its word"));
+    }
+
+    #[test]
+    fn a_refused_write_names_what_it_holds() {
+        let why = "forbidden (Forbidden, HTTP 403)";
+        let alone = refused_sync(why, "sys", &[]);
+        assert_eq!(
+            alone,
+            "the tenant refused to write metallb-system/default-pool (forbidden (Forbidden, HTTP 403)); let the controller's tenant account change it"
+        );
+        let held = refused_sync(why, "sys", &["t.app-lb-1".into(), "t.app-lb-2".into()]);
+        assert!(
+            held.contains(
+                "; IPAllocation sys/t.app-lb-1, IPAllocation sys/t.app-lb-2 stay this cluster's until"
+            ),
+            "{held}"
+        );
     }
 
     #[test]

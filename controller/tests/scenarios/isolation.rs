@@ -13,7 +13,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::{Scenario, create, wait_for};
-use crate::tenants::{cluster, config, pool};
+use crate::tenants::{cluster, pool, small_ipam};
 
 /// A server of the attacker's on 127.0.0.1 that counts the requests it gets.
 async fn attacker() -> (String, Arc<AtomicUsize>) {
@@ -77,13 +77,7 @@ async fn a_tenant_kubeconfig_that_reads_the_controllers_files_is_refused_by_its_
     // The controller's own token file, in a pod; here a file of this process.
     let token = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(token.path(), "the-controllers-token").unwrap();
-    pool(&s, &system, "lab", "10.61.0.0/24").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
-    )
-    .await;
+    small_ipam(&s, &system, "10.61.0.0/24").await;
     kubeconfig_secret(&s, &team, "web", &server, &format!("{{tokenFile: '{}'}}", token.path().display()))
         .await;
     cluster(&s, &team, "web", &system).await;
@@ -263,13 +257,7 @@ async fn a_tenant_api_server_that_never_answers_is_given_up_on_and_holds_no_othe
             open.push(socket);
         }
     });
-    pool(&s, &system, "lab", "10.69.0.0/24").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
-    )
-    .await;
+    small_ipam(&s, &system, "10.69.0.0/24").await;
     kubeconfig_secret(&s, &team, "stuck", &format!("http://{address}"), "{token: t}").await;
     cluster(&s, &team, "stuck", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
@@ -315,13 +303,7 @@ async fn hanging_tenants_never_take_every_reconcile_worker() {
             open.push(socket);
         }
     });
-    pool(&s, &system, "lab", "10.70.0.0/24").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
-    )
-    .await;
+    small_ipam(&s, &system, "10.70.0.0/24").await;
     let stuck = ["stuck-a", "stuck-b", "stuck-c"];
     for name in stuck {
         kubeconfig_secret(&s, &team, name, &format!("http://{address}"), "{token: t}").await;

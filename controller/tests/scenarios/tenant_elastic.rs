@@ -12,7 +12,8 @@ use serde_json::json;
 
 use crate::support::{Scenario, wait_for};
 use crate::tenants::{
-    cluster, config, growth_is, kubeconfig_secret, lb_service, metallb, pool, pool_is, tenant_server,
+    cluster, config, growth_is, kubeconfig_secret, lb_service, metallb, pool, pool_is, small_ipam,
+    tenant_server,
 };
 
 #[tokio::test]
@@ -21,13 +22,7 @@ async fn the_tenants_metallb_pool_follows_the_allocations_and_drift_is_reverted(
     let tenant = tenant_server().await;
     let system = s.namespace("tc-metallb-system").await;
     let team = s.namespace("tc-metallb-team").await;
-    pool(&s, &system, "lab", "10.60.0.0/24").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
-    )
-    .await;
+    small_ipam(&s, &system, "10.60.0.0/24").await;
     kubeconfig_secret(&s, &team, "web", &tenant).await;
     cluster(&s, &team, "web", &system).await;
     pool_is(&tenant, &["10.60.0.0-10.60.0.3"]).await;

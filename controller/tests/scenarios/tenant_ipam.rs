@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 
 use crate::support::{Scenario, wait_for};
-use crate::tenants::{cluster, config, ipam_ready, make, pool};
+use crate::tenants::{cluster, config, ipam_ready, make, pool, small_ipam};
 
 #[tokio::test]
 async fn a_cluster_gets_its_load_balancer_block_from_the_first_pool_with_room_and_gives_it_back() {
@@ -79,13 +79,7 @@ async fn two_hundred_clusters_at_once_share_no_address() {
     let s = Scenario::start().await;
     let system = s.namespace("tc-many-system").await;
     let team = s.namespace("tc-many-team").await;
-    pool(&s, &system, "lab", "10.50.0.0/20").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
-    )
-    .await;
+    small_ipam(&s, &system, "10.50.0.0/20").await;
     let creates = (0..200).map(|i| {
         let (s, team, system) = (&s, team.clone(), system.clone());
         async move { cluster(s, &team, &format!("c{i:03}"), &system).await }
@@ -168,13 +162,7 @@ async fn the_status_keeps_other_writers_conditions_and_says_ready_for_its_genera
     let s = Scenario::start().await;
     let system = s.namespace("tc-status-system").await;
     let team = s.namespace("tc-status-team").await;
-    pool(&s, &system, "lab", "10.67.0.0/24").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
-    )
-    .await;
+    small_ipam(&s, &system, "10.67.0.0/24").await;
     cluster(&s, &team, "web", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
     wait_for(&clusters, "web", "IPAMReady", ipam_ready).await;
@@ -215,13 +203,7 @@ async fn an_allocation_name_taken_by_another_cluster_is_an_error_not_a_success()
     let s = Scenario::start().await;
     let system = s.namespace("tc-taken-system").await;
     let team = s.namespace("tc-taken-team").await;
-    pool(&s, &system, "lab", "10.68.0.0/24").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
-    )
-    .await;
+    small_ipam(&s, &system, "10.68.0.0/24").await;
     // The name this cluster's block would have, held by a block of another cluster.
     let other = s.namespace("tc-taken-other").await;
     crate::ipam::tenant(&s, &other, "other").await;
@@ -258,13 +240,7 @@ async fn an_allocation_name_taken_by_another_cluster_is_an_error_not_a_success()
 async fn clusters_whose_names_joined_alike_get_blocks_of_their_own() {
     let s = Scenario::start().await;
     let system = s.namespace("tc-join-system").await;
-    pool(&s, &system, "lab", "10.69.0.0/24").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
-    )
-    .await;
+    small_ipam(&s, &system, "10.69.0.0/24").await;
     // `{first}` with the cluster `x-{run}-web`, and `{first}-x-{run}` with `web`: joined with
     // '-', both are `{first}-x-{run}-web`.
     let first = s.namespace("tcj").await;
@@ -288,13 +264,7 @@ async fn a_block_an_earlier_version_named_stays_its_clusters_and_goes_with_it() 
     let s = Scenario::start().await;
     let system = s.namespace("tc-legacy-system").await;
     let team = s.namespace("tc-legacy-team").await;
-    pool(&s, &system, "lab", "10.70.0.0/24").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
-    )
-    .await;
+    small_ipam(&s, &system, "10.70.0.0/24").await;
     // The block an earlier version made for `web`, named `{namespace}-{name}-lb`.
     let legacy = format!("{team}-web-lb");
     make::<IPAllocation>(

@@ -1,29 +1,27 @@
 //! A deleted cluster's load-balancer addresses go back to the pool only once its tenant's
 //! MetalLB no longer lists them: dropped from the tenant's pool first, and held while the
 //! tenant refuses (with a condition that says so), so that no other cluster is handed an
-//! address this one still announces.
+//! address this one still announces. The same holds for an idle growth block of elastic IPAM.
+
+use std::time::{Duration, Instant};
 
 use butler_core::api::{IPAllocation, TenantCluster};
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
 
 use crate::support::{Scenario, wait_for};
-use crate::tenants::{cluster, config, ipam_ready, kubeconfig_secret, metallb, pool, pool_is, tenant_server};
+use crate::tenants::{
+    allow_pools, cluster, config, growth_is, guarded_tenant, ipam_ready, kubeconfig_secret, lb_service,
+    metallb, pool, pool_is, small_ipam, tenant_server,
+};
 
-/// A system and a team namespace with a pool and an IPAM ProviderConfig of 4 addresses a
-/// cluster.
+/// A system namespace with [`small_ipam`], and a team namespace.
 async fn platform(s: &Scenario, base: &str, cidr: &str) -> (String, String) {
     let system = s.namespace(&format!("{base}-system")).await;
     let team = s.namespace(&format!("{base}-team")).await;
-    pool(s, &system, "lab", cidr).await;
-    config(
-        s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
-    )
-    .await;
+    small_ipam(s, &system, cidr).await;
     (system, team)
 }
 
@@ -53,35 +51,7 @@ async fn a_tenant_that_refuses_holds_the_addresses_until_it_gives_way() {
     let s = Scenario::start().await;
     let (system, team) = platform(&s, "tc-refuse", "10.72.0.0/24").await;
     // The tenant lets Butler's account read and write its pool, but not delete it.
-    let tenant = tenant_server().await;
-    let rules = |verbs: &[&str]| json!([{"apiGroups": ["metallb.io"], "resources": ["ipaddresspools"], "verbs": verbs}]);
-    let role: Role = serde_json::from_value(json!({
-        "metadata": {"name": "butler", "namespace": "metallb-system"},
-        "rules": rules(&["get", "list", "watch", "create", "patch"]),
-    }))
-    .unwrap();
-    let roles: Api<Role> = Api::namespaced(tenant.client(), "metallb-system");
-    roles.create(&PostParams::default(), &role).await.unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "butler", "namespace": "metallb-system"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "butler"},
-        "subjects": [{"kind": "ServiceAccount", "name": "butler", "namespace": "metallb-system"}],
-    }))
-    .unwrap();
-    Api::<RoleBinding>::namespaced(tenant.client(), "metallb-system")
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: '{}'}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\nusers:\n- name: u\n  user: {{token: '{}'}}\n",
-        tenant.url(),
-        tenant.service_account_token("metallb-system", "butler")
-    );
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "web-kubeconfig", "namespace": team}, "stringData": {"value": kubeconfig},
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(s.client.clone(), &team).create(&PostParams::default(), &secret).await.unwrap();
+    let tenant = guarded_tenant(&s, &team, "web", &["get", "list", "watch", "create", "patch"]).await;
     cluster(&s, &team, "web", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
     wait_for(&clusters, "web", "IPAMReady", ipam_ready).await;
@@ -108,11 +78,70 @@ async fn a_tenant_that_refuses_holds_the_addresses_until_it_gives_way() {
     pool_is(&tenant, &["10.72.0.0-10.72.0.3"]).await;
 
     // The tenant gives way: the addresses leave it, then go back to the pool.
-    roles
-        .patch("butler", &PatchParams::default(), &Patch::Merge(json!({"rules": rules(&["*"])})))
-        .await
-        .unwrap();
+    allow_pools(&tenant, &["*"]).await;
     wait_for(&allocations, &block, "released", |a| a.is_none()).await;
     assert!(metallb(&tenant).get_opt("default-pool").await.unwrap().is_none());
     wait_for(&clusters, "web", "gone", |c| c.is_none()).await;
+}
+
+#[tokio::test]
+async fn an_idle_growth_block_stays_while_the_tenant_refuses_to_drop_it() {
+    let s = Scenario::start().await;
+    let system = s.namespace("tc-shrink-system").await;
+    let team = s.namespace("tc-shrink-team").await;
+    pool(&s, &system, "lab", "10.73.0.0/24").await;
+    let network = json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
+        "loadBalancer": {"allocationMode": "elastic", "defaultPoolSize": 4, "initialPoolSize": 1, "growthIncrement": 1}});
+    config(&s, &system, network).await;
+    let tenant = guarded_tenant(&s, &team, "app", &["*"]).await;
+    cluster(&s, &team, "app", &system).await;
+    pool_is(&tenant, &["10.73.0.0-10.73.0.0"]).await;
+    let allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
+    let growth = format!("{team}.app-lb-1");
+    lb_service(&tenant, "web", Some("10.73.0.0")).await;
+    lb_service(&tenant, "api", None).await;
+    s.clock.advance(Duration::from_secs(31));
+    growth_is(&allocations, std::slice::from_ref(&growth)).await;
+    pool_is(&tenant, &["10.73.0.0-10.73.0.0", "10.73.0.1-10.73.0.1"]).await;
+
+    // The tenant stops letting Butler change its pool; the waiting Service goes and the growth
+    // block idles past its 10 minutes.
+    allow_pools(&tenant, &["get", "list", "watch"]).await;
+    Api::<Service>::namespaced(tenant.client(), "default")
+        .delete("api", &DeleteParams::default())
+        .await
+        .unwrap();
+    s.clock.advance(Duration::from_secs(1));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !allocations
+        .get(&growth)
+        .await
+        .unwrap()
+        .annotations()
+        .contains_key("butler.butlerlabs.dev/idle-since")
+    {
+        assert!(Instant::now() < deadline, "the idle block was not marked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.clock.advance(Duration::from_secs(601));
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let refused = wait_for(&clusters, "app", "the refusal reported", |c| {
+        c.and_then(|c| c.status.as_ref()).is_some_and(|st| {
+            st.conditions.iter().any(|c| c.type_ == "MetalLBSynced" && c.reason == "TenantRefused")
+        })
+    })
+    .await
+    .unwrap();
+    let status = refused.status.unwrap();
+    let message = &status.conditions.iter().find(|c| c.type_ == "MetalLBSynced").unwrap().message;
+    assert!(message.starts_with("the tenant refused to write metallb-system/default-pool"), "{message}");
+    assert!(message.contains(&format!("IPAllocation {system}/{growth} stays this cluster's")), "{message}");
+    growth_is(&allocations, std::slice::from_ref(&growth)).await;
+    pool_is(&tenant, &["10.73.0.0-10.73.0.0", "10.73.0.1-10.73.0.1"]).await;
+
+    // The tenant gives way: the block leaves its pool, then goes back to the NetworkPool.
+    allow_pools(&tenant, &["*"]).await;
+    s.clock.advance(Duration::from_secs(61));
+    growth_is(&allocations, &[]).await;
+    pool_is(&tenant, &["10.73.0.0-10.73.0.0"]).await;
 }

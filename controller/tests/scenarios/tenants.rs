@@ -45,6 +45,15 @@ pub(crate) async fn config(s: &Scenario, ns: &str, network: Value) {
         "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"}, "network": network}})).await;
 }
 
+/// In `system`, the NetworkPool `lab` of `cidr` and an IPAM ProviderConfig `pc` over it that
+/// gives each cluster 4 load-balancer addresses.
+pub(crate) async fn small_ipam(s: &Scenario, system: &str, cidr: &str) {
+    pool(s, system, "lab", cidr).await;
+    let network =
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}});
+    config(s, system, network).await;
+}
+
 pub(crate) async fn cluster(s: &Scenario, team: &str, name: &str, config_ns: &str) {
     make::<TenantCluster>(
         s,
@@ -154,4 +163,58 @@ pub(crate) async fn growth_is(api: &Api<IPAllocation>, wanted: &[String]) {
         assert!(Instant::now() < deadline, "growth allocations {names:?}, not {wanted:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A tenant on which Butler's account (the ServiceAccount metallb-system/butler, reached
+/// through the Secret `{cluster}-kubeconfig`) reads Services and may do only `verbs` to
+/// MetalLB's pools; [`allow_pools`] changes what it may do.
+pub(crate) async fn guarded_tenant(
+    s: &Scenario,
+    team: &str,
+    cluster: &str,
+    verbs: &[&str],
+) -> butler_apiserver::MemoryApiServer {
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let tenant = tenant_server().await;
+    let role: ClusterRole =
+        serde_json::from_value(json!({"metadata": {"name": "butler"}, "rules": butler_rules(verbs)}))
+            .unwrap();
+    Api::<ClusterRole>::all(tenant.client()).create(&PostParams::default(), &role).await.unwrap();
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "butler"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "butler"},
+        "subjects": [{"kind": "ServiceAccount", "name": "butler", "namespace": "metallb-system"}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(tenant.client()).create(&PostParams::default(), &binding).await.unwrap();
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: '{}'}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\nusers:\n- name: u\n  user: {{token: '{}'}}\n",
+        tenant.url(),
+        tenant.service_account_token("metallb-system", "butler")
+    );
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team},
+        "stringData": {"value": kubeconfig},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(s.client.clone(), team).create(&PostParams::default(), &secret).await.unwrap();
+    tenant
+}
+
+/// Lets Butler's account of a [`guarded_tenant`] do `verbs` to MetalLB's pools.
+pub(crate) async fn allow_pools(tenant: &butler_apiserver::MemoryApiServer, verbs: &[&str]) {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let patch = json!({"rules": butler_rules(verbs)});
+    Api::<ClusterRole>::all(tenant.client())
+        .patch("butler", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+fn butler_rules(pool_verbs: &[&str]) -> Value {
+    json!([
+        {"apiGroups": ["metallb.io"], "resources": ["ipaddresspools"], "verbs": pool_verbs},
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
+    ])
 }
