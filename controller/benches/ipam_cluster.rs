@@ -9,33 +9,19 @@
 //!   are Allocated (the goal: under 60 MiB).
 
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use butler_apiserver::{MemoryApiServer, ServerOptions};
 use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool, TenantCluster};
-use butler_runtime::metrics::Metrics;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
+use support::cluster;
+
+mod support;
 
 const AGENT: &str = "butler-controller";
-
-async fn cluster() -> MemoryApiServer {
-    let server = MemoryApiServer::start_with(ServerOptions::named("butler-bench")).await;
-    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
-    for crd in butler_core::api::crds() {
-        let crd = butler_runtime::crds::tidy(crd);
-        let name = crd.name_any();
-        crds.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&crd)).await.unwrap();
-        await_condition(crds.clone(), &name, conditions::is_crd_established()).await.unwrap();
-    }
-    server
-}
 
 /// A namespace `bench` with pool `lab` (`cidr`), TenantCluster `t`, and `count` IPAllocations
 /// of 1 to 4 addresses, each with its finalizer and Pending, as the IPAllocation controller
@@ -87,21 +73,15 @@ async fn pending(server: &MemoryApiServer, cidr: &str, count: usize) {
         .await;
 }
 
-/// Waits until all `count` are Allocated, listing every `every`.
 /// The controllers in this process, their requests counted under [`AGENT`].
 fn controllers_in_process(
     server: &MemoryApiServer,
 ) -> (tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>) {
-    let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
-    let controllers = butler_controller::start(
-        server.client_as(AGENT),
-        Arc::new(Metrics::new("butler_controller", |_| {})),
-        butler_controller::Options::in_process("bench"),
-        shutdown,
-    );
-    (stop, tokio::spawn(controllers.run))
+    let (_, stop, running) = support::controllers(server, AGENT);
+    (stop, running)
 }
 
+/// Waits until all `count` are Allocated, listing every `every`.
 async fn wait_all_allocated(server: &MemoryApiServer, count: usize, within: Duration, every: Duration) {
     let api: Api<IPAllocation> = Api::namespaced(server.client(), "bench");
     let deadline = Instant::now() + within;

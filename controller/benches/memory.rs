@@ -5,12 +5,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use butler_apiserver::{MemoryApiServer, ServerOptions};
 use butler_core::api::{Team, TeamPhase, TenantCluster};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
+use kube::api::{Api, ListParams, PostParams};
+
+mod support;
 
 const TEAMS: usize = 100;
 const CLUSTERS_PER_TEAM: usize = 10;
@@ -31,15 +29,8 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let server = MemoryApiServer::start_with(ServerOptions::named("butler-bench")).await;
+        let server = support::cluster().await;
         let client = server.client();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in butler_core::api::crds() {
-            let crd = butler_runtime::crds::tidy(crd);
-            let name = crd.name_any();
-            crds.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&crd)).await.unwrap();
-            await_condition(crds.clone(), &name, conditions::is_crd_established()).await.unwrap();
-        }
         let teams: Api<Team> = Api::all(client.clone());
         for i in 0..TEAMS {
             let team: Team = yaml(&format!(

@@ -19,7 +19,7 @@ use serde_json::Value;
 #[derive(Clone)]
 pub struct TeamCaches {
     pub namespaces: Store<Namespace>,
-    pub clusters: Store<TenantCluster>,
+    pub clusters: Arc<crate::clusters::ClusterIndex>,
     pub roles: Store<Role>,
     pub role_bindings: Store<RoleBinding>,
     pub cluster_roles: Store<ClusterRole>,
@@ -45,7 +45,7 @@ impl TeamCaches {
 
     /// The TenantClusters of a namespace.
     pub fn clusters_in(&self, namespace: &str) -> Vec<Arc<TenantCluster>> {
-        self.clusters.state().into_iter().filter(|c| c.namespace().as_deref() == Some(namespace)).collect()
+        self.clusters.in_namespace(namespace)
     }
 }
 
@@ -145,7 +145,70 @@ pub fn failure_key<K: kube::Resource<DynamicType = ()>>(object: &K) -> String {
     }
 }
 
+/// An object deleted from the cluster, by what this process keeps of it under: its UID and
+/// its [`failure_key`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gone {
+    pub uid: String,
+    pub key: String,
+}
+
+impl Gone {
+    pub fn of<K: kube::Resource<DynamicType = ()>>(object: &K) -> Gone {
+        Gone { uid: object.meta().uid.clone().unwrap_or_default(), key: failure_key(object) }
+    }
+}
+
 impl Context {
+    /// Ends a reconcile: its metrics, and a success clears the object's failures.
+    pub fn finished<K: kube::Resource<DynamicType = ()>, T>(
+        &self,
+        object: &K,
+        started: std::time::Instant,
+        result: &Result<T, crate::error::Error>,
+    ) {
+        let kind = K::kind(&());
+        self.metrics.reconcile_finished(
+            &kind,
+            started,
+            result.as_ref().err().map(crate::error::Error::reason),
+        );
+        if result.is_ok() {
+            self.failures.lock().expect("not poisoned").remove(&failure_key(object));
+        }
+    }
+
+    /// Forgets what this process keeps of a deleted object (UIDs are unique across kinds):
+    /// the statuses it wrote, its probes, its failures, its tenant's client, silence and
+    /// watch. Whatever deleted it (a finalizer of ours or not), nothing of it stays behind.
+    pub fn forget(&self, gone: &Gone) {
+        self.failures.lock().expect("not poisoned").remove(&gone.key);
+        self.team_statuses.lock().expect("not poisoned").remove(&gone.uid);
+        self.probes.lock().expect("not poisoned").remove(&gone.uid);
+        self.config_statuses.lock().expect("not poisoned").remove(&gone.uid);
+        self.validated_secrets.lock().expect("not poisoned").remove(&gone.uid);
+        self.tenants.forget(&gone.uid);
+        self.tenant_watches.stop(&gone.uid);
+    }
+
+    /// Where this process still keeps something of an object: the names of those maps (none
+    /// once it is deleted and forgotten).
+    pub fn keeps(&self, object: &Gone) -> Vec<&'static str> {
+        let held = [
+            ("failures", self.failures.lock().expect("not poisoned").contains_key(&object.key)),
+            ("team statuses", self.team_statuses.lock().expect("not poisoned").contains_key(&object.uid)),
+            ("probes", self.probes.lock().expect("not poisoned").contains_key(&object.uid)),
+            ("config statuses", self.config_statuses.lock().expect("not poisoned").contains_key(&object.uid)),
+            (
+                "validated secrets",
+                self.validated_secrets.lock().expect("not poisoned").contains_key(&object.uid),
+            ),
+            ("tenant clients", self.tenants.keeps(&object.uid)),
+            ("tenant watches", self.tenant_watches.keeps(&object.uid)),
+        ];
+        held.into_iter().filter(|(_, kept)| *kept).map(|(name, _)| name).collect()
+    }
+
     /// Waits until the caches have their first listing.
     pub async fn synced(&self) {
         let mut synced = self.synced.clone();

@@ -10,8 +10,10 @@
 //! - [`secrets`]: where the controller may read Secrets (by name, in namespaces bound for it).
 
 pub mod clock;
+pub mod clusters;
 pub mod context;
 pub mod error;
+pub mod filed;
 pub mod ipam;
 pub mod providerconfig;
 pub mod run;

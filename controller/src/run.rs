@@ -24,7 +24,8 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::clock::Clock;
-use crate::context::{Context, TeamCaches, failure_key};
+use crate::clusters::ClusterIndex;
+use crate::context::{Context, Gone, TeamCaches, failure_key};
 use crate::error::Error;
 use crate::ipam::{self, Ipam, index::AllocationIndex};
 use crate::providerconfig;
@@ -94,15 +95,28 @@ fn configs_where(
     store.state().iter().filter(|c| matches(c)).map(|c| ObjectRef::from_obj(c.as_ref())).collect()
 }
 
-/// A second watch of TenantClusters, for the ProviderConfigs they reference (the first fills
-/// the cache and wakes Teams).
-fn cluster_events_for_configs(
-    client: &kube::Client,
-) -> impl Stream<Item = Result<TenantCluster, watcher::Error>> + Send + 'static {
-    watcher(Api::<TenantCluster>::all(client.clone()), watcher::Config::default().any_semantic())
-        .default_backoff()
-        .touched_objects()
+/// A controller of `K` over a watch of its own, whose deletions are told to `gone`, so that
+/// what the reconciles keep of an object goes with it whoever removed it.
+fn forgetting<K>(client: &kube::Client, gone: Forget, concurrency: u16) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let events =
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default().any_semantic()).default_backoff();
+    let objects = reflector(writer, events)
+        .inspect(move |event| {
+            if let Ok(watcher::Event::Delete(object)) = event {
+                let _ = gone.send(Gone::of(object));
+            }
+        })
+        .applied_objects();
+    Controller::for_stream(objects, store)
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
 }
+
+/// Where the watches tell of deleted objects.
+type Forget = tokio::sync::mpsc::UnboundedSender<Gone>;
 
 /// The Team named by an object's team label.
 fn team_by_label<K: Resource>(object: K) -> Option<ObjectRef<Team>> {
@@ -163,15 +177,35 @@ pub fn start(
     let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
     let (namespaces, namespace_events) =
         reflect::<Namespace>(&client, watcher::Config::default().any_semantic());
-    let (clusters, cluster_events) =
-        reflect::<TenantCluster>(&client, watcher::Config::default().any_semantic());
+    let (gone, forgotten) = tokio::sync::mpsc::unbounded_channel::<Gone>();
+    // One watch of TenantClusters: its store and index serve every controller; the Team
+    // controller follows it, the ProviderConfig and TenantCluster controllers subscribe, and a
+    // deleted cluster wakes the ProviderConfig it used (whose deletion may wait on it).
+    let (cluster_store, cluster_writer) = reflector::store_shared::<TenantCluster>(1024);
+    let clusters_for_configs = cluster_writer.subscribe().expect("a shared store has subscribers");
+    let clusters_for_ipam = cluster_writer.subscribe().expect("a shared store has subscribers");
+    let clusters = Arc::new(ClusterIndex::new(cluster_store.clone()));
+    let (config_wake, config_woken) = tokio::sync::mpsc::unbounded_channel::<ObjectRef<ProviderConfig>>();
+    let cluster_gone = gone.clone();
+    let cluster_events = crate::clusters::follow(&client, cluster_writer, clusters.clone(), move |c| {
+        let _ = cluster_gone.send(Gone::of(c));
+        if let Some((ns, name)) = tenantcluster::plan::config_ref(c) {
+            let _ = config_wake.send(ObjectRef::new(&name).within(&ns));
+        }
+    });
     let (roles, role_events) = reflect::<Role>(&client, labelled());
     let (role_bindings, role_binding_events) = reflect::<RoleBinding>(&client, labelled());
     let (cluster_roles, cluster_role_events) = reflect::<ClusterRole>(&client, labelled());
     let (cluster_role_bindings, cluster_role_binding_events) =
         reflect::<ClusterRoleBinding>(&client, labelled());
-    let (pools, pool_events) = reflect::<NetworkPool>(&client, watcher::Config::default().any_semantic());
-    let config_events = cluster_events_for_configs(&client);
+    // One watch of NetworkPools: the ProviderConfig controller follows it, the NetworkPool
+    // controller subscribes.
+    let (pools, pool_writer) = reflector::store_shared::<NetworkPool>(1024);
+    let pools_for_ipam = pool_writer.subscribe().expect("a shared store has subscribers");
+    let pool_watch =
+        watcher(Api::<NetworkPool>::all(client.clone()), watcher::Config::default().any_semantic())
+            .default_backoff();
+    let pool_events = reflector(pool_writer, pool_watch).touched_objects();
     let caches = TeamCaches {
         namespaces: namespaces.clone(),
         clusters: clusters.clone(),
@@ -182,8 +216,7 @@ pub fn start(
     };
     let by_namespace =
         |ns: &Option<String>| team_of_namespace(ns.as_deref().unwrap_or_default()).map(ObjectRef::new);
-    let teams = Controller::new(Api::<Team>::all(client.clone()), watcher::Config::default().any_semantic())
-        .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+    let teams = forgetting::<Team>(&client, gone.clone(), options.concurrency)
         .watches_stream(namespace_events, |ns: Namespace| {
             team_of_namespace(&ns.name_any()).map(ObjectRef::new)
         })
@@ -193,11 +226,7 @@ pub fn start(
         .watches_stream(cluster_role_events, team_by_label)
         .watches_stream(cluster_role_binding_events, team_by_label)
         .graceful_shutdown_on(shutdown.clone());
-    let configs = Controller::new(
-        Api::<ProviderConfig>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
-    )
-    .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency));
+    let configs = forgetting::<ProviderConfig>(&client, gone.clone(), options.concurrency);
     let config_cache = configs.store();
     // No watch of Secrets: the controller reads them by name only (see `secrets`), and each
     // ProviderConfig re-reads its own on a requeue.
@@ -214,14 +243,13 @@ pub fn start(
                         .any(|r| r.name == name)
             })
         })
-        .watches_stream(config_events, move |cluster: TenantCluster| {
-            let own = cluster.namespace().unwrap_or_default();
-            let Some(r) = cluster.spec.provider_config_ref.clone() else { return Vec::new() };
-            let ns = r.namespace.filter(|n| !n.is_empty()).unwrap_or(own);
+        .watches_shared_stream(clusters_for_configs, move |cluster: Arc<TenantCluster>| {
+            let Some((ns, name)) = tenantcluster::plan::config_ref(&cluster) else { return Vec::new() };
             configs_where(&by_cluster, |c| {
-                c.name_any() == r.name && c.namespace().as_deref() == Some(ns.as_str())
+                c.name_any() == name && c.namespace().as_deref() == Some(ns.as_str())
             })
         })
+        .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(config_woken))
         .graceful_shutdown_on(shutdown.clone());
     // One watch of IPAllocations: its store serves the IPAllocation controller and the index the
     // NetworkPool controller, which is woken by every change (deletions too).
@@ -229,33 +257,34 @@ pub fn start(
     let allocation_subscriber = allocation_writer.subscribe().expect("a shared store has subscribers");
     let allocations_for_clusters = allocation_writer.subscribe().expect("a shared store has subscribers");
     let allocations = Arc::new(AllocationIndex::new(allocation_store.clone()));
-    let allocation_events = ipam::index::follow(&client, allocation_writer, allocations.clone());
+    let allocation_gone = gone.clone();
+    let allocation_events = ipam::index::follow(&client, allocation_writer, allocations.clone(), move |a| {
+        let _ = allocation_gone.send(Gone::of(a));
+    });
     let by_pool = |a: IPAllocation| {
         let ns = a.namespace().unwrap_or_default();
         Some(ObjectRef::<NetworkPool>::new(&a.spec.pool_ref.name).within(&ns))
     };
-    let network_pools =
-        Controller::new(Api::<NetworkPool>::all(client.clone()), watcher::Config::default().any_semantic())
-            .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
-            .watches_stream(allocation_events, by_pool)
-            .reconcile_all_on(options.clock.moved())
-            .graceful_shutdown_on(shutdown.clone());
+    let network_pools = Controller::for_shared_stream(pools_for_ipam, pools.clone())
+        .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+        .watches_stream(allocation_events, by_pool)
+        .reconcile_all_on(options.clock.moved())
+        .graceful_shutdown_on(shutdown.clone());
     let ip_allocations = Controller::for_shared_stream(allocation_subscriber, allocation_store)
         .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
         .graceful_shutdown_on(shutdown.clone());
     // The IPAM part of TenantClusters, woken by their allocations within a moment of a change,
     // and by their tenant's Services and MetalLB pools in elastic mode.
     let (tenant_watches, tenants_woken) = tenantcluster::watch::TenantWatches::new();
-    let tenant_clusters =
-        Controller::new(Api::<TenantCluster>::all(client.clone()), watcher::Config::default().any_semantic())
-            .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
-            .watches_shared_stream(allocations_for_clusters, |a: Arc<IPAllocation>| {
-                let r = &a.spec.tenant_cluster_ref;
-                Some(ObjectRef::<TenantCluster>::new(&r.name).within(&r.namespace))
-            })
-            .reconcile_all_on(options.clock.moved())
-            .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(tenants_woken))
-            .graceful_shutdown_on(shutdown.clone());
+    let tenant_clusters = Controller::for_shared_stream(clusters_for_ipam, cluster_store)
+        .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+        .watches_shared_stream(allocations_for_clusters, |a: Arc<IPAllocation>| {
+            let r = &a.spec.tenant_cluster_ref;
+            Some(ObjectRef::<TenantCluster>::new(&r.name).within(&r.namespace))
+        })
+        .reconcile_all_on(options.clock.moved())
+        .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(tenants_woken))
+        .graceful_shutdown_on(shutdown.clone());
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     let ctx = Arc::new(Context {
         client: client.clone(),
@@ -283,19 +312,28 @@ pub fn start(
         scope: options.scope.clone(),
         synced: synced_rx.clone(),
     });
-    let controller = futures::future::join5(
-        drive(teams, |t, c| team::reconcile(t, c).boxed(), ctx.clone()),
-        drive(configs, |p, c| providerconfig::reconcile(p, c).boxed(), ctx.clone()),
-        drive(network_pools, |p, c| ipam::networkpool::reconcile(p, c).boxed(), ctx.clone()),
-        drive(ip_allocations, |a, c| ipam::ipallocation::reconcile(a, c).boxed(), ctx.clone()),
-        drive(tenant_clusters, |t, c| tenantcluster::reconcile(t, c).boxed(), ctx.clone()),
+    // Deleted objects leave nothing behind in what the reconciles keep.
+    let forgetting_ctx = ctx.clone();
+    let forget = tokio_stream::wrappers::UnboundedReceiverStream::new(forgotten).for_each(move |gone| {
+        forgetting_ctx.forget(&gone);
+        futures::future::ready(())
+    });
+    let controller = futures::future::join(
+        forget,
+        futures::future::join5(
+            drive(teams, |t, c| team::reconcile(t, c).boxed(), ctx.clone()),
+            drive(configs, |p, c| providerconfig::reconcile(p, c).boxed(), ctx.clone()),
+            drive(network_pools, |p, c| ipam::networkpool::reconcile(p, c).boxed(), ctx.clone()),
+            drive(ip_allocations, |a, c| ipam::ipallocation::reconcile(a, c).boxed(), ctx.clone()),
+            drive(tenant_clusters, |t, c| tenantcluster::reconcile(t, c).boxed(), ctx.clone()),
+        ),
     );
     // The Team cache belongs to its controller, which waits on it itself (a second waiter could
     // take its wake-up); the caches the reconciles compare with are waited on here, and the
     // reconciles wait for them (a reconcile on an empty cache would write what exists).
     let syncing = async move {
         let _ = namespaces.wait_until_ready().await;
-        let _ = clusters.wait_until_ready().await;
+        clusters.wait_until_ready().await;
         let _ = roles.wait_until_ready().await;
         let _ = role_bindings.wait_until_ready().await;
         let _ = cluster_roles.wait_until_ready().await;

@@ -1,9 +1,8 @@
-//! The IPAllocations by pool: the NetworkPool controller's field index on `spec.poolRef.name`,
-//! kept from a watch, so that a pool's reconcile reads its own allocations and never scans them
-//! all.
+//! The IPAllocations by pool (the NetworkPool controller's field index on `spec.poolRef.name`)
+//! and by the TenantCluster they serve (`spec.tenantClusterRef`), kept from a watch, so that a
+//! pool's or a cluster's reconcile reads its own allocations and never scans them all.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use butler_core::api::IPAllocation;
 use futures::{Stream, StreamExt};
@@ -11,147 +10,81 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::watch;
 
-type PoolKey = (String, String);
+use crate::filed::{Filed, Key};
 
-struct Inner<V> {
-    /// Allocations by (namespace, pool): name and the value kept of each.
-    by_pool: HashMap<PoolKey, BTreeMap<String, V>>,
-    /// The pool each allocation is filed under, by (namespace, name).
-    pool_of: HashMap<PoolKey, String>,
-    /// Entries of a relist, swapped in when it is complete.
-    relist: Option<Vec<(PoolKey, String, V)>>,
+/// IPAllocations filed by (namespace, spec.poolRef.name), each with a value taken from it.
+pub type PoolFiled<V> = Filed<IPAllocation, V>;
+
+/// The key of an allocation's pool.
+pub fn by_pool(a: &IPAllocation) -> Option<Key> {
+    Some((a.namespace().unwrap_or_default(), a.spec.pool_ref.name.clone()))
 }
 
-impl<V> Default for Inner<V> {
-    fn default() -> Self {
-        Inner { by_pool: HashMap::new(), pool_of: HashMap::new(), relist: None }
-    }
+/// The key of the TenantCluster an allocation says it serves.
+fn by_cluster(a: &IPAllocation) -> Option<Key> {
+    let r = &a.spec.tenant_cluster_ref;
+    Some((r.namespace.clone(), r.name.clone()))
 }
 
-fn key(a: &IPAllocation) -> PoolKey {
-    (a.namespace().unwrap_or_default(), a.name_any())
-}
-
-impl<V> Inner<V> {
-    fn remove(&mut self, object: &PoolKey) {
-        if let Some(pool) = self.pool_of.remove(object) {
-            let bucket = (object.0.clone(), pool);
-            if let Some(entries) = self.by_pool.get_mut(&bucket) {
-                entries.remove(&object.1);
-                if entries.is_empty() {
-                    self.by_pool.remove(&bucket);
-                }
-            }
-        }
-    }
-
-    fn insert(&mut self, object: PoolKey, pool: String, value: V) {
-        self.remove(&object);
-        self.by_pool.entry((object.0.clone(), pool.clone())).or_default().insert(object.1.clone(), value);
-        self.pool_of.insert(object, pool);
-    }
-}
-
-/// IPAllocations filed by (namespace, spec.poolRef.name), each with a value taken from it
-/// (`()` where the objects live in a store, a block where only that is needed).
-pub struct PoolFiled<V> {
-    extract: fn(&IPAllocation) -> V,
-    inner: RwLock<Inner<V>>,
-    ready: watch::Sender<bool>,
-}
-
-impl<V: Clone> PoolFiled<V> {
-    pub fn new(extract: fn(&IPAllocation) -> V) -> PoolFiled<V> {
-        PoolFiled { extract, inner: RwLock::default(), ready: watch::Sender::new(false) }
-    }
-
-    /// Files one watch event.
-    pub fn apply(&self, event: &watcher::Event<IPAllocation>) {
-        let mut inner = self.inner.write().expect("not poisoned");
-        match event {
-            watcher::Event::Apply(a) => inner.insert(key(a), a.spec.pool_ref.name.clone(), (self.extract)(a)),
-            watcher::Event::Delete(a) => inner.remove(&key(a)),
-            watcher::Event::Init => inner.relist = Some(Vec::new()),
-            watcher::Event::InitApply(a) => {
-                let entry = (key(a), a.spec.pool_ref.name.clone(), (self.extract)(a));
-                inner.relist.get_or_insert_default().push(entry)
-            }
-            watcher::Event::InitDone => {
-                let listed = inner.relist.take().unwrap_or_default();
-                inner.by_pool.clear();
-                inner.pool_of.clear();
-                for (object, pool, value) in listed {
-                    inner.insert(object, pool, value);
-                }
-                drop(inner);
-                self.ready.send_replace(true);
-            }
-        }
-    }
-
-    /// The allocations filed under pool `pool` of `namespace`: name and value.
-    pub fn of_pool(&self, namespace: &str, pool: &str) -> Vec<(String, V)> {
-        let inner = self.inner.read().expect("not poisoned");
-        inner
-            .by_pool
-            .get(&(namespace.to_string(), pool.to_string()))
-            .map(|m| m.iter().map(|(n, v)| (n.clone(), v.clone())).collect())
-            .unwrap_or_default()
-    }
-
-    /// Waits until the first listing is filed.
-    pub async fn wait_until_ready(&self) {
-        let _ = self.ready.subscribe().wait_for(|r| *r).await;
-    }
-}
-
-/// IPAllocations filed by pool over the objects of the store that the IPAllocation controller
-/// shares, so each object is held once.
+/// IPAllocations filed by pool and by cluster over the objects of the store that the
+/// IPAllocation controller shares, so each object is held once.
 pub struct AllocationIndex {
     store: Store<IPAllocation>,
-    filed: PoolFiled<()>,
+    pools: PoolFiled<()>,
+    clusters: Filed<IPAllocation, ()>,
 }
 
 impl AllocationIndex {
     /// An index over the objects of `store` (filled by the same watch).
     pub fn new(store: Store<IPAllocation>) -> AllocationIndex {
-        AllocationIndex { store, filed: PoolFiled::new(|_| ()) }
+        AllocationIndex {
+            store,
+            pools: Filed::new(by_pool, |_| ()),
+            clusters: Filed::new(by_cluster, |_| ()),
+        }
     }
 
     /// Files one watch event.
     pub fn apply(&self, event: &watcher::Event<IPAllocation>) {
-        self.filed.apply(event);
+        self.pools.apply(event);
+        self.clusters.apply(event);
+    }
+
+    fn objects(&self, filed: Vec<(Key, ())>) -> Vec<Arc<IPAllocation>> {
+        filed
+            .into_iter()
+            .filter_map(|((ns, name), ())| self.store.get(&ObjectRef::new(&name).within(&ns)))
+            .collect()
     }
 
     /// The allocations that name pool `pool` in `namespace`, by name.
     pub fn of_pool(&self, namespace: &str, pool: &str) -> Vec<Arc<IPAllocation>> {
-        self.filed
-            .of_pool(namespace, pool)
-            .into_iter()
-            .filter_map(|(name, ())| self.store.get(&ObjectRef::new(&name).within(namespace)))
-            .collect()
+        self.objects(self.pools.get(&(namespace.to_string(), pool.to_string())))
     }
 
-    /// Every allocation that `keep` picks (a scan of the store).
-    pub fn all(&self, keep: impl Fn(&IPAllocation) -> bool) -> Vec<Arc<IPAllocation>> {
-        self.store.state().into_iter().filter(|a| keep(a)).collect()
+    /// The allocations whose `tenantClusterRef` names the TenantCluster `namespace/name`, in
+    /// any namespace.
+    pub fn of_cluster(&self, namespace: &str, name: &str) -> Vec<Arc<IPAllocation>> {
+        self.objects(self.clusters.get(&(namespace.to_string(), name.to_string())))
     }
 
     /// Waits until the first listing is filed.
     pub async fn wait_until_ready(&self) {
-        self.filed.wait_until_ready().await;
+        self.pools.wait_until_ready().await;
+        self.clusters.wait_until_ready().await;
     }
 }
 
 /// One watch of IPAllocations (its first listing a consistent read, managed fields dropped)
-/// feeding `writer`'s store (shared with the IPAllocation controller) and then `index`; yields
-/// the objects it touched, deleted ones included, for the NetworkPool controller.
+/// feeding `writer`'s store (shared with the IPAllocation controller) and then `index`; `gone`
+/// is told of each allocation deleted. Yields the objects it touched, deleted ones included,
+/// for the NetworkPool controller.
 pub fn follow(
     client: &kube::Client,
     writer: Writer<IPAllocation>,
     index: Arc<AllocationIndex>,
+    gone: impl Fn(&IPAllocation) + Send + 'static,
 ) -> impl Stream<Item = Result<IPAllocation, watcher::Error>> + Send + 'static {
     // Pages of 100: the first listing of many allocations does not raise the heap's peak.
     watcher(Api::<IPAllocation>::all(client.clone()), watcher::Config::default().page_size(100))
@@ -162,6 +95,9 @@ pub fn follow(
         .inspect(move |event| {
             if let Ok(event) = event {
                 index.apply(event);
+                if let watcher::Event::Delete(allocation) = event {
+                    gone(allocation);
+                }
             }
         })
         .touched_objects()
@@ -173,16 +109,24 @@ mod tests {
     use serde_json::json;
 
     fn a(name: &str, pool: &str) -> IPAllocation {
+        serving_cluster(name, pool, "t")
+    }
+
+    fn serving_cluster(name: &str, pool: &str, cluster: &str) -> IPAllocation {
         serde_json::from_value(json!({
             "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
             "metadata": {"name": name, "namespace": "ns"},
-            "spec": {"poolRef": {"name": pool}, "tenantClusterRef": {"name": "t", "namespace": "x"}, "type": "nodes"},
+            "spec": {"poolRef": {"name": pool}, "tenantClusterRef": {"name": cluster, "namespace": "x"}, "type": "nodes"},
         }))
         .unwrap()
     }
 
     fn names(index: &AllocationIndex, pool: &str) -> Vec<String> {
         index.of_pool("ns", pool).iter().map(|a| a.name_any()).collect()
+    }
+
+    fn serving(index: &AllocationIndex, cluster: &str) -> Vec<String> {
+        index.of_cluster("x", cluster).iter().map(|a| a.name_any()).collect()
     }
 
     /// Applies an event to the store, then to the index, as the watch does.
@@ -210,5 +154,31 @@ mod tests {
         assert_eq!(names(&index, "p2"), ["x"], "a relist replaces the index only when complete");
         apply(watcher::Event::InitDone);
         assert_eq!((names(&index, "p1"), names(&index, "p2")), (vec!["z".to_string()], vec![]));
+    }
+
+    #[test]
+    fn files_by_the_cluster_served_and_forgets_emptied_keys() {
+        let (store, mut writer) = kube::runtime::reflector::store();
+        let index = AllocationIndex::new(store);
+        let mut apply = |event| feed(&mut writer, &index, event);
+        apply(watcher::Event::Init);
+        apply(watcher::Event::InitDone);
+        apply(watcher::Event::Apply(serving_cluster("web-lb", "p1", "web")));
+        apply(watcher::Event::Apply(serving_cluster("web-nodes", "p2", "web")));
+        apply(watcher::Event::Apply(serving_cluster("db-lb", "p1", "db")));
+        assert_eq!(serving(&index, "web"), ["web-lb", "web-nodes"], "across pools");
+        assert_eq!(serving(&index, "db"), ["db-lb"]);
+        assert_eq!(index.clusters.keys(), 2);
+        apply(watcher::Event::Apply(serving_cluster("db-lb", "p1", "web")));
+        assert_eq!(
+            serving(&index, "web"),
+            ["db-lb", "web-lb", "web-nodes"],
+            "moved to the cluster it names now"
+        );
+        for name in ["db-lb", "web-lb", "web-nodes"] {
+            apply(watcher::Event::Delete(serving_cluster(name, "p1", "web")));
+        }
+        assert!(serving(&index, "web").is_empty());
+        assert_eq!((index.clusters.keys(), index.pools.keys()), (0, 0), "no key is kept for what is gone");
     }
 }

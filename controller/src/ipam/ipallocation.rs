@@ -38,7 +38,7 @@ pub async fn reconcile(allocation: Arc<IPAllocation>, ctx: Arc<Context>) -> Resu
     ctx.synced().await;
     let started = ctx.metrics.reconcile_started("IPAllocation");
     let result = run(&allocation, &ctx).await;
-    ctx.metrics.reconcile_finished("IPAllocation", started, result.as_ref().err().map(Error::reason));
+    ctx.finished(allocation.as_ref(), started, &result);
     result
 }
 

@@ -37,6 +37,7 @@ pub async fn reconcile(config: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result
     }
     ctx.synced().await;
     let key = crate::context::failure_key(config.as_ref());
+    let config_object = config.clone();
     let started = ctx.metrics.reconcile_started("ProviderConfig");
     let result = async {
         let api: Api<ProviderConfig> =
@@ -56,10 +57,7 @@ pub async fn reconcile(config: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result
         reconcile_live(&config, &ctx, &api).await
     }
     .await;
-    ctx.metrics.reconcile_finished("ProviderConfig", started, result.as_ref().err().map(Error::reason));
-    if result.is_ok() {
-        ctx.failures.lock().expect("not poisoned").remove(&key);
-    }
+    ctx.finished(config_object.as_ref(), started, &result);
     result
 }
 
@@ -271,7 +269,7 @@ async fn delete(config: &ProviderConfig, ctx: &Context, api: &Api<ProviderConfig
     if !butler_runtime::finalizer::has(config, PROVIDER_CONFIG_FINALIZER) {
         return Ok(Action::await_change());
     }
-    let clusters = ctx.teams.clusters.state();
+    let clusters = ctx.teams.clusters.using(&config.namespace().unwrap_or_default(), &config.name_any());
     let users = plan::users(config, clusters.iter().map(Arc::as_ref));
     if !users.is_empty() {
         let message = format!(
@@ -299,9 +297,6 @@ async fn delete(config: &ProviderConfig, ctx: &Context, api: &Api<ProviderConfig
     butler_runtime::finalizer::remove(api, config, PROVIDER_CONFIG_FINALIZER).await.map_err(|e| {
         Error::kube(format!("removing the finalizer of ProviderConfig {}", config.name_any()), e)
     })?;
-    let uid = config.meta().uid.clone().unwrap_or_default();
-    ctx.probes.lock().expect("not poisoned").remove(&uid);
-    ctx.config_statuses.lock().expect("not poisoned").remove(&uid);
-    ctx.validated_secrets.lock().expect("not poisoned").remove(&uid);
+    ctx.forget(&crate::context::Gone::of(config));
     Ok(Action::await_change())
 }

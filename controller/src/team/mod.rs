@@ -34,7 +34,7 @@ pub async fn reconcile(team: Arc<Team>, ctx: Arc<Context>) -> Result<Action, Err
         return Ok(Action::await_change());
     }
     ctx.synced().await;
-    let key = crate::context::failure_key(team.as_ref());
+    let team_object = team.clone();
     let started = ctx.metrics.reconcile_started("Team");
     let result = async {
         if team.meta().deletion_timestamp.is_some() {
@@ -55,10 +55,7 @@ pub async fn reconcile(team: Arc<Team>, ctx: Arc<Context>) -> Result<Action, Err
         reconcile_live(&team, &ctx).await
     }
     .await;
-    ctx.metrics.reconcile_finished("Team", started, result.as_ref().err().map(Error::reason));
-    if result.is_ok() {
-        ctx.failures.lock().expect("not poisoned").remove(&key);
-    }
+    ctx.finished(team_object.as_ref(), started, &result);
     result
 }
 

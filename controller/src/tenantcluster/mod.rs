@@ -42,13 +42,9 @@ pub async fn reconcile(cluster: Arc<TenantCluster>, ctx: Arc<Context>) -> Result
         return Ok(Action::await_change());
     }
     ctx.synced().await;
-    let key = crate::context::failure_key(cluster.as_ref());
     let started = ctx.metrics.reconcile_started("TenantCluster");
     let result = run(&cluster, &ctx).await;
-    ctx.metrics.reconcile_finished("TenantCluster", started, result.as_ref().err().map(Error::reason));
-    if result.is_ok() {
-        ctx.failures.lock().expect("not poisoned").remove(&key);
-    }
+    ctx.finished(cluster.as_ref(), started, &result);
     result
 }
 
@@ -56,9 +52,10 @@ fn named(cluster: &TenantCluster) -> String {
     format!("{}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any())
 }
 
-/// The allocations that say they serve `cluster`.
+/// The allocations that say they serve `cluster` (from the index: never a scan of them all).
 fn allocations_of(ctx: &Context, cluster: &TenantCluster) -> Vec<Arc<IPAllocation>> {
-    ctx.ipam.allocations.all(|a| plan::serves(a, cluster))
+    let namespace = cluster.namespace().unwrap_or_default();
+    ctx.ipam.allocations.of_cluster(&namespace, &cluster.name_any())
 }
 
 async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
@@ -293,6 +290,9 @@ async fn tenant_side<'a>(
     let elastic_mode =
         config.spec.network.as_ref().and_then(|n| n.load_balancer.as_ref()).and_then(|l| l.allocation_mode)
             == Some(butler_core::api::AllocationMode::Elastic);
+    if !elastic_mode {
+        ctx.tenant_watches.stop(&cluster.meta().uid.clone().unwrap_or_default());
+    }
     if elastic_mode {
         ctx.tenant_watches.follow(cluster, &version, tenant.clone());
         let services = match tenant::services(&tenant).await {
@@ -526,7 +526,6 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
     butler_runtime::finalizer::remove(api, cluster, TENANT_CLUSTER_FINALIZER)
         .await
         .map_err(|e| Error::kube(format!("removing the finalizer of TenantCluster {}", named(cluster)), e))?;
-    ctx.tenants.forget(cluster);
-    ctx.tenant_watches.stop(cluster);
+    ctx.forget(&crate::context::Gone::of(cluster));
     Ok(Action::await_change())
 }

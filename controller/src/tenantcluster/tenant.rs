@@ -102,11 +102,16 @@ impl TenantClients {
         Ok(Some((client, version)))
     }
 
-    /// Forgets the client of a cluster that is gone, and its tenant's silence.
-    pub fn forget(&self, cluster: &TenantCluster) {
-        let uid = cluster.meta().uid.clone().unwrap_or_default();
-        self.0.lock().expect("not poisoned").remove(&uid);
-        self.1.lock().expect("not poisoned").remove(&uid);
+    /// Forgets the client of a cluster that is gone (by UID), and its tenant's silence.
+    pub fn forget(&self, uid: &str) {
+        self.0.lock().expect("not poisoned").remove(uid);
+        self.1.lock().expect("not poisoned").remove(uid);
+    }
+
+    /// Whether the cluster of UID `uid` has a client or a silence kept.
+    pub fn keeps(&self, uid: &str) -> bool {
+        self.0.lock().expect("not poisoned").contains_key(uid)
+            || self.1.lock().expect("not poisoned").contains_key(uid)
     }
 
     /// Whether the cluster's tenant is left alone now (see [`held`]).

@@ -8,10 +8,10 @@ use std::sync::Mutex;
 use butler_core::api::TenantCluster;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
+use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -61,13 +61,17 @@ impl TenantWatches {
         running.insert(uid, (version.to_string(), task));
     }
 
-    /// Stops following the tenant of `cluster`.
-    pub fn stop(&self, cluster: &TenantCluster) {
-        let uid = cluster.meta().uid.clone().unwrap_or_default();
-        if let Some((_, task)) = self.running.lock().expect("not poisoned").remove(&uid) {
+    /// Stops following the tenant of the cluster of UID `uid`.
+    pub fn stop(&self, uid: &str) {
+        if let Some((_, task)) = self.running.lock().expect("not poisoned").remove(uid) {
             task.abort();
+            tracing::debug!(cluster = uid, "tenant watch stopped");
         }
-        tracing::debug!(cluster = %cluster.name_any(), "tenant watch stopped");
+    }
+
+    /// Whether the tenant of the cluster of UID `uid` is followed.
+    pub fn keeps(&self, uid: &str) -> bool {
+        self.running.lock().expect("not poisoned").contains_key(uid)
     }
 }
 

@@ -23,7 +23,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 
-use crate::ipam::index::PoolFiled;
+use crate::clusters::ClusterIndex;
+use crate::ipam::index::{PoolFiled, by_pool};
 use crate::run::reflect;
 use crate::team::plan::team_of_namespace;
 
@@ -33,7 +34,7 @@ use crate::team::plan::team_of_namespace;
 pub struct Caches {
     pub teams: Store<Team>,
     pub configs: Store<ProviderConfig>,
-    pub clusters: Store<TenantCluster>,
+    pub clusters: Arc<ClusterIndex>,
     /// Every NetworkPool, for overlapping CIDRs.
     pub pools: Store<NetworkPool>,
     /// The blocks allocations hold, by pool: only the addresses are kept, not the objects.
@@ -51,9 +52,11 @@ impl Caches {
         let all = || watcher::Config::default().any_semantic();
         let (teams, team_events) = reflect::<Team>(client, all());
         let (configs, config_events) = reflect::<ProviderConfig>(client, all());
-        let (clusters, cluster_events) = reflect::<TenantCluster>(client, all());
+        let (cluster_store, cluster_writer) = kube::runtime::reflector::store::<TenantCluster>();
+        let clusters = Arc::new(ClusterIndex::new(cluster_store));
+        let cluster_events = crate::clusters::follow(client, cluster_writer, clusters.clone(), |_| {});
         let (pools, pool_events) = reflect::<NetworkPool>(client, all());
-        let blocks = Arc::new(PoolFiled::new(held_block));
+        let blocks = Arc::new(PoolFiled::new(by_pool, held_block));
         let filing = blocks.clone();
         // Small pages: only the blocks are kept, and a first listing of many allocations in
         // large pages would leave the process's heap at its peak for good.
@@ -81,7 +84,7 @@ impl Caches {
         let ready = async move {
             let _ = waiting.teams.wait_until_ready().await;
             let _ = waiting.configs.wait_until_ready().await;
-            let _ = waiting.clusters.wait_until_ready().await;
+            waiting.clusters.wait_until_ready().await;
             let _ = waiting.pools.wait_until_ready().await;
             waiting.blocks.wait_until_ready().await;
         }
@@ -91,7 +94,7 @@ impl Caches {
 
     /// The TenantClusters of a namespace.
     pub fn clusters_in(&self, namespace: &str) -> Vec<Arc<TenantCluster>> {
-        self.clusters.state().into_iter().filter(|c| c.namespace().as_deref() == Some(namespace)).collect()
+        self.clusters.in_namespace(namespace)
     }
 }
 
@@ -120,7 +123,7 @@ fn answer(request: &AdmissionRequest<DynamicObject>, decision: Result<(), String
 pub fn validate_providerconfig(ctx: &Caches, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
     let decision = match request.operation {
         Operation::Delete => typed::<ProviderConfig>(request.old_object.as_ref()).and_then(|config| {
-            let clusters = ctx.clusters.state();
+            let clusters = ctx.clusters.using(&config.namespace().unwrap_or_default(), &config.name_any());
             let users = crate::providerconfig::plan::users(&config, clusters.iter().map(Arc::as_ref));
             providerconfig::validate_delete(&users)
         }),
@@ -209,9 +212,9 @@ pub fn validate_networkpool(ctx: &Caches, request: &AdmissionRequest<DynamicObje
         let namespace = pool.namespace().unwrap_or_default();
         let held: Vec<(String, (IpAddr, IpAddr))> = ctx
             .blocks
-            .of_pool(&namespace, &pool.name_any())
+            .get(&(namespace.clone(), pool.name_any()))
             .into_iter()
-            .filter_map(|(name, block)| Some((name, block?)))
+            .filter_map(|((_, name), block)| Some((name, block?)))
             .collect();
         networkpool::validate(&pool, old.as_ref(), &held)
     });

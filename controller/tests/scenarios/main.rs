@@ -1,6 +1,7 @@
 //! The controllers' scenarios, on the in-memory API server and unchanged on a real cluster
 //! (`make e2e`).
 
+mod caches;
 mod examples;
 mod ipam;
 mod ipam_races;

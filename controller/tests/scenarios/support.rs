@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use butler_controller::clock::Clock;
-use butler_controller::context::Scope;
+use butler_controller::context::{Context, Scope};
 use butler_controller::secrets::SecretReader;
 use butler_controller::{Options, start};
 use butler_e2e::Cluster;
@@ -29,6 +29,8 @@ pub struct Scenario {
     /// The controllers' clock, which the scenario moves.
     pub clock: Arc<Clock>,
     controllers: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+    /// What the controllers (the first replica) share: what they keep of the objects.
+    pub context: Option<Arc<Context>>,
     replicas: Vec<(watch::Sender<bool>, JoinHandle<()>)>,
     /// The namespace of the controllers' ServiceAccount (`butler-system` of an install).
     pub home: String,
@@ -62,6 +64,7 @@ impl Scenario {
             client,
             clock: Arc::default(),
             controllers: None,
+            context: None,
             replicas: Vec::new(),
             home,
             rbac,
@@ -120,23 +123,31 @@ impl Scenario {
         options
     }
 
-    fn spawn(&self, options: Options, client: Client) -> (watch::Sender<bool>, JoinHandle<()>) {
+    fn spawn(&self, options: Options, client: Client) -> (watch::Sender<bool>, JoinHandle<()>, Arc<Context>) {
         let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
         let controllers =
             start(client, Arc::new(Metrics::new("butler_controller", |_| {})), options, shutdown);
-        (stop, tokio::spawn(controllers.run))
+        (stop, tokio::spawn(controllers.run), controllers.context)
+    }
+
+    /// Runs the scenario's (first) controllers.
+    fn run_controllers(&mut self, options: Options, client: Client) {
+        let (stop, task, context) = self.spawn(options, client);
+        self.controllers = Some((stop, task));
+        self.context = Some(context);
     }
 
     pub async fn start_controllers(&mut self) {
         let client = self.controller_client().await;
-        self.controllers = Some(self.spawn(self.options("scenario"), client));
+        let options = self.options("scenario");
+        self.run_controllers(options, client);
     }
 
     /// The controllers again, acting only in the namespaces `keep` picks.
     pub async fn start_controllers_in(&mut self, keep: impl Fn(&str) -> bool + Send + Sync + 'static) {
         let options = Options { scope: Scope::only(keep), ..self.options("scoped") };
         let client = self.controller_client().await;
-        self.controllers = Some(self.spawn(options, client));
+        self.run_controllers(options, client);
     }
 
     /// The controllers again, with `concurrency` reconciles of one kind at once (as a real
@@ -145,7 +156,7 @@ impl Scenario {
         self.kill_controllers();
         let options = Options { concurrency, ..self.options("limited") };
         let client = self.controller_client().await;
-        self.controllers = Some(self.spawn(options, client));
+        self.run_controllers(options, client);
     }
 
     /// Kills the controllers wherever they are (no graceful end), as a crash would.
@@ -153,6 +164,7 @@ impl Scenario {
         if let Some((_, task)) = self.controllers.take() {
             task.abort();
         }
+        self.context = None;
     }
 
     /// Another replica of the controllers, running beside the first (no leader election). On
@@ -164,8 +176,9 @@ impl Scenario {
             server.delay_watches_of(&agent, lag);
         }
         let client = self.controller_client_as(&agent).await;
-        let replica = self.spawn(self.options(instance), client);
-        self.replicas.push(replica);
+        let options = self.options(instance);
+        let (stop, task, _) = self.spawn(options, client);
+        self.replicas.push((stop, task));
     }
 
     /// Whether the scenario's webhooks can be registered: on the in-memory server only, since on

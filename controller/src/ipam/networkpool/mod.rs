@@ -56,13 +56,9 @@ pub async fn reconcile(pool: Arc<NetworkPool>, ctx: Arc<Context>) -> Result<Acti
         return Ok(Action::await_change());
     }
     ctx.synced().await;
-    let key = crate::context::failure_key(pool.as_ref());
     let started = ctx.metrics.reconcile_started("NetworkPool");
-    let result = run(pool, &ctx).await;
-    ctx.metrics.reconcile_finished("NetworkPool", started, result.as_ref().err().map(Error::reason));
-    if result.is_ok() {
-        ctx.failures.lock().expect("not poisoned").remove(&key);
-    }
+    let result = run(pool.clone(), &ctx).await;
+    ctx.finished(pool.as_ref(), started, &result);
     result
 }
 

@@ -44,7 +44,7 @@ pub(super) async fn collect(
             continue;
         }
         let tenant = &a.spec.tenant_cluster_ref;
-        if ctx.teams.clusters.get(&ObjectRef::new(&tenant.name).within(&tenant.namespace)).is_some() {
+        if ctx.teams.clusters.get(&tenant.namespace, &tenant.name).is_some() {
             continue;
         }
         let clusters: Api<TenantCluster> = Api::namespaced(ctx.client.clone(), &tenant.namespace);

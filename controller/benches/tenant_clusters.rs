@@ -1,0 +1,188 @@
+//! 1,000 TenantClusters in IPAM mode across 20 teams, the controllers in this process on the
+//! in-memory API server: 500 there when they start, then 500 more arriving over time (25 every
+//! 100 ms). Prints the time until every one is IPAMReady, the requests the controllers made
+//! (their watches of TenantClusters among them), and how long their reconciles took in all,
+//! by kind, from the controllers' own metrics: what the caches' indexes and the single watch
+//! of TenantClusters are measured by (issue 27.20).
+
+use std::time::{Duration, Instant};
+
+use butler_apiserver::MemoryApiServer;
+use butler_core::api::{NetworkPool, ProviderConfig, Team, TenantCluster};
+use butler_runtime::metrics::Metrics;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+use support::{cluster, controllers};
+
+mod support;
+
+const AGENT: &str = "butler-controller";
+const TEAMS: usize = 20;
+const CLUSTERS: usize = 1_000;
+
+fn object<K: serde::de::DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).unwrap()
+}
+
+fn team_namespace(i: usize) -> String {
+    format!("team-t{:02}", i % TEAMS)
+}
+
+/// The teams (made by a first run of the controllers, uncounted), the platform's pool and
+/// IPAM ProviderConfig.
+async fn platform(server: &MemoryApiServer) {
+    let client = server.client();
+    let (_, stop, running) = controllers(server, "bench-setup");
+    for t in 0..TEAMS {
+        let team: Team = object(json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "Team",
+            "metadata": {"name": format!("t{t:02}")}, "spec": {"access": {}}}));
+        Api::<Team>::all(client.clone()).create(&PostParams::default(), &team).await.unwrap();
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for t in 0..TEAMS {
+        while namespaces.get_opt(&team_namespace(t)).await.unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the team namespaces were not made");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let _ = stop.send(true);
+    running.abort();
+    let ns: Namespace =
+        object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench-system"}}));
+    namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    let pool: NetworkPool =
+        object(json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "NetworkPool",
+        "metadata": {"name": "lab", "namespace": "bench-system"}, "spec": {"cidr": "10.0.0.0/16"}}));
+    Api::<NetworkPool>::namespaced(client.clone(), "bench-system")
+        .create(&PostParams::default(), &pool)
+        .await
+        .unwrap();
+    let config: ProviderConfig = object(
+        json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+        "metadata": {"name": "pc", "namespace": "bench-system"},
+        "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"},
+            "network": {"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 2}}}}),
+    );
+    Api::<ProviderConfig>::namespaced(client, "bench-system")
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+}
+
+async fn make_clusters(server: &MemoryApiServer, range: std::ops::Range<usize>) {
+    let client = server.client();
+    futures::stream::iter(range)
+        .map(|i| {
+            let client = client.clone();
+            async move {
+                let ns = team_namespace(i);
+                let cluster: TenantCluster =
+                    object(json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+                    "metadata": {"name": format!("c{i:04}"), "namespace": ns},
+                    "spec": {"providerConfigRef": {"name": "pc", "namespace": "bench-system"}}}));
+                Api::<TenantCluster>::namespaced(client, &ns)
+                    .create(&PostParams::default(), &cluster)
+                    .await
+                    .unwrap();
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// The clusters not IPAMReady, with their conditions.
+async fn not_ready(server: &MemoryApiServer) -> Vec<(String, String)> {
+    let list = Api::<TenantCluster>::all(server.client()).list(&ListParams::default()).await.unwrap();
+    list.items
+        .iter()
+        .filter(|c| {
+            !c.status
+                .as_ref()
+                .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "IPAMReady" && c.status == "True"))
+        })
+        .map(|c| {
+            let conditions = c.status.iter().flat_map(|s| &s.conditions);
+            let said: Vec<String> =
+                conditions.map(|c| format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message)).collect();
+            (format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()), said.join("; "))
+        })
+        .collect()
+}
+
+/// The sum and count of a kind's reconcile durations, from the metrics' text.
+fn reconcile_time(metrics: &Metrics, kind: &str) -> (f64, u64) {
+    let text = metrics.encode();
+    let value = |name: &str| -> f64 {
+        let prefix = format!("butler_controller_reconcile_duration_seconds_{name}{{kind=\"{kind}\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(&prefix)).and_then(|v| v.trim().parse().ok()).unwrap_or(0.0)
+    };
+    (value("sum"), value("count") as u64)
+}
+
+async fn clusters_at_scale() {
+    let server = cluster().await;
+    platform(&server).await;
+    make_clusters(&server, 0..CLUSTERS / 2).await;
+    let started = Instant::now();
+    let (metrics, stop, running) = controllers(&server, AGENT);
+    // The other half arrives while the controllers run.
+    for batch in (CLUSTERS / 2..CLUSTERS).step_by(25) {
+        make_clusters(&server, batch..batch + 25).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let late = loop {
+        let late = not_ready(&server).await;
+        if late.is_empty() || Instant::now() > deadline {
+            break late;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let elapsed = started.elapsed();
+    for (name, conditions) in &late {
+        println!("NOT IPAMReady after {:.0} s: {name}: {conditions}", elapsed.as_secs_f64());
+    }
+    // A moment for the reconciles the last changes wake, then the bill.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let _ = stop.send(true);
+    running.abort();
+    let requests = server.requests_from(AGENT);
+    let watches = |plural: &str| {
+        requests
+            .iter()
+            .filter(|(m, p)| m == "GET" && p.contains(&format!("/{plural}?")) && p.contains("watch=true"))
+            .count()
+    };
+    println!(
+        "{} of {CLUSTERS} TenantClusters in {TEAMS} teams ({} there at the start, {} arriving over 2 s) IPAMReady {:.2} s after the controllers' start",
+        CLUSTERS - late.len(),
+        CLUSTERS / 2,
+        CLUSTERS / 2,
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "requests of the controllers: {} in all; watches of TenantClusters: {}, of IPAllocations: {}",
+        requests.len(),
+        watches("tenantclusters"),
+        watches("ipallocations")
+    );
+    for kind in ["TenantCluster", "Team", "ProviderConfig", "IPAllocation", "NetworkPool"] {
+        let (sum, count) = reconcile_time(&metrics, kind);
+        println!(
+            "{kind} reconciles: {count}, {:.2} s in all, {:.2} ms each on average",
+            sum,
+            if count == 0 { 0.0 } else { sum * 1000.0 / count as f64 }
+        );
+    }
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(clusters_at_scale());
+}

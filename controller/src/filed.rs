@@ -1,0 +1,114 @@
+//! Objects filed under a key taken from them (controller-runtime's field index), kept from the
+//! watch events that feed a cache, so that a reconcile or an admission request reads the
+//! objects of its key and never scans the whole cache.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::RwLock;
+
+use kube::ResourceExt;
+use kube::runtime::watcher;
+use tokio::sync::watch;
+
+/// A pair of names: an object's (namespace, name), or the key it is filed under.
+pub type Key = (String, String);
+
+struct Inner<V> {
+    /// Objects by the key they are filed under: (namespace, name) and the value kept of each.
+    by_key: HashMap<Key, BTreeMap<Key, V>>,
+    /// The key each object is filed under, by (namespace, name).
+    key_of: HashMap<Key, Key>,
+    /// Entries of a relist, swapped in when it is complete.
+    relist: Option<Vec<(Key, Key, V)>>,
+}
+
+impl<V> Default for Inner<V> {
+    fn default() -> Self {
+        Inner { by_key: HashMap::new(), key_of: HashMap::new(), relist: None }
+    }
+}
+
+impl<V> Inner<V> {
+    fn remove(&mut self, object: &Key) {
+        if let Some(key) = self.key_of.remove(object)
+            && let Some(entries) = self.by_key.get_mut(&key)
+        {
+            entries.remove(object);
+            if entries.is_empty() {
+                self.by_key.remove(&key);
+            }
+        }
+    }
+
+    fn insert(&mut self, object: Key, key: Option<Key>, value: V) {
+        self.remove(&object);
+        if let Some(key) = key {
+            self.by_key.entry(key.clone()).or_default().insert(object.clone(), value);
+            self.key_of.insert(object, key);
+        }
+    }
+}
+
+/// Objects of kind `K` filed by `key` (none when it gives `None`), each with a value taken
+/// from it (`()` where the objects live in a store, the part needed where only that is kept).
+pub struct Filed<K, V> {
+    key: fn(&K) -> Option<Key>,
+    extract: fn(&K) -> V,
+    inner: RwLock<Inner<V>>,
+    ready: watch::Sender<bool>,
+}
+
+fn object_key<K: kube::Resource>(object: &K) -> Key {
+    (object.namespace().unwrap_or_default(), object.name_any())
+}
+
+impl<K: kube::Resource, V: Clone> Filed<K, V> {
+    pub fn new(key: fn(&K) -> Option<Key>, extract: fn(&K) -> V) -> Filed<K, V> {
+        Filed { key, extract, inner: RwLock::default(), ready: watch::Sender::new(false) }
+    }
+
+    /// Files one watch event.
+    pub fn apply(&self, event: &watcher::Event<K>) {
+        let mut inner = self.inner.write().expect("not poisoned");
+        match event {
+            watcher::Event::Apply(o) => inner.insert(object_key(o), (self.key)(o), (self.extract)(o)),
+            watcher::Event::Delete(o) => inner.remove(&object_key(o)),
+            watcher::Event::Init => inner.relist = Some(Vec::new()),
+            watcher::Event::InitApply(o) => {
+                if let Some(key) = (self.key)(o) {
+                    let entry = (object_key(o), key, (self.extract)(o));
+                    inner.relist.get_or_insert_default().push(entry)
+                }
+            }
+            watcher::Event::InitDone => {
+                let listed = inner.relist.take().unwrap_or_default();
+                inner.by_key.clear();
+                inner.key_of.clear();
+                for (object, key, value) in listed {
+                    inner.insert(object, Some(key), value);
+                }
+                drop(inner);
+                self.ready.send_replace(true);
+            }
+        }
+    }
+
+    /// The objects filed under `key`: (namespace, name) and value, in that order.
+    pub fn get(&self, key: &Key) -> Vec<(Key, V)> {
+        let inner = self.inner.read().expect("not poisoned");
+        inner
+            .by_key
+            .get(key)
+            .map(|m| m.iter().map(|(n, v)| (n.clone(), v.clone())).collect())
+            .unwrap_or_default()
+    }
+
+    /// How many keys hold objects (for tests: an emptied key is gone).
+    pub fn keys(&self) -> usize {
+        self.inner.read().expect("not poisoned").by_key.len()
+    }
+
+    /// Waits until the first listing is filed.
+    pub async fn wait_until_ready(&self) {
+        let _ = self.ready.subscribe().wait_for(|r| *r).await;
+    }
+}

@@ -1,0 +1,104 @@
+//! The controllers' caches: one watch of each kind they read, and what they keep of an object
+//! (the statuses they wrote, probes, failures, tenant clients and watches) goes with it, so a
+//! management cluster whose teams and clusters come and go does not grow their memory for ever.
+
+use std::time::{Duration, Instant};
+
+use butler_controller::context::Gone;
+use butler_core::api::{ProviderConfig, Team, TenantCluster};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::support::{Scenario, wait_for};
+use crate::team::ready_team;
+use crate::tenants::{cluster, config, kubeconfig_secret, pool, tenant_server};
+
+/// Waits until the controllers keep of `object` exactly what `wanted` names.
+async fn keeps(s: &Scenario, object: &Gone, wanted: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let kept = s.context.as_ref().expect("the controllers run").keeps(object);
+        if kept == wanted {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{object:?}: the controllers keep {kept:?}, not {wanted:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_controllers_watch_each_kind_once() {
+    let s = Scenario::start().await;
+    let Some(server) = s.cluster.server() else {
+        println!("skipped on a real cluster: its requests are not counted here");
+        return;
+    };
+    // Synced: every watch is open.
+    let team = s.namespace("watches").await;
+    cluster(&s, &team, "app", "nowhere").await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    wait_for(&clusters, "app", "seen", |c| c.and_then(|c| c.status.as_ref()).is_some()).await;
+    let requests = server.requests_from(crate::support::AGENT);
+    for plural in
+        ["tenantclusters", "networkpools", "ipallocations", "providerconfigs", "teams", "namespaces"]
+    {
+        let watches = requests
+            .iter()
+            .filter(|(m, p)| m == "GET" && p.contains(&format!("/{plural}?")) && p.contains("watch=true"))
+            .count();
+        assert_eq!(watches, 1, "{plural}: {watches} watches");
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_team_leaves_nothing_behind_in_the_controller() {
+    let s = Scenario::start().await;
+    let name = s.cluster.unique("forgotten");
+    let teams: Api<Team> = Api::all(s.client.clone());
+    let team = ready_team(&teams, &name, "[{name: alice@example.com, role: admin}]").await;
+    let gone = Gone::of(&team);
+    keeps(&s, &gone, &["team statuses"]).await;
+    teams.delete(&name, &DeleteParams::default()).await.unwrap();
+    wait_for(&teams, &name, "gone", |t| t.is_none()).await;
+    keeps(&s, &gone, &[]).await;
+}
+
+#[tokio::test]
+async fn a_cluster_leaves_its_tenant_when_it_stops_being_elastic_and_nothing_once_deleted() {
+    let s = Scenario::start().await;
+    let system = s.namespace("forget-system").await;
+    let team = s.namespace("forget-team").await;
+    pool(&s, &system, "lab", "10.74.0.0/24").await;
+    let elastic = |mode: &str| {
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
+            "loadBalancer": {"allocationMode": mode, "defaultPoolSize": 4, "initialPoolSize": 1}})
+    };
+    config(&s, &system, elastic("elastic")).await;
+    let tenant = tenant_server().await;
+    kubeconfig_secret(&s, &team, "app", &tenant).await;
+    cluster(&s, &team, "app", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let synced = wait_for(&clusters, "app", "MetalLBSynced", |c| {
+        c.and_then(|c| c.status.as_ref())
+            .is_some_and(|st| st.conditions.iter().any(|c| c.type_ == "MetalLBSynced" && c.status == "True"))
+    })
+    .await
+    .unwrap();
+    let gone = Gone::of(&synced);
+    keeps(&s, &gone, &["tenant clients", "tenant watches"]).await;
+
+    // Static now: the tenant is no longer watched (its pool is still written).
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &system);
+    let patch = json!({"spec": {"network": elastic("static")}});
+    configs.patch("pc", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    s.clock.advance(Duration::from_secs(1));
+    keeps(&s, &gone, &["tenant clients"]).await;
+
+    clusters.delete("app", &DeleteParams::default()).await.unwrap();
+    wait_for(&clusters, "app", "gone", |c| c.is_none()).await;
+    keeps(&s, &gone, &[]).await;
+    let config = configs.get("pc").await.unwrap();
+    configs.delete("pc", &DeleteParams::default()).await.unwrap();
+    wait_for(&configs, "pc", "gone", |c| c.is_none()).await;
+    keeps(&s, &Gone::of(&config), &[]).await;
+}
