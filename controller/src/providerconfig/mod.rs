@@ -73,11 +73,9 @@ async fn reconcile_live(
     let reference = &config.spec.credentials_ref;
     let team_scoped =
         config.spec.scope.as_ref().and_then(|s| s.type_) == Some(butler_core::api::ScopeType::Team);
-    let in_team_namespace = ctx
-        .teams
-        .namespaces
-        .get(&ObjectRef::new(&namespace))
-        .is_some_and(|ns| ns.labels().contains_key(butler_core::api::labels::LABEL_TEAM));
+    let namespace_object = ctx.teams.namespaces.get(&ObjectRef::new(&namespace));
+    let in_team_namespace =
+        crate::team::plan::may_be_teams(&namespace, namespace_object.as_ref().map(|ns| ns.labels()));
     let secret_namespace = credentials::secret_namespace(
         &namespace,
         reference.namespace.as_deref(),

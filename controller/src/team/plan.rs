@@ -34,6 +34,13 @@ pub fn team_of_namespace(namespace: &str) -> Option<&str> {
     namespace.strip_prefix("team-").filter(|t| !t.is_empty())
 }
 
+/// Whether a namespace may be a team's, so that what a team could write there is never
+/// trusted as the platform's: named as a team's (`team-{name}`, whether or not that Team
+/// exists yet) or labelled for a Team (`labels` of the namespace, when it is known).
+pub fn may_be_teams(namespace: &str, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    team_of_namespace(namespace).is_some() || labels.is_some_and(|l| l.contains_key(LABEL_TEAM))
+}
+
 /// What the plan reads.
 pub struct Observed<'a> {
     pub team: &'a Team,
@@ -371,6 +378,10 @@ mod tests {
         assert!(!owns(&t, &other_team));
         assert!(owns(&t, &namespace(Some("u-1"))));
         assert_eq!(team_of_namespace("team-platform"), Some("platform"));
+        let labelled = std::collections::BTreeMap::from([(LABEL_TEAM.to_string(), "platform".to_string())]);
+        assert!(may_be_teams("team-platform", None), "by its name, before the Team exists");
+        assert!(may_be_teams("platform-ns", Some(&labelled)), "by its label");
+        assert!(!may_be_teams("butler-system", Some(&Default::default())));
         assert_eq!(team_of_namespace("default"), None);
     }
 }

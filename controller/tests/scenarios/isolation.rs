@@ -135,6 +135,26 @@ async fn a_teams_provider_config_cannot_read_the_platforms_credentials() {
         let ready = configs.get(name).await.unwrap().status.and_then(|s| s.ready);
         assert_eq!(ready, Some(false));
     }
+    // A namespace named as a team's is one, labelled or not (its Team may come later).
+    let named = s.namespace("team-iso-pc").await;
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &named);
+    create(
+        &configs,
+        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: unlabelled, namespace: {named}}}\nspec:\n  provider: aws\n  credentialsRef: {{name: platform-aws, namespace: {system}}}\n  aws: {{region: eu-west-1}}\n"),
+    )
+    .await;
+    let conditions =
+        once_reason(&configs, "unlabelled", "Validated", "CredentialsInvalid", |c: &ProviderConfig| {
+            c.status.as_ref().map(|s| &s.conditions)
+        })
+        .await;
+    let message = &condition(&conditions, "Validated").unwrap().message;
+    assert!(
+        message.contains(
+            "is refused: a ProviderConfig in a team's namespace reads Secrets of its own namespace"
+        ),
+        "{message}"
+    );
 }
 
 #[tokio::test]
