@@ -75,6 +75,10 @@ struct RunArgs {
     /// CRDs' groups (repeat the flag for more).
     #[arg(long = "allow-webhook-group", value_name = "GROUP")]
     allow_webhook_groups: Vec<String>,
+    /// An API group (with the groups under it) whose CRDs, made outside this operator,
+    /// providers may take over besides Cluster API's and Butler's (repeat the flag for more).
+    #[arg(long = "adopt-crd-group", value_name = "GROUP")]
+    adopt_crd_groups: Vec<String>,
     /// A folder under which provider objects may name local repositories
     /// (`fetchConfig.url: file:///...`); without it they may name none.
     #[arg(long = "local-repository-root", value_name = "DIR")]
@@ -146,6 +150,7 @@ fn run(args: RunArgs) -> ExitCode {
                 policy: controller::policy::Policy {
                     cluster_roles: args.allow_cluster_roles,
                     webhook_groups: args.allow_webhook_groups,
+                    adopt_crd_groups: args.adopt_crd_groups,
                     local_root: args.local_repository_root,
                     credential_hosts: args.credentials_for,
                     provider_namespaces: provider_namespaces(

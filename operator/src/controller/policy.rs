@@ -11,6 +11,10 @@
 //!   labels of its own (not everything, not the built-in roles' pieces).
 //! - A webhook configuration intercepts only the API groups of the CRDs the same components
 //!   define, or groups the operator's configuration allows (`--allow-webhook-group`).
+//! - A CRD that exists already and that no provider of this operator made is taken over only in
+//!   Cluster API's and Butler's groups, or groups the configuration allows
+//!   (`--adopt-crd-group`): a release must not rewrite another project's API (cert-manager's,
+//!   say) for the whole cluster.
 
 use std::collections::BTreeSet;
 
@@ -23,6 +27,9 @@ pub struct Policy {
     pub cluster_roles: Vec<String>,
     /// API groups outside the provider's CRDs that its webhook configurations may intercept.
     pub webhook_groups: Vec<String>,
+    /// API groups (and the groups under them) besides Cluster API's and Butler's whose CRDs,
+    /// made by someone else, a provider may take over.
+    pub adopt_crd_groups: Vec<String>,
     /// Where provider objects may name local folders as repositories (none: nowhere).
     pub local_root: Option<std::path::PathBuf>,
     /// Where the operator's own credentials may go for a provider object that names its
@@ -44,6 +51,26 @@ impl Policy {
             )),
             _ => Ok(()),
         }
+    }
+}
+
+/// The groups (with the groups under them) whose CRDs made outside this operator a provider
+/// takes over, as clusterctl does on a move from another installer.
+pub const ADOPTABLE_GROUPS: &[&str] = &["cluster.x-k8s.io", "butlerlabs.dev"];
+
+impl Policy {
+    /// Whether a provider may take over the CRD `name` of `group` that someone outside this
+    /// operator made; else why not.
+    pub fn may_adopt(&self, name: &str, group: &str) -> Result<(), String> {
+        let under = |root: &str| group == root || group.ends_with(&format!(".{root}"));
+        let allowed = self.adopt_crd_groups.iter().map(String::as_str);
+        if ADOPTABLE_GROUPS.iter().copied().chain(allowed).any(under) {
+            return Ok(());
+        }
+        Err(format!(
+            "CustomResourceDefinition {name} exists already, made outside this operator, and its group {group} is not one a provider takes over ({} and the groups under them, or a group --adopt-crd-group names); it is left alone: delete it if the provider should make it, or start the operator with --adopt-crd-group {group}",
+            ADOPTABLE_GROUPS.join(", ")
+        ))
     }
 }
 
@@ -172,6 +199,26 @@ pub fn check(objects: &[Value], policy: &Policy) -> Result<(), String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn crds_made_elsewhere_are_taken_over_in_cluster_apis_and_butlers_groups_only() {
+        let policy = Policy { adopt_crd_groups: vec!["azure.com".into()], ..Policy::default() };
+        for group in [
+            "cluster.x-k8s.io",
+            "infrastructure.cluster.x-k8s.io",
+            "butler.butlerlabs.dev",
+            "resources.azure.com",
+        ] {
+            assert_eq!(policy.may_adopt("things.x", group), Ok(()), "{group}");
+        }
+        for group in ["cert-manager.io", "evilcluster.x-k8s.io", "x-k8s.io", "notbutlerlabs.dev"] {
+            assert!(policy.may_adopt("things.x", group).is_err(), "{group}");
+        }
+        assert_eq!(
+            Policy::default().may_adopt("certificates.cert-manager.io", "cert-manager.io").unwrap_err(),
+            "CustomResourceDefinition certificates.cert-manager.io exists already, made outside this operator, and its group cert-manager.io is not one a provider takes over (cluster.x-k8s.io, butlerlabs.dev and the groups under them, or a group --adopt-crd-group names); it is left alone: delete it if the provider should make it, or start the operator with --adopt-crd-group cert-manager.io"
+        );
+    }
 
     fn own() -> Vec<Value> {
         serde_saphyr::from_multiple(

@@ -296,7 +296,8 @@ async fn orphaned(
 /// Makes a CRD the provider has not made before. A CRD is one API for the whole cluster: one
 /// that was there before is applied over, as clusterctl does, after the inventory records it
 /// as adopted, so the provider never deletes it; never one that another provider of this
-/// operator made and still has (a release could otherwise rewrite another provider's API).
+/// operator made and still has (a release could otherwise rewrite another provider's API),
+/// and one made outside the operator only in the groups the policy lets providers take over.
 async fn adopt_crd<K: ProviderObject>(
     ctx: &Context,
     object: &K,
@@ -311,6 +312,10 @@ async fn adopt_crd<K: ProviderObject>(
         Made::Gone => return ctx.applier.apply(wanted, waits).await,
         Made::Exists(existing) => {
             let owner = existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels);
+            if owner.is_none() {
+                let name = existing.metadata.name.as_deref().unwrap_or_default();
+                ctx.policy.may_adopt(name, existing.data["spec"]["group"].as_str().unwrap_or_default())?;
+            }
             if let Some(owner) = owner.filter(|o| o != key)
                 && ctx.views().iter().any(|v| v.key == owner && !v.deleting)
             {

@@ -127,6 +127,75 @@ spec:
     s.stop_operator().await;
 }
 
+/// A release that ships the CRD of another project (one made outside the operator: by hand, by
+/// that project's installer) would rewrite that project's API for the whole cluster; it is
+/// taken over only when the operator's configuration lets providers adopt its group.
+#[tokio::test]
+async fn a_crd_made_outside_the_operator_is_taken_over_only_in_the_groups_allowed() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut s = Scenario::new("attack-adopt").await;
+    let group = format!("{}.victim.example.com", s.cluster.unique("v").replace('-', ""));
+    let crd = |scope: &str| {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.{group}
+spec:
+  group: {group}
+  scope: {scope}
+  names: {{kind: Gizmo, listKind: GizmoList, plural: gizmos, singular: gizmo}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+"
+        )
+    };
+    // The other project's CRD, there before any provider.
+    let theirs: CustomResourceDefinition = serde_saphyr::from_str(&crd("Namespaced")).unwrap();
+    s.cluster.install_own_crd(&theirs).await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let mut thief = components("thief", "v1.0.0", &[]);
+    thief.push_str(&format!("---\n{}", crd("Cluster")));
+    publish(&s, "infrastructure-thief", "infrastructure-components.yaml", "v1.0.0", &thief).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    s.create::<InfrastructureProvider>("thief", &spec("infrastructure-thief")).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("thief", "refused", |p| {
+            reason(p, "ProviderInstalled", "ApplyFailed")
+        })
+        .await;
+    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains(&format!(
+            "CustomResourceDefinition gizmos.{group} exists already, made outside this operator, and its group {group} is not one a provider takes over"
+        )),
+        "{message}"
+    );
+    assert!(message.contains(&format!("--adopt-crd-group {group}")), "{message}");
+    let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
+    assert_eq!(
+        crds.get(&format!("gizmos.{group}")).await.unwrap().spec.scope,
+        "Namespaced",
+        "as its project made it"
+    );
+
+    // The platform lets providers take that group over: adopted (and never deleted with them).
+    s.stop_operator().await;
+    let allowed = group.clone();
+    s.start_operator_with_options(move |o| o.policy.adopt_crd_groups = vec![allowed]);
+    s.wait_for::<InfrastructureProvider>("thief", "installed", |p| {
+        reason(p, "ProviderInstalled", "Installed")
+    })
+    .await;
+    assert_eq!(crds.get(&format!("gizmos.{group}")).await.unwrap().spec.scope, "Cluster");
+    s.stop_operator().await;
+}
+
 /// A provider object in a namespace where the operator does not look for one (a tenant's, say)
 /// is told so, and nothing is made for it: not even the finalizer.
 #[tokio::test]
