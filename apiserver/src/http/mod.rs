@@ -324,7 +324,7 @@ fn dispatch(
             Ok(Reply::Stream(watch::start(store, request)?))
         }
         (Method::GET, None) => {
-            let list = lock(store).list(&rt, scope, &list_options()?)?;
+            let list = lock(store).list_page(&rt, scope, &list_options()?)?;
             Ok(Reply::Json(200, printed(&rt, list, headers, query)))
         }
         (Method::GET, Some(name)) => {

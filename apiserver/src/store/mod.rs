@@ -72,6 +72,8 @@ pub struct Store {
     root_ca: String,
     /// Namespaces made since the last [`Store::publish_root_ca`].
     pub(crate) root_ca_due: Vec<String>,
+    /// The rest of each paged list, so that its pages come from one snapshot.
+    pages: read::Pages,
 }
 
 /// An object without the times of its managedFields entries.
@@ -127,6 +129,7 @@ impl Store {
             log: VecDeque::new(),
             history: history.max(1),
             tx,
+            pages: Default::default(),
             root_ca: butler_runtime::webhook::certificates::new_ca(
                 "butler-memory-apiserver-ca",
                 k8s_openapi::jiff::Timestamp::now(),

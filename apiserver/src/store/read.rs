@@ -30,34 +30,55 @@ impl ListOptions {
     }
 }
 
+/// How many paged lists keep their rest; a continue token of an older one is 410 Expired, as
+/// an etcd compaction makes it (the client lists again).
+const KEPT_LISTS: usize = 32;
+
+/// The rest of paged lists, by the number their continue token carries: the resourceVersion of
+/// their first page and the items not served yet. Kubernetes serves every page of a list from
+/// the snapshot of its first (and says that resourceVersion on each): a watch started from it
+/// then misses nothing that changed while the pages were read.
+#[derive(Default)]
+pub(crate) struct Pages {
+    next: u64,
+    kept: std::collections::VecDeque<(u64, u64, Vec<Value>)>,
+}
+
 impl Store {
-    /// `GET` of a collection, in one namespace or all, one page at a time.
-    pub fn list(
-        &self,
+    /// `GET` of a collection, in one namespace or all, one page at a time, every page from the
+    /// snapshot of the first.
+    pub fn list_page(
+        &mut self,
         rt: &ResourceType,
         namespace: Option<&str>,
         opts: &ListOptions,
     ) -> Result<Value, ApiError> {
-        let after = match &opts.continue_token {
-            Some(token) => Some(decode_continue(token)?),
-            None => None,
+        let (rv, selected) = match &opts.continue_token {
+            Some(token) => {
+                let id = decode_continue(token)?;
+                let at = self.pages.kept.iter().position(|(kept, _, _)| *kept == id).ok_or_else(|| {
+                    ApiError::expired(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+                    )
+                })?;
+                let (_, rv, rest) = self.pages.kept.remove(at).expect("found above");
+                (rv, rest)
+            }
+            None => (self.rv, self.selected(rt, namespace, opts)),
         };
-        let selected: Vec<(&(String, String), &Value)> = self
-            .objects_of(rt)
-            .into_iter()
-            .flatten()
-            .filter(|(key, _)| after.as_ref().is_none_or(|a| *key > a))
-            .filter(|(_, o)| opts.selects(namespace, o))
-            .collect();
         let page = opts.limit.unwrap_or(selected.len()).min(selected.len());
-        let items: Vec<Value> =
-            selected[..page].iter().map(|(_, o)| Store::present(rt, (*o).clone())).collect();
-        let remaining = selected.len() - page;
-        let mut metadata = json!({"resourceVersion": self.rv.to_string()});
-        if remaining > 0 && page > 0 {
-            let (ns, name) = selected[page - 1].0;
-            metadata["continue"] = Value::String(URL_SAFE_NO_PAD.encode(json!([ns, name]).to_string()));
-            metadata["remainingItemCount"] = json!(remaining);
+        let mut items = selected;
+        let rest = items.split_off(page);
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if !rest.is_empty() && page > 0 {
+            metadata["remainingItemCount"] = json!(rest.len());
+            self.pages.next += 1;
+            let id = self.pages.next;
+            metadata["continue"] = Value::String(URL_SAFE_NO_PAD.encode(json!({"list": id}).to_string()));
+            self.pages.kept.push_back((id, rv, rest));
+            while self.pages.kept.len() > KEPT_LISTS {
+                self.pages.kept.pop_front();
+            }
         }
         Ok(json!({
             "apiVersion": rt.api_version(),
@@ -65,6 +86,30 @@ impl Store {
             "metadata": metadata,
             "items": items,
         }))
+    }
+
+    /// Every object of `rt` a list selects, whole (for the server's own reads).
+    pub fn list(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<Value, ApiError> {
+        Ok(json!({
+            "apiVersion": rt.api_version(),
+            "kind": format!("{}List", rt.kind),
+            "metadata": {"resourceVersion": self.rv.to_string()},
+            "items": self.selected(rt, namespace, opts),
+        }))
+    }
+
+    fn selected(&self, rt: &ResourceType, namespace: Option<&str>, opts: &ListOptions) -> Vec<Value> {
+        self.objects_of(rt)
+            .into_iter()
+            .flatten()
+            .filter(|(_, o)| opts.selects(namespace, o))
+            .map(|(_, o)| Store::present(rt, o.clone()))
+            .collect()
     }
 
     /// The changes after `since` still in the log (None when `since` is too old), and a receiver
@@ -78,18 +123,13 @@ impl Store {
 
     /// Every current object of `rt` that `opts` selects, as a watch's initial events.
     pub fn snapshot(&self, rt: &ResourceType, namespace: Option<&str>, opts: &ListOptions) -> Vec<Value> {
-        self.objects_of(rt)
-            .into_iter()
-            .flatten()
-            .filter(|(_, o)| opts.selects(namespace, o))
-            .map(|(_, o)| Store::present(rt, o.clone()))
-            .collect()
+        self.selected(rt, namespace, opts)
     }
 }
 
-fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+fn decode_continue(token: &str) -> Result<u64, ApiError> {
     let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
     let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
-    let pair: (String, String) = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    Ok(pair)
+    let key: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    key["list"].as_u64().ok_or_else(bad)
 }

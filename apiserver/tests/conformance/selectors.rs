@@ -77,3 +77,44 @@ async fn paging_with_limit_and_continue() {
     assert_eq!(pages, 3);
     assert_eq!(seen, (0..7).map(|i| format!("cm-{i}")).collect::<Vec<_>>());
 }
+
+/// Every page of a list comes from the snapshot of its first and says its resourceVersion, so
+/// that a watch from there misses nothing made while the pages were read (kube's watcher
+/// starts from it: an object made between pages, sorted before the pages read, would
+/// otherwise be in neither the list nor the watch).
+#[tokio::test]
+async fn the_pages_of_a_list_are_one_snapshot() {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::WatchEvent;
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("snapshot").await;
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    for name in ["b", "c", "d", "e"] {
+        api.create(&PostParams::default(), &config_map(name, &[("paged", "yes")], &[])).await.unwrap();
+    }
+    let params = ListParams::default().labels("paged=yes").limit(2);
+    let first = api.list(&params).await.unwrap();
+    let version = first.metadata.resource_version.clone().unwrap();
+    // Made between the pages, before them in the list's order.
+    api.create(&PostParams::default(), &config_map("a", &[("paged", "yes")], &[])).await.unwrap();
+    let token = first.metadata.continue_.clone().unwrap();
+    let second = api.list(&params.clone().continue_token(&token)).await.unwrap();
+    assert_eq!(
+        second.metadata.resource_version.as_deref(),
+        Some(version.as_str()),
+        "the first page's version"
+    );
+    let listed: Vec<String> =
+        first.items.iter().chain(&second.items).filter_map(|c| c.metadata.name.clone()).collect();
+    assert_eq!(listed, ["b", "c", "d", "e"], "as they were at the first page");
+    let watch = kube::api::WatchParams::default().labels("paged=yes").timeout(5);
+    let mut events = api.watch(&watch, &version).await.unwrap().boxed();
+    let added = loop {
+        match events.try_next().await.unwrap() {
+            Some(WatchEvent::Added(c)) => break c.metadata.name,
+            Some(WatchEvent::Bookmark(_)) => continue,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(added.as_deref(), Some("a"), "the watch from the list's version sees what the list did not");
+}
