@@ -181,8 +181,74 @@ async fn clusters_at_scale() {
     }
 }
 
+/// What one reconcile reads, with 1,000 TenantClusters and 2,000 IPAllocations cached: a
+/// cluster's allocations and a namespace's clusters, by a scan of the cache (as before the
+/// indexes) and through the indexes.
+fn reads_per_reconcile() {
+    use butler_controller::clusters::ClusterIndex;
+    use butler_controller::ipam::index::AllocationIndex;
+    use butler_core::api::IPAllocation;
+    use kube::runtime::watcher::Event;
+    let (cluster_store, mut cluster_writer) = kube::runtime::reflector::store::<TenantCluster>();
+    let clusters = ClusterIndex::new(cluster_store.clone());
+    let (allocation_store, mut allocation_writer) = kube::runtime::reflector::store::<IPAllocation>();
+    let allocations = AllocationIndex::new(allocation_store.clone());
+    let mut feed_cluster = |event: Event<TenantCluster>| {
+        cluster_writer.apply_watcher_event(&event);
+        clusters.apply(&event);
+    };
+    let mut feed_allocation = |event: Event<IPAllocation>| {
+        allocation_writer.apply_watcher_event(&event);
+        allocations.apply(&event);
+    };
+    feed_cluster(Event::Init);
+    feed_allocation(Event::Init);
+    for i in 0..CLUSTERS {
+        let ns = team_namespace(i);
+        let name = format!("c{i:04}");
+        feed_cluster(Event::InitApply(object(
+            json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+            "metadata": {"name": name, "namespace": ns}, "spec": {"providerConfigRef": {"name": "pc", "namespace": "bench-system"}}}),
+        )));
+        for role in ["lb", "nodes"] {
+            feed_allocation(Event::InitApply(object(
+                json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
+                "metadata": {"name": format!("{ns}.{name}-{role}"), "namespace": "bench-system"},
+                "spec": {"poolRef": {"name": "lab"}, "tenantClusterRef": {"name": name, "namespace": ns}, "type": "loadbalancer", "count": 2}}),
+            )));
+        }
+    }
+    feed_cluster(Event::InitDone);
+    feed_allocation(Event::InitDone);
+    let time = |what: &str, read: &dyn Fn(usize) -> usize| {
+        let started = Instant::now();
+        let mut found = 0;
+        for i in 0..CLUSTERS {
+            found += read(i);
+        }
+        let each = started.elapsed().as_secs_f64() * 1e6 / CLUSTERS as f64;
+        println!("{what}: {each:.1} µs per reconcile ({found} found over {CLUSTERS})");
+    };
+    time("a cluster's allocations, scanning 2,000", &|i| {
+        let (ns, name) = (team_namespace(i), format!("c{i:04}"));
+        let all = allocation_store.state();
+        all.iter()
+            .filter(|a| a.spec.tenant_cluster_ref.namespace == ns && a.spec.tenant_cluster_ref.name == name)
+            .count()
+    });
+    time("a cluster's allocations, through the index", &|i| {
+        allocations.of_cluster(&team_namespace(i), &format!("c{i:04}")).len()
+    });
+    time("a namespace's clusters (Team usage), scanning 1,000", &|i| {
+        let ns = team_namespace(i);
+        cluster_store.state().iter().filter(|c| c.namespace().as_deref() == Some(ns.as_str())).count()
+    });
+    time("a namespace's clusters, through the index", &|i| clusters.in_namespace(&team_namespace(i)).len());
+}
+
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    reads_per_reconcile();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(clusters_at_scale());
 }
