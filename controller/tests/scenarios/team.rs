@@ -228,12 +228,15 @@ async fn the_roles_of_an_earlier_version_move_to_the_components_team_roles() {
 async fn a_binding_of_the_teams_name_made_by_someone_else_is_never_replaced() {
     use k8s_openapi::api::rbac::v1::RoleBinding;
     use kube::api::PostParams;
-    let s = Scenario::start().await;
+    let mut s = Scenario::start().await;
     let name = s.cluster.unique("foreign");
     let ns = format!("team-{name}");
     let teams: Api<Team> = Api::all(s.client.clone());
     ready_team(&teams, &name, "[{name: frank@example.com}]").await;
-    // A platform administrator puts a binding of their own in the viewers' place.
+    // A platform administrator puts a binding of their own in the viewers' place (while the
+    // controllers are down: running, they would remake theirs between the delete and the
+    // create).
+    s.kill_controllers();
     let bindings: Api<RoleBinding> = Api::namespaced(s.client.clone(), &ns);
     bindings.delete("butler-team-viewer", &DeleteParams::default()).await.unwrap();
     let theirs: RoleBinding = serde_json::from_value(json!({
@@ -243,6 +246,7 @@ async fn a_binding_of_the_teams_name_made_by_someone_else_is_never_replaced() {
     }))
     .unwrap();
     bindings.create(&PostParams::default(), &theirs).await.unwrap();
+    s.start_controllers().await;
     teams
         .patch(
             &name,

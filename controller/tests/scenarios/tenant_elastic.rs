@@ -12,8 +12,8 @@ use serde_json::json;
 
 use crate::support::{Scenario, wait_for};
 use crate::tenants::{
-    cluster, config, growth_is, kubeconfig_secret, lb_service, metallb, pool, pool_is, small_ipam,
-    tenant_server,
+    cluster, config, growth_is, kubeconfig_secret, lb_service, metallb, pool_is, small_ipam, tenant_server,
+    with_pool,
 };
 
 #[tokio::test]
@@ -58,9 +58,7 @@ async fn the_tenants_metallb_pool_follows_the_allocations_and_drift_is_reverted(
 async fn elastic_ipam_grows_for_waiting_services_minus_supply_and_shrinks_after_ten_idle_minutes() {
     let s = Scenario::start().await;
     let tenant = tenant_server().await;
-    let system = s.namespace("tc-elastic-system").await;
-    let team = s.namespace("tc-elastic-team").await;
-    pool(&s, &system, "lab", "10.70.0.0/24").await;
+    let (system, team) = with_pool(&s, "tc-elastic", "10.70.0.0/24").await;
     config(
         &s,
         &system,
@@ -124,9 +122,7 @@ async fn a_service_that_metallb_cannot_serve_gets_its_address_without_waiting_ou
     let s = Scenario::start().await;
     let tenant = tenant_server().await;
     let metallb = tokio::spawn(butler_apiserver::stand_ins::metallb::run(tenant.client()));
-    let system = s.namespace("tc-fast-system").await;
-    let team = s.namespace("tc-fast-team").await;
-    pool(&s, &system, "lab", "10.80.0.0/24").await;
+    let (system, team) = with_pool(&s, "tc-fast", "10.80.0.0/24").await;
     config(
         &s,
         &system,
@@ -174,9 +170,7 @@ async fn a_service_that_metallb_cannot_serve_gets_its_address_without_waiting_ou
 #[tokio::test]
 async fn an_unreachable_tenant_is_skipped_with_a_condition_and_its_cluster_keeps_its_block() {
     let s = Scenario::start().await;
-    let system = s.namespace("tc-down-system").await;
-    let team = s.namespace("tc-down-team").await;
-    pool(&s, &system, "lab", "10.95.0.0/24").await;
+    let (system, team) = with_pool(&s, "tc-down", "10.95.0.0/24").await;
     config(
         &s,
         &system,
@@ -214,9 +208,7 @@ async fn a_service_of_another_load_balancer_class_asks_for_nothing() {
     use k8s_openapi::api::core::v1::Service;
     let s = Scenario::start().await;
     let tenant = tenant_server().await;
-    let system = s.namespace("tc-class-system").await;
-    let team = s.namespace("tc-class-team").await;
-    pool(&s, &system, "lab", "10.73.0.0/24").await;
+    let (system, team) = with_pool(&s, "tc-class", "10.73.0.0/24").await;
     config(
         &s,
         &system,

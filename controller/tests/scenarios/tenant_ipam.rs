@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 
 use crate::support::{Scenario, wait_for};
-use crate::tenants::{cluster, config, ipam_ready, make, pool, small_ipam};
+use crate::tenants::{cluster, config, ipam_ready, make, pool, small_ipam, with_pool};
 
 #[tokio::test]
 async fn a_cluster_gets_its_load_balancer_block_from_the_first_pool_with_room_and_gives_it_back() {
@@ -116,9 +116,7 @@ async fn two_hundred_clusters_at_once_share_no_address() {
 #[tokio::test]
 async fn a_cluster_that_asks_for_node_addresses_gets_them_within_the_quota() {
     let s = Scenario::start().await;
-    let system = s.namespace("tc-nodes-system").await;
-    let team = s.namespace("tc-nodes-team").await;
-    pool(&s, &system, "lab", "10.90.0.0/24").await;
+    let (system, team) = with_pool(&s, "tc-nodes", "10.90.0.0/24").await;
     config(
         &s,
         &system,

@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::support::{Scenario, wait_for};
 use crate::tenants::{
     allow_pools, cluster, config, growth_is, guarded_tenant, ipam_ready, kubeconfig_secret, lb_service,
-    metallb, pool, pool_is, small_ipam, tenant_server,
+    metallb, pool_is, small_ipam, tenant_server, with_pool,
 };
 
 /// A system namespace with [`small_ipam`], and a team namespace.
@@ -87,9 +87,7 @@ async fn a_tenant_that_refuses_holds_the_addresses_until_it_gives_way() {
 #[tokio::test]
 async fn an_idle_growth_block_stays_while_the_tenant_refuses_to_drop_it() {
     let s = Scenario::start().await;
-    let system = s.namespace("tc-shrink-system").await;
-    let team = s.namespace("tc-shrink-team").await;
-    pool(&s, &system, "lab", "10.73.0.0/24").await;
+    let (system, team) = with_pool(&s, "tc-shrink", "10.73.0.0/24").await;
     let network = json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
         "loadBalancer": {"allocationMode": "elastic", "defaultPoolSize": 4, "initialPoolSize": 1, "growthIncrement": 1}});
     config(&s, &system, network).await;

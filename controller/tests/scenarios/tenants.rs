@@ -45,6 +45,14 @@ pub(crate) async fn config(s: &Scenario, ns: &str, network: Value) {
         "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"}, "network": network}})).await;
 }
 
+/// The namespaces `{base}-system`, with the NetworkPool `lab` of `cidr`, and `{base}-team`.
+pub(crate) async fn with_pool(s: &Scenario, base: &str, cidr: &str) -> (String, String) {
+    let system = s.namespace(&format!("{base}-system")).await;
+    let team = s.namespace(&format!("{base}-team")).await;
+    pool(s, &system, "lab", cidr).await;
+    (system, team)
+}
+
 /// In `system`, the NetworkPool `lab` of `cidr` and an IPAM ProviderConfig `pc` over it that
 /// gives each cluster 4 load-balancer addresses.
 pub(crate) async fn small_ipam(s: &Scenario, system: &str, cidr: &str) {
