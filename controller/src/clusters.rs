@@ -62,9 +62,9 @@ impl ClusterIndex {
         self.store.get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// Waits until the store and the index hold the first listing.
+    /// Waits until the index holds the first listing (filed after the store has it). Not the
+    /// store's own readiness: that wakes one waiter only, which its controller takes.
     pub async fn wait_until_ready(&self) {
-        let _ = self.store.wait_until_ready().await;
         self.by_namespace.wait_until_ready().await;
         self.by_config.wait_until_ready().await;
     }

@@ -112,3 +112,22 @@ impl<K: kube::Resource, V: Clone> Filed<K, V> {
         let _ = self.ready.subscribe().wait_for(|r| *r).await;
     }
 }
+
+/// Set once a watch's first listing is complete. Any number of tasks may wait on it: a
+/// store's own readiness wakes one waiter only, and the store's controller is that one.
+#[derive(Clone, Default)]
+pub struct Listed(std::sync::Arc<watch::Sender<bool>>);
+
+impl Listed {
+    /// Notes a watch event: the end of the first listing makes it ready.
+    pub fn see<K>(&self, event: &watcher::Event<K>) {
+        if matches!(event, watcher::Event::InitDone) {
+            self.0.send_replace(true);
+        }
+    }
+
+    /// Waits until the first listing is complete.
+    pub async fn wait(&self) {
+        let _ = self.0.subscribe().wait_for(|listed| *listed).await;
+    }
+}

@@ -18,7 +18,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -27,6 +27,7 @@ use crate::clock::Clock;
 use crate::clusters::ClusterIndex;
 use crate::context::{Context, Gone, TeamCaches, failure_key};
 use crate::error::Error;
+use crate::filed::Listed;
 use crate::ipam::{self, Ipam, index::AllocationIndex};
 use crate::providerconfig;
 use crate::team::{self, plan::LABEL_TEAM, plan::team_of_namespace};
@@ -96,23 +97,37 @@ fn configs_where(
 }
 
 /// A controller of `K` over a watch of its own, whose deletions are told to `gone`, so that
-/// what the reconciles keep of an object goes with it whoever removed it.
-fn forgetting<K>(client: &kube::Client, gone: Forget, concurrency: u16) -> Controller<K>
+/// what the reconciles keep of an object goes with it whoever removed it; and `subscribers`
+/// streams of its changes for other controllers (each must be polled: the watch waits for
+/// them).
+fn forgetting<K>(
+    client: &kube::Client,
+    gone: Forget,
+    concurrency: u16,
+    subscribers: usize,
+) -> (Controller<K>, Vec<ReflectHandle<K>>, Listed)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
+    let (store, writer) = reflector::store_shared::<K>(1024);
+    let handles =
+        (0..subscribers).map(|_| writer.subscribe().expect("a shared store has subscribers")).collect();
+    let listed = Listed::default();
+    let seen = listed.clone();
     let events =
         watcher(Api::<K>::all(client.clone()), watcher::Config::default().any_semantic()).default_backoff();
     let objects = reflector(writer, events)
-        .inspect(move |event| {
-            if let Ok(watcher::Event::Delete(object)) = event {
+        .inspect(move |event| match event {
+            Ok(watcher::Event::Delete(object)) => {
                 let _ = gone.send(Gone::of(object));
             }
+            Ok(event) => seen.see(event),
+            Err(_) => {}
         })
         .applied_objects();
-    Controller::for_stream(objects, store)
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+    let controller = Controller::for_stream(objects, store)
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency));
+    (controller, handles, listed)
 }
 
 /// Where the watches tell of deleted objects.
@@ -205,7 +220,15 @@ pub fn start(
     let pool_watch =
         watcher(Api::<NetworkPool>::all(client.clone()), watcher::Config::default().any_semantic())
             .default_backoff();
-    let pool_events = reflector(pool_writer, pool_watch).touched_objects();
+    let pools_listed = Listed::default();
+    let seen = pools_listed.clone();
+    let pool_events = reflector(pool_writer, pool_watch)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                seen.see(event);
+            }
+        })
+        .touched_objects();
     let caches = TeamCaches {
         namespaces: namespaces.clone(),
         clusters: clusters.clone(),
@@ -216,7 +239,8 @@ pub fn start(
     };
     let by_namespace =
         |ns: &Option<String>| team_of_namespace(ns.as_deref().unwrap_or_default()).map(ObjectRef::new);
-    let teams = forgetting::<Team>(&client, gone.clone(), options.concurrency)
+    let (teams, _, _) = forgetting::<Team>(&client, gone.clone(), options.concurrency, 0);
+    let teams = teams
         .watches_stream(namespace_events, |ns: Namespace| {
             team_of_namespace(&ns.name_any()).map(ObjectRef::new)
         })
@@ -226,7 +250,11 @@ pub fn start(
         .watches_stream(cluster_role_events, team_by_label)
         .watches_stream(cluster_role_binding_events, team_by_label)
         .graceful_shutdown_on(shutdown.clone());
-    let configs = forgetting::<ProviderConfig>(&client, gone.clone(), options.concurrency);
+    // The ProviderConfigs wake the TenantClusters that use them (a config made after its
+    // clusters, or changed), so a cluster never reads one the cache does not hold.
+    let (configs, mut config_subscribers, configs_listed) =
+        forgetting::<ProviderConfig>(&client, gone.clone(), options.concurrency, 1);
+    let configs_for_clusters = config_subscribers.pop().expect("one subscriber");
     let config_cache = configs.store();
     // No watch of Secrets: the controller reads them by name only (see `secrets`), and each
     // ProviderConfig re-reads its own on a requeue.
@@ -276,8 +304,13 @@ pub fn start(
     // The IPAM part of TenantClusters, woken by their allocations within a moment of a change,
     // and by their tenant's Services and MetalLB pools in elastic mode.
     let (tenant_watches, tenants_woken) = tenantcluster::watch::TenantWatches::new();
+    let users = clusters.clone();
     let tenant_clusters = Controller::for_shared_stream(clusters_for_ipam, cluster_store)
         .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+        .watches_shared_stream(configs_for_clusters, move |config: Arc<ProviderConfig>| {
+            let (ns, name) = (config.namespace().unwrap_or_default(), config.name_any());
+            users.using(&ns, &name).into_iter().map(|c| ObjectRef::from_obj(c.as_ref())).collect::<Vec<_>>()
+        })
         .watches_shared_stream(allocations_for_clusters, |a: Arc<IPAllocation>| {
             let r = &a.spec.tenant_cluster_ref;
             Some(ObjectRef::<TenantCluster>::new(&r.name).within(&r.namespace))
@@ -333,12 +366,13 @@ pub fn start(
     // reconciles wait for them (a reconcile on an empty cache would write what exists).
     let syncing = async move {
         let _ = namespaces.wait_until_ready().await;
+        configs_listed.wait().await;
         clusters.wait_until_ready().await;
         let _ = roles.wait_until_ready().await;
         let _ = role_bindings.wait_until_ready().await;
         let _ = cluster_roles.wait_until_ready().await;
         let _ = cluster_role_bindings.wait_until_ready().await;
-        let _ = pools.wait_until_ready().await;
+        pools_listed.wait().await;
         allocations.wait_until_ready().await;
         let _ = synced_tx.send(true);
         // Kept open, so that waiters never see the channel close.

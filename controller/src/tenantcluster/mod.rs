@@ -64,12 +64,14 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
     if cluster.meta().deletion_timestamp.is_some() {
         return delete(cluster, ctx, &api).await;
     }
-    // From the cache; one that the cache does not show (yet) is read, so that a cache still
-    // filling never makes a cluster report its ProviderConfig missing.
+    // From the cache; one it does not show is read, in case the cache has not seen it yet,
+    // until the cluster says it is missing: from then on the cache alone (the ProviderConfig's
+    // creation wakes the cluster), so a missing one is not read at each of its events.
     let config = match plan::config_ref(cluster) {
         None => None,
         Some((ns, name)) => match ctx.configs.get(&ObjectRef::new(&name).within(&ns)) {
             Some(config) => Some(config),
+            None if plan::reported_missing(cluster) => None,
             None => Api::<butler_core::api::ProviderConfig>::namespaced(ctx.client.clone(), &ns)
                 .get_opt(&name)
                 .await

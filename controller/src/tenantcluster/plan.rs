@@ -172,6 +172,16 @@ fn available(pool: Option<&NetworkPool>) -> Option<i64> {
     pool?.status.as_ref()?.available_ips
 }
 
+/// Whether the cluster's status says, for its current spec, that its ProviderConfig is missing.
+pub fn reported_missing(cluster: &TenantCluster) -> bool {
+    cluster.status.iter().flat_map(|s| &s.conditions).any(|c| {
+        c.type_ == IPAM_READY
+            && c.reason == "ProviderConfigNotFound"
+            && c.observed_generation.is_some()
+            && c.observed_generation == cluster.metadata.generation
+    })
+}
+
 /// Plans the IPAM of a live cluster.
 pub fn plan(observed: &Observed<'_>) -> Plan {
     let cluster = observed.cluster;

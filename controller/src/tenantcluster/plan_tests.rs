@@ -285,3 +285,18 @@ fn a_block_an_earlier_version_named_stays_the_clusters() {
     let planned = run(&cluster(json!({})), Some(&pc), &[pool("first", 100)], &[theirs]);
     assert_eq!(planned.create[0].name_any(), "team-platform.prod-lb");
 }
+
+#[test]
+fn a_missing_provider_config_is_reported_for_the_spec_it_was_seen_with() {
+    let mut c = cluster(json!({}));
+    c.metadata.generation = Some(2);
+    assert!(!reported_missing(&c), "nothing said yet");
+    let said = |generation: i64| {
+        json!({"conditions": [{"type": "IPAMReady", "status": "False", "reason": "ProviderConfigNotFound",
+            "message": "m", "lastTransitionTime": "2026-11-26T00:00:00Z", "observedGeneration": generation}]})
+    };
+    c.status = Some(serde_json::from_value(said(2)).unwrap());
+    assert!(reported_missing(&c));
+    c.status = Some(serde_json::from_value(said(1)).unwrap());
+    assert!(!reported_missing(&c), "said of an earlier spec (another reference, perhaps)");
+}

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::support::{Scenario, wait_for};
 use crate::team::ready_team;
-use crate::tenants::{cluster, config, kubeconfig_secret, pool, tenant_server};
+use crate::tenants::{cluster, config, ipam_ready, kubeconfig_secret, tenant_server, with_pool};
 
 /// Waits until the controllers keep of `object` exactly what `wanted` names.
 async fn keeps(s: &Scenario, object: &Gone, wanted: &[&str]) {
@@ -66,9 +66,7 @@ async fn a_deleted_team_leaves_nothing_behind_in_the_controller() {
 #[tokio::test]
 async fn a_cluster_leaves_its_tenant_when_it_stops_being_elastic_and_nothing_once_deleted() {
     let s = Scenario::start().await;
-    let system = s.namespace("forget-system").await;
-    let team = s.namespace("forget-team").await;
-    pool(&s, &system, "lab", "10.74.0.0/24").await;
+    let (system, team) = with_pool(&s, "forget", "10.74.0.0/24").await;
     let elastic = |mode: &str| {
         json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
             "loadBalancer": {"allocationMode": mode, "defaultPoolSize": 4, "initialPoolSize": 1}})
@@ -101,4 +99,49 @@ async fn a_cluster_leaves_its_tenant_when_it_stops_being_elastic_and_nothing_onc
     configs.delete("pc", &DeleteParams::default()).await.unwrap();
     wait_for(&configs, "pc", "gone", |c| c.is_none()).await;
     keeps(&s, &Gone::of(&config), &[]).await;
+}
+
+/// A cluster made before its ProviderConfig waits on the cache, not on the API server (no read
+/// of the missing config at each of its events), and is served as soon as the config comes.
+#[tokio::test]
+async fn a_cluster_made_before_its_provider_config_is_served_when_it_comes() {
+    let s = Scenario::start().await;
+    let (system, team) = with_pool(&s, "early", "10.75.0.0/24").await;
+    cluster(&s, &team, "app", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    wait_for(&clusters, "app", "ProviderConfigNotFound", |c| {
+        c.and_then(|c| c.status.as_ref()).is_some_and(|st| {
+            st.conditions.iter().any(|c| c.type_ == "IPAMReady" && c.reason == "ProviderConfigNotFound")
+        })
+    })
+    .await;
+    // Read once before the cluster said it was missing, never at its events after.
+    let reads = || {
+        s.cluster.server().map(|server| {
+            server
+                .requests_from(crate::support::AGENT)
+                .into_iter()
+                .filter(|(m, p)| m == "GET" && p.contains("/providerconfigs/pc"))
+                .count()
+        })
+    };
+    let before = reads();
+    for i in 0..5 {
+        let label = json!({"metadata": {"labels": {"touched": i.to_string()}}});
+        clusters.patch("app", &PatchParams::default(), &Patch::Merge(label)).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(reads(), before, "the missing ProviderConfig was read at the cluster's events");
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"defaultPoolSize": 4}}),
+    )
+    .await;
+    // Well within the 30 s after which a cluster whose config is missing looks again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ipam_ready(clusters.get_opt("app").await.unwrap().as_ref()) {
+        assert!(Instant::now() < deadline, "the cluster was not served when its ProviderConfig came");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
