@@ -308,6 +308,12 @@ pub fn start(
     let tenant_clusters = Controller::for_shared_stream(clusters_for_ipam, cluster_store)
         .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
         .watches_shared_stream(configs_for_clusters, move |config: Arc<ProviderConfig>| {
+            // Only a spec its controller has not seen yet (a new ProviderConfig, or a change):
+            // its status, rewritten as pools fill, would wake every cluster each time.
+            let observed = config.status.as_ref().and_then(|s| s.observed_generation);
+            if observed.is_some() && observed == config.metadata.generation {
+                return Vec::new();
+            }
             let (ns, name) = (config.namespace().unwrap_or_default(), config.name_any());
             users.using(&ns, &name).into_iter().map(|c| ObjectRef::from_obj(c.as_ref())).collect::<Vec<_>>()
         })
