@@ -7,13 +7,22 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::Api;
 use serde_json::json;
 
-use crate::fixtures::{components, publish, selector};
+use crate::fixtures::{components, gadget_crd, publish, selector};
 use crate::support::{Scenario, condition, reason};
 
 fn spec(label: &str) -> String {
     let mut spec: serde_json::Value = serde_json::from_str(&selector(label)).unwrap();
     spec["version"] = json!("v1.0.0");
     spec.to_string()
+}
+
+/// Waits until `ProviderInstalled` of the InfrastructureProvider `name` says `why`: the
+/// provider and the condition's message.
+async fn refused(s: &Scenario, name: &str, why: &str) -> (InfrastructureProvider, String) {
+    let refused =
+        s.wait_for::<InfrastructureProvider>(name, why, |p| reason(p, "ProviderInstalled", why)).await;
+    let message = condition(&refused, "ProviderInstalled").unwrap().message.clone();
+    (refused, message)
 }
 
 /// A repository in a labelled ConfigMap (writable by whoever may write ConfigMaps in the
@@ -43,15 +52,10 @@ subjects:
     s.start_operator();
     s.create::<CoreProvider>("butler", &spec("butler")).await;
     s.create::<InfrastructureProvider>("evil", &spec("infrastructure-evil")).await;
-    let refused = s
-        .wait_for::<InfrastructureProvider>("evil", "the components refused", |p| {
-            reason(p, "ProviderInstalled", "PolicyViolation")
-        })
-        .await;
-    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    let (refused, message) = refused(&s, "evil", "PolicyViolation").await;
     assert_eq!(
         message,
-        &format!(
+        format!(
             "ClusterRoleBinding {binding} is refused: it binds the ClusterRole \"cluster-admin\", which the provider's components do not define; a provider's bindings name its own roles (or a ClusterRole the operator allows with --allow-cluster-role)"
         )
     );
@@ -81,24 +85,7 @@ async fn another_providers_crd_is_never_taken_over() {
     )
     .await;
     let mut thief = components("thief", "v1.0.0", &[]);
-    thief.push_str(
-        "---
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.owner.test.io
-spec:
-  group: owner.test.io
-  scope: Cluster
-  names: {kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-",
-    );
+    thief.push_str(&format!("---\n{}", gadget_crd("owner.test.io", "Cluster")));
     publish(&s, "infrastructure-thief", "infrastructure-components.yaml", "v1.0.0", &thief).await;
     s.start_operator();
     s.create::<CoreProvider>("butler", &spec("butler")).await;
@@ -108,12 +95,7 @@ spec:
     })
     .await;
     s.create::<InfrastructureProvider>("thief", &spec("infrastructure-thief")).await;
-    let refused = s
-        .wait_for::<InfrastructureProvider>("thief", "refused", |p| {
-            reason(p, "ProviderInstalled", "ApplyFailed")
-        })
-        .await;
-    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    let (_, message) = refused(&s, "thief", "ApplyFailed").await;
     assert!(
         message.contains(&format!(
             "CustomResourceDefinition gadgets.owner.test.io belongs to InfrastructureProvider {}/owner, and a provider never takes over another's CRDs",
@@ -135,25 +117,7 @@ async fn a_crd_made_outside_the_operator_is_taken_over_only_in_the_groups_allowe
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let mut s = Scenario::new("attack-adopt").await;
     let group = format!("{}.victim.example.com", s.cluster.unique("v").replace('-', ""));
-    let crd = |scope: &str| {
-        format!(
-            "apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gizmos.{group}
-spec:
-  group: {group}
-  scope: {scope}
-  names: {{kind: Gizmo, listKind: GizmoList, plural: gizmos, singular: gizmo}}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
-"
-        )
-    };
+    let crd = |scope: &str| gadget_crd(&group, scope);
     // The other project's CRD, there before any provider.
     let theirs: CustomResourceDefinition = serde_saphyr::from_str(&crd("Namespaced")).unwrap();
     s.cluster.install_own_crd(&theirs).await;
@@ -164,22 +128,17 @@ spec:
     s.start_operator();
     s.create::<CoreProvider>("butler", &spec("butler")).await;
     s.create::<InfrastructureProvider>("thief", &spec("infrastructure-thief")).await;
-    let refused = s
-        .wait_for::<InfrastructureProvider>("thief", "refused", |p| {
-            reason(p, "ProviderInstalled", "ApplyFailed")
-        })
-        .await;
-    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    let (_, message) = refused(&s, "thief", "ApplyFailed").await;
     assert!(
         message.contains(&format!(
-            "CustomResourceDefinition gizmos.{group} exists already, made outside this operator, and its group {group} is not one a provider takes over"
+            "CustomResourceDefinition gadgets.{group} exists already, made outside this operator, and its group {group} is not one a provider takes over"
         )),
         "{message}"
     );
     assert!(message.contains(&format!("--adopt-crd-group {group}")), "{message}");
     let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
     assert_eq!(
-        crds.get(&format!("gizmos.{group}")).await.unwrap().spec.scope,
+        crds.get(&format!("gadgets.{group}")).await.unwrap().spec.scope,
         "Namespaced",
         "as its project made it"
     );
@@ -192,7 +151,7 @@ spec:
         reason(p, "ProviderInstalled", "Installed")
     })
     .await;
-    assert_eq!(crds.get(&format!("gizmos.{group}")).await.unwrap().spec.scope, "Cluster");
+    assert_eq!(crds.get(&format!("gadgets.{group}")).await.unwrap().spec.scope, "Cluster");
     s.stop_operator().await;
 }
 

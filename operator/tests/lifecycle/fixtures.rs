@@ -80,15 +80,21 @@ data:
         ));
     }
     if parts.contains(&Part::Crd) {
-        text.push_str(&format!(
-            "---
-apiVersion: apiextensions.k8s.io/v1
+        text.push_str(&format!("---\n{}", gadget_crd(&format!("{name}.test.io"), "Namespaced")));
+    }
+    text
+}
+
+/// The CRD of the kind Gadget (`gadgets.{group}`), of `scope`, any fields allowed.
+pub fn gadget_crd(group: &str, scope: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: gadgets.{name}.test.io
+  name: gadgets.{group}
 spec:
-  group: {name}.test.io
-  scope: Namespaced
+  group: {group}
+  scope: {scope}
   names: {{kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}}
   versions:
     - name: v1
@@ -97,9 +103,7 @@ spec:
       schema:
         openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
 "
-        ));
-    }
-    text
+    )
 }
 
 /// Publishes one version of a provider as a ConfigMap in the scenario's namespace, labelled
