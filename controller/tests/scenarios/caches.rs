@@ -11,7 +11,9 @@ use serde_json::json;
 
 use crate::support::{Scenario, wait_for};
 use crate::team::ready_team;
-use crate::tenants::{cluster, config, ipam_ready, kubeconfig_secret, tenant_server, with_pool};
+use crate::tenants::{
+    cluster, cluster_says, config, ipam_ready, kubeconfig_secret, tenant_server, with_pool,
+};
 
 /// Waits until the controllers keep of `object` exactly what `wanted` names.
 async fn keeps(s: &Scenario, object: &Gone, wanted: &[&str]) {
@@ -76,12 +78,7 @@ async fn a_cluster_leaves_its_tenant_when_it_stops_being_elastic_and_nothing_onc
     kubeconfig_secret(&s, &team, "app", &tenant).await;
     cluster(&s, &team, "app", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
-    let synced = wait_for(&clusters, "app", "MetalLBSynced", |c| {
-        c.and_then(|c| c.status.as_ref())
-            .is_some_and(|st| st.conditions.iter().any(|c| c.type_ == "MetalLBSynced" && c.status == "True"))
-    })
-    .await
-    .unwrap();
+    let synced = cluster_says(&clusters, "app", "MetalLBSynced", "True").await;
     let gone = Gone::of(&synced);
     keeps(&s, &gone, &["tenant clients", "tenant watches"]).await;
 
@@ -109,12 +106,7 @@ async fn a_cluster_made_before_its_provider_config_is_served_when_it_comes() {
     let (system, team) = with_pool(&s, "early", "10.75.0.0/24").await;
     cluster(&s, &team, "app", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
-    wait_for(&clusters, "app", "ProviderConfigNotFound", |c| {
-        c.and_then(|c| c.status.as_ref()).is_some_and(|st| {
-            st.conditions.iter().any(|c| c.type_ == "IPAMReady" && c.reason == "ProviderConfigNotFound")
-        })
-    })
-    .await;
+    cluster_says(&clusters, "app", "IPAMReady", "ProviderConfigNotFound").await;
     // Read once before the cluster said it was missing, never at its events after.
     let reads = || {
         s.cluster.server().map(|server| {

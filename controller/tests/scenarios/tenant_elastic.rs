@@ -12,8 +12,8 @@ use serde_json::json;
 
 use crate::support::{Scenario, wait_for};
 use crate::tenants::{
-    cluster, config, growth_is, kubeconfig_secret, lb_service, metallb, pool_is, small_ipam, tenant_server,
-    with_pool,
+    cluster, cluster_says, config, growth_is, kubeconfig_secret, lb_service, metallb, pool_is, small_ipam,
+    tenant_server, with_pool,
 };
 
 #[tokio::test]
@@ -39,12 +39,7 @@ async fn the_tenants_metallb_pool_follows_the_allocations_and_drift_is_reverted(
     s.clock.advance(Duration::from_secs(61));
     pool_is(&tenant, &["10.60.0.0-10.60.0.3"]).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
-    let web = wait_for(&clusters, "web", "MetalLBSynced", |c| {
-        c.and_then(|c| c.status.as_ref())
-            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "MetalLBSynced" && c.status == "True"))
-    })
-    .await
-    .unwrap();
+    let web = cluster_says(&clusters, "web", "MetalLBSynced", "True").await;
     assert!(
         web.status
             .unwrap()
@@ -183,13 +178,7 @@ async fn an_unreachable_tenant_is_skipped_with_a_condition_and_its_cluster_keeps
     drop(tenant);
     cluster(&s, &team, "gone", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
-    let gone = wait_for(&clusters, "gone", "TenantUnreachable", |c| {
-        c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
-            s.conditions.iter().any(|c| c.type_ == "MetalLBSynced" && c.reason == "TenantUnreachable")
-        })
-    })
-    .await
-    .unwrap();
+    let gone = cluster_says(&clusters, "gone", "MetalLBSynced", "TenantUnreachable").await;
     let status = gone.status.unwrap();
     let message = &status.conditions.iter().find(|c| c.type_ == "MetalLBSynced").unwrap().message;
     assert!(

@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 
 use crate::support::{Scenario, wait_for};
-use crate::tenants::{cluster, config, ipam_ready, make, pool, small_ipam, with_pool};
+use crate::tenants::{cluster, cluster_says, config, ipam_ready, make, pool, small_ipam, with_pool};
 
 #[tokio::test]
 async fn a_cluster_gets_its_load_balancer_block_from_the_first_pool_with_room_and_gives_it_back() {
@@ -216,13 +216,7 @@ async fn an_allocation_name_taken_by_another_cluster_is_an_error_not_a_success()
     .await;
     cluster(&s, &team, "web", &system).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
-    let refused = wait_for(&clusters, "web", "the name refused", |c| {
-        c.and_then(|c| c.status.as_ref()).is_some_and(|st| {
-            st.conditions.iter().any(|c| c.type_ == "IPAMReady" && c.reason == "AllocationNameTaken")
-        })
-    })
-    .await
-    .unwrap();
+    let refused = cluster_says(&clusters, "web", "IPAMReady", "AllocationNameTaken").await;
     let status = refused.status.unwrap();
     let message = &status.conditions.iter().find(|c| c.type_ == "IPAMReady").unwrap().message;
     assert_eq!(

@@ -13,8 +13,8 @@ use serde_json::json;
 
 use crate::support::{Scenario, wait_for};
 use crate::tenants::{
-    allow_pools, cluster, config, growth_is, guarded_tenant, ipam_ready, kubeconfig_secret, lb_service,
-    metallb, pool_is, small_ipam, tenant_server, with_pool,
+    allow_pools, cluster, cluster_says, config, growth_is, guarded_tenant, ipam_ready, kubeconfig_secret,
+    lb_service, metallb, pool_is, small_ipam, tenant_server, with_pool,
 };
 
 /// A system namespace with [`small_ipam`], and a team namespace.
@@ -58,13 +58,7 @@ async fn a_tenant_that_refuses_holds_the_addresses_until_it_gives_way() {
     pool_is(&tenant, &["10.72.0.0-10.72.0.3"]).await;
 
     clusters.delete("web", &DeleteParams::default()).await.unwrap();
-    let held = wait_for(&clusters, "web", "the release held", |c| {
-        c.and_then(|c| c.status.as_ref()).is_some_and(|st| {
-            st.conditions.iter().any(|c| c.type_ == "MetalLBSynced" && c.reason == "TenantRefusedRelease")
-        })
-    })
-    .await
-    .unwrap();
+    let held = cluster_says(&clusters, "web", "MetalLBSynced", "TenantRefusedRelease").await;
     let status = held.status.unwrap();
     let message = &status.conditions.iter().find(|c| c.type_ == "MetalLBSynced").unwrap().message;
     assert!(
@@ -123,13 +117,7 @@ async fn an_idle_growth_block_stays_while_the_tenant_refuses_to_drop_it() {
     }
     s.clock.advance(Duration::from_secs(601));
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
-    let refused = wait_for(&clusters, "app", "the refusal reported", |c| {
-        c.and_then(|c| c.status.as_ref()).is_some_and(|st| {
-            st.conditions.iter().any(|c| c.type_ == "MetalLBSynced" && c.reason == "TenantRefused")
-        })
-    })
-    .await
-    .unwrap();
+    let refused = cluster_says(&clusters, "app", "MetalLBSynced", "TenantRefused").await;
     let status = refused.status.unwrap();
     let message = &status.conditions.iter().find(|c| c.type_ == "MetalLBSynced").unwrap().message;
     assert!(message.starts_with("the tenant refused to write metallb-system/default-pool"), "{message}");

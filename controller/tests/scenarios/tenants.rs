@@ -73,6 +73,24 @@ pub(crate) async fn cluster(s: &Scenario, team: &str, name: &str, config_ns: &st
     .await;
 }
 
+/// Waits until the TenantCluster `name` has the condition `type_` whose reason, or status,
+/// is `word`: the cluster then.
+pub(crate) async fn cluster_says(
+    clusters: &Api<TenantCluster>,
+    name: &str,
+    type_: &str,
+    word: &str,
+) -> TenantCluster {
+    let said = |c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| {
+        c.type_ == type_ && (c.reason == word || c.status == word)
+    };
+    wait_for(clusters, name, &format!("{type_} {word}"), |c| {
+        c.and_then(|c| c.status.as_ref()).is_some_and(|st| st.conditions.iter().any(said))
+    })
+    .await
+    .expect("the cluster exists")
+}
+
 pub(crate) fn ipam_ready(c: Option<&TenantCluster>) -> bool {
     c.and_then(|c| c.status.as_ref())
         .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "IPAMReady" && c.status == "True"))
