@@ -8,17 +8,17 @@ use butler_core::api::TenantCluster;
 use futures::{Stream, StreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::reflector::{ObjectRef, Store, reflector, store::Writer};
+use kube::runtime::reflector::{Store, reflector, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::filed::{Filed, Key};
+use crate::filed::{Indexed, Key};
 
-/// TenantClusters filed over the objects of one store.
-pub struct ClusterIndex {
-    store: Store<TenantCluster>,
-    by_namespace: Filed<TenantCluster, ()>,
-    by_config: Filed<TenantCluster, ()>,
-}
+/// TenantClusters filed over the objects of one store: by namespace, and by the
+/// ProviderConfig they use.
+pub struct ClusterIndex(Indexed<TenantCluster>);
+
+const BY_NAMESPACE: usize = 0;
+const BY_CONFIG: usize = 1;
 
 fn namespace_key(cluster: &TenantCluster) -> Option<Key> {
     Some((cluster.namespace().unwrap_or_default(), String::new()))
@@ -27,46 +27,33 @@ fn namespace_key(cluster: &TenantCluster) -> Option<Key> {
 impl ClusterIndex {
     /// An index over the objects of `store` (filled by the same watch).
     pub fn new(store: Store<TenantCluster>) -> ClusterIndex {
-        ClusterIndex {
-            store,
-            by_namespace: Filed::new(namespace_key, |_| ()),
-            by_config: Filed::new(crate::tenantcluster::plan::config_ref, |_| ()),
-        }
+        ClusterIndex(Indexed::new(store, &[namespace_key, crate::tenantcluster::plan::config_ref]))
     }
 
     /// Files one watch event.
     pub fn apply(&self, event: &watcher::Event<TenantCluster>) {
-        self.by_namespace.apply(event);
-        self.by_config.apply(event);
-    }
-
-    fn objects(&self, filed: Vec<(Key, ())>) -> Vec<Arc<TenantCluster>> {
-        filed
-            .into_iter()
-            .filter_map(|((ns, name), ())| self.store.get(&ObjectRef::new(&name).within(&ns)))
-            .collect()
+        self.0.apply(event);
     }
 
     /// The TenantClusters of a namespace, by name.
     pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<TenantCluster>> {
-        self.objects(self.by_namespace.get(&(namespace.to_string(), String::new())))
+        self.0.get(BY_NAMESPACE, &(namespace.to_string(), String::new()))
     }
 
     /// The TenantClusters whose `providerConfigRef` names ProviderConfig `namespace/name`.
     pub fn using(&self, namespace: &str, name: &str) -> Vec<Arc<TenantCluster>> {
-        self.objects(self.by_config.get(&(namespace.to_string(), name.to_string())))
+        self.0.get(BY_CONFIG, &(namespace.to_string(), name.to_string()))
     }
 
     /// The TenantCluster `namespace/name`, from the cache.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<TenantCluster>> {
-        self.store.get(&ObjectRef::new(name).within(namespace))
+        self.0.object(namespace, name)
     }
 
-    /// Waits until the index holds the first listing (filed after the store has it). Not the
-    /// store's own readiness: that wakes one waiter only, which its controller takes.
+    /// Waits until the index holds the first listing. Not the store's own readiness: that
+    /// wakes one waiter only, which its controller takes.
     pub async fn wait_until_ready(&self) {
-        self.by_namespace.wait_until_ready().await;
-        self.by_config.wait_until_ready().await;
+        self.0.wait_until_ready().await;
     }
 }
 

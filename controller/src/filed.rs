@@ -131,3 +131,52 @@ impl Listed {
         let _ = self.0.subscribe().wait_for(|listed| *listed).await;
     }
 }
+
+/// The objects of a store, filed under several keys at once (one index per key function):
+/// what a reconcile reads through [`Indexed::get`] is the store's own objects, held once.
+pub struct Indexed<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
+    store: kube::runtime::reflector::Store<K>,
+    indexes: Vec<Filed<K, ()>>,
+}
+
+impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Indexed<K> {
+    /// Indexes over the objects of `store` (filled by the same watch), one per key function.
+    pub fn new(store: kube::runtime::reflector::Store<K>, keys: &[fn(&K) -> Option<Key>]) -> Indexed<K> {
+        Indexed { store, indexes: keys.iter().map(|key| Filed::new(*key, |_| ())).collect() }
+    }
+
+    /// Files one watch event in every index.
+    pub fn apply(&self, event: &watcher::Event<K>) {
+        for index in &self.indexes {
+            index.apply(event);
+        }
+    }
+
+    /// The objects that index `index` files under `key`, from the store.
+    pub fn get(&self, index: usize, key: &Key) -> Vec<std::sync::Arc<K>> {
+        self.indexes[index]
+            .get(key)
+            .into_iter()
+            .filter_map(|((ns, name), ())| {
+                self.store.get(&kube::runtime::reflector::ObjectRef::new(&name).within(&ns))
+            })
+            .collect()
+    }
+
+    /// The object `namespace/name`, from the store.
+    pub fn object(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<K>> {
+        self.store.get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+    }
+
+    /// How many keys of index `index` hold objects.
+    pub fn keys(&self, index: usize) -> usize {
+        self.indexes[index].keys()
+    }
+
+    /// Waits until every index holds the first listing (filed after the store has it).
+    pub async fn wait_until_ready(&self) {
+        for index in &self.indexes {
+            index.wait_until_ready().await;
+        }
+    }
+}

@@ -8,10 +8,10 @@ use butler_core::api::IPAllocation;
 use futures::{Stream, StreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::reflector::{Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::filed::{Filed, Key};
+use crate::filed::{Filed, Indexed, Key};
 
 /// IPAllocations filed by (namespace, spec.poolRef.name), each with a value taken from it.
 pub type PoolFiled<V> = Filed<IPAllocation, V>;
@@ -29,50 +29,36 @@ fn by_cluster(a: &IPAllocation) -> Option<Key> {
 
 /// IPAllocations filed by pool and by cluster over the objects of the store that the
 /// IPAllocation controller shares, so each object is held once.
-pub struct AllocationIndex {
-    store: Store<IPAllocation>,
-    pools: PoolFiled<()>,
-    clusters: Filed<IPAllocation, ()>,
-}
+pub struct AllocationIndex(Indexed<IPAllocation>);
+
+const BY_POOL: usize = 0;
+const BY_CLUSTER: usize = 1;
 
 impl AllocationIndex {
     /// An index over the objects of `store` (filled by the same watch).
     pub fn new(store: Store<IPAllocation>) -> AllocationIndex {
-        AllocationIndex {
-            store,
-            pools: Filed::new(by_pool, |_| ()),
-            clusters: Filed::new(by_cluster, |_| ()),
-        }
+        AllocationIndex(Indexed::new(store, &[by_pool, by_cluster]))
     }
 
     /// Files one watch event.
     pub fn apply(&self, event: &watcher::Event<IPAllocation>) {
-        self.pools.apply(event);
-        self.clusters.apply(event);
-    }
-
-    fn objects(&self, filed: Vec<(Key, ())>) -> Vec<Arc<IPAllocation>> {
-        filed
-            .into_iter()
-            .filter_map(|((ns, name), ())| self.store.get(&ObjectRef::new(&name).within(&ns)))
-            .collect()
+        self.0.apply(event);
     }
 
     /// The allocations that name pool `pool` in `namespace`, by name.
     pub fn of_pool(&self, namespace: &str, pool: &str) -> Vec<Arc<IPAllocation>> {
-        self.objects(self.pools.get(&(namespace.to_string(), pool.to_string())))
+        self.0.get(BY_POOL, &(namespace.to_string(), pool.to_string()))
     }
 
     /// The allocations whose `tenantClusterRef` names the TenantCluster `namespace/name`, in
     /// any namespace.
     pub fn of_cluster(&self, namespace: &str, name: &str) -> Vec<Arc<IPAllocation>> {
-        self.objects(self.clusters.get(&(namespace.to_string(), name.to_string())))
+        self.0.get(BY_CLUSTER, &(namespace.to_string(), name.to_string()))
     }
 
     /// Waits until the first listing is filed.
     pub async fn wait_until_ready(&self) {
-        self.pools.wait_until_ready().await;
-        self.clusters.wait_until_ready().await;
+        self.0.wait_until_ready().await;
     }
 }
 
@@ -168,7 +154,7 @@ mod tests {
         apply(watcher::Event::Apply(serving_cluster("db-lb", "p1", "db")));
         assert_eq!(serving(&index, "web"), ["web-lb", "web-nodes"], "across pools");
         assert_eq!(serving(&index, "db"), ["db-lb"]);
-        assert_eq!(index.clusters.keys(), 2);
+        assert_eq!(index.0.keys(BY_CLUSTER), 2);
         apply(watcher::Event::Apply(serving_cluster("db-lb", "p1", "web")));
         assert_eq!(
             serving(&index, "web"),
@@ -179,6 +165,10 @@ mod tests {
             apply(watcher::Event::Delete(serving_cluster(name, "p1", "web")));
         }
         assert!(serving(&index, "web").is_empty());
-        assert_eq!((index.clusters.keys(), index.pools.keys()), (0, 0), "no key is kept for what is gone");
+        assert_eq!(
+            (index.0.keys(BY_CLUSTER), index.0.keys(BY_POOL)),
+            (0, 0),
+            "no key is kept for what is gone"
+        );
     }
 }
