@@ -258,7 +258,7 @@ pub fn start(
     let config_cache = configs.store();
     // No watch of Secrets: the controller reads them by name only (see `secrets`), and each
     // ProviderConfig re-reads its own on a requeue.
-    let (by_pool, by_cluster) = (config_cache.clone(), config_cache.clone());
+    let by_pool = config_cache.clone();
     let configs = configs
         .watches_stream(pool_events, move |pool: NetworkPool| {
             let (ns, name) = (pool.namespace(), pool.name_any());
@@ -271,11 +271,10 @@ pub fn start(
                         .any(|r| r.name == name)
             })
         })
-        .watches_shared_stream(clusters_for_configs, move |cluster: Arc<TenantCluster>| {
-            let Some((ns, name)) = tenantcluster::plan::config_ref(&cluster) else { return Vec::new() };
-            configs_where(&by_cluster, |c| {
-                c.name_any() == name && c.namespace().as_deref() == Some(ns.as_str())
-            })
+        // The ProviderConfig a cluster names, by its key (one the cache does not hold is not
+        // reconciled): no scan of the ProviderConfigs at each cluster event.
+        .watches_shared_stream(clusters_for_configs, |cluster: Arc<TenantCluster>| {
+            tenantcluster::plan::config_ref(&cluster).map(|(ns, name)| ObjectRef::new(&name).within(&ns))
         })
         .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(config_woken))
         .graceful_shutdown_on(shutdown.clone());
