@@ -8,5 +8,6 @@
 pub mod cluster;
 mod lock;
 pub mod registry;
+pub mod tls;
 
 pub use cluster::Cluster;

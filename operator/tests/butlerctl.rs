@@ -245,13 +245,11 @@ fn errors_go_to_stderr_with_a_failing_exit_code() {
 
 #[test]
 fn publish_pushes_a_release_that_generate_reads_back_from_the_registry() {
-    let registry = butler_e2e::registry::Registry::start(Some(("ci", "registry-secret")));
+    // Over HTTPS with the registry's own CA: credentials never travel over plain HTTP.
+    let registry = butler_e2e::registry::Registry::start_tls(Some(("ci", "registry-secret")));
+    let ca = registry.ca_pem.clone().expect("a CA");
     let setup = Setup::new("");
-    let env = [
-        ("OCI_USERNAME", "ci"),
-        ("OCI_PASSWORD", "registry-secret"),
-        ("OCI_INSECURE_REGISTRIES", &registry.addr),
-    ];
+    let env = [("OCI_USERNAME", "ci"), ("OCI_PASSWORD", "registry-secret"), ("OCI_CA_CERT", &ca)];
     let release = setup.dir.path().join("repo/infrastructure-demo/v1.1.0");
     let target = format!("oci://{}/capi/infrastructure-demo:v1.1.0", registry.addr);
     let (code, stdout, stderr) = setup.run(
@@ -267,13 +265,15 @@ fn publish_pushes_a_release_that_generate_reads_back_from_the_registry() {
     std::fs::write(
         &config,
         format!(
-            "providers:\n- name: demo\n  type: InfrastructureProvider\n  url: oci://{}/capi/infrastructure-demo\nOCI_USERNAME: ci\nOCI_PASSWORD: registry-secret\nOCI_INSECURE_REGISTRIES: {}\nDEMO_REGION: from-config\n",
-            registry.addr, registry.addr
+            "providers:\n- name: demo\n  type: InfrastructureProvider\n  url: oci://{}/capi/infrastructure-demo\nOCI_USERNAME: ci\nOCI_PASSWORD: registry-secret\nDEMO_REGION: from-config\n",
+            registry.addr
         ),
     )
     .unwrap();
-    let (code, from_registry, stderr) =
-        setup.run(&["generate", "provider", "-i", "demo", "--config", &config.display().to_string()], &[]);
+    let (code, from_registry, stderr) = setup.run(
+        &["generate", "provider", "-i", "demo", "--config", &config.display().to_string()],
+        &[("OCI_CA_CERT", &ca)],
+    );
     assert_eq!(code, 0, "{stderr}");
     let local = setup.dir.path().join("local.yaml");
     let url = format!("{}/infrastructure-components.yaml", release.display()).replace("/v1.1.0/", "/latest/");
@@ -292,8 +292,7 @@ fn publish_pushes_a_release_that_generate_reads_back_from_the_registry() {
         "infrastructure-harvester oci://{}/butler/infrastructure-harvester:",
         registry.addr
     )));
-    let (code, _, stderr) =
-        setup.run(&["publish", &prefix, "--all"], &[("OCI_INSECURE_REGISTRIES", &registry.addr)]);
+    let (code, _, stderr) = setup.run(&["publish", &prefix, "--all"], &[("OCI_CA_CERT", &ca)]);
     assert_eq!(code, 1);
     assert!(stderr.contains("set OCI_USERNAME and OCI_PASSWORD"), "{stderr}");
 }

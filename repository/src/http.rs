@@ -87,14 +87,8 @@ fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
 
 impl Http {
     pub fn new(options: HttpOptions) -> Http {
-        // Redirects are followed here, hop by hop (see `get`), never by reqwest.
-        let client = reqwest::Client::builder()
-            .timeout(options.timeout)
-            .user_agent(USER_AGENT)
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(PolicyResolver(std::sync::Arc::new(options.network.clone())))
-            .build()
-            .expect("a reqwest client with a crypto provider installed");
+        let client =
+            guarded_client(&options, &[]).expect("a reqwest client with a crypto provider installed");
         Http { client, options }
     }
 
@@ -118,15 +112,9 @@ impl Http {
                 let response = follow(&client, &policy, &url, all).await?;
                 let status = response.status().as_u16();
                 let headers = response.headers().clone();
-                let mut body = Vec::new();
-                let mut stream = response.bytes_stream();
-                while let Some(chunk) = stream.next().await {
-                    let chunk = chunk.map_err(|e| SendError::Transient(e.to_string()))?;
-                    if body.len() as u64 + chunk.len() as u64 > limit {
-                        return Err(SendError::Fatal(RepositoryError::TooLarge { what: url.clone(), limit }));
-                    }
-                    body.extend_from_slice(&chunk);
-                }
+                let body = read_within(response, limit).await?.ok_or_else(|| {
+                    SendError::Fatal(RepositoryError::TooLarge { what: url.clone(), limit })
+                })?;
                 Ok(Answer { status, headers, body })
             }
         })
@@ -229,11 +217,50 @@ impl Http {
     }
 }
 
+/// A client whose requests reach only what `options.network` permits (checked on resolved
+/// addresses) and follow no redirect by themselves (see [`follow`]), trusting the system's roots
+/// and the PEM certificates of `extra_roots`.
+pub(crate) fn guarded_client(
+    options: &HttpOptions,
+    extra_roots: &[String],
+) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .timeout(options.timeout)
+        .user_agent(USER_AGENT)
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(PolicyResolver(std::sync::Arc::new(options.network.clone())));
+    for pem in extra_roots {
+        let certificates =
+            reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|e| format!("not PEM: {e}"))?;
+        for certificate in certificates {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    builder.build().map_err(|e| format!("cannot make an HTTP client: {e}"))
+}
+
+/// A response's body, or `None` once it holds more than `limit` bytes (read no further).
+pub(crate) async fn read_within(
+    response: reqwest::Response,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, SendError> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| SendError::Transient(e.to_string()))?;
+        if body.len() as u64 + chunk.len() as u64 > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
 /// Sends a GET and follows its redirects: each hop's address is checked (by the resolver for a
 /// name, here for an address written in the URL), https never steps down to http, and the
 /// caller's headers stay with the first host (a redirect elsewhere gets the conditional ones
 /// and `Accept` only).
-async fn follow(
+pub(crate) async fn follow(
     client: &reqwest::Client,
     policy: &NetworkPolicy,
     url: &str,
@@ -280,7 +307,7 @@ fn next_hop(current: &reqwest::Url, location: &str) -> Result<reqwest::Url, Stri
 }
 
 /// The network policy's refusal somewhere in a reqwest error's causes (the resolver's error).
-fn refusal_in(error: &reqwest::Error) -> Option<String> {
+pub(crate) fn refusal_in(error: &reqwest::Error) -> Option<String> {
     let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(error);
     while let Some(e) = cause {
         if let Some(refusal) = e.downcast_ref::<Refusal>() {

@@ -83,27 +83,6 @@ impl NetworkPolicy {
     }
 }
 
-/// Why a registry (`host` or `host:port`) may not be reached: an address written as one, or a
-/// name whose addresses are all refused. For clients whose resolver is not ours (the OCI
-/// client): checked once, before its first request.
-pub async fn refusal_of_host(policy: &NetworkPolicy, registry: &str) -> Option<String> {
-    if !policy.refuse_local {
-        return None;
-    }
-    let url = reqwest::Url::parse(&format!("https://{registry}/")).ok()?;
-    if let Some(why) = policy.refusal_of_url(&url) {
-        return Some(why);
-    }
-    let host = url.host_str()?.to_string();
-    let found: Vec<SocketAddr> =
-        tokio::net::lookup_host((host.as_str(), url.port().unwrap_or(443))).await.ok()?.collect();
-    let refused: Vec<String> = found.iter().filter_map(|a| policy.refusal(a.ip())).collect();
-    match refused.len() == found.len() && !found.is_empty() {
-        true => Some(format!("{host} resolves to {}", refused[0])),
-        false => None,
-    }
-}
-
 /// The resolver's refusal, found again among the causes of the HTTP client's error.
 #[derive(Debug)]
 pub struct Refusal(pub String);
@@ -173,18 +152,5 @@ mod tests {
         assert!(
             policy.refusal_of_url(&reqwest::Url::parse("https://gitlab.example.com/x").unwrap()).is_none()
         );
-    }
-
-    #[tokio::test]
-    async fn a_registry_on_a_refused_address_is_named() {
-        let policy = NetworkPolicy::refusing_local(Vec::new());
-        let why = refusal_of_host(&policy, "169.254.169.254:5000").await.unwrap();
-        assert!(why.contains("link-local"), "{why}");
-        let why = refusal_of_host(&policy, "localhost:5000").await.unwrap();
-        assert!(why.starts_with("localhost resolves to") && why.contains("loopback"), "{why}");
-        assert_eq!(refusal_of_host(&NetworkPolicy::default(), "localhost:5000").await, None);
-        let allowed =
-            NetworkPolicy::refusing_local(vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()]);
-        assert_eq!(refusal_of_host(&allowed, "127.0.0.1:5000").await, None);
     }
 }

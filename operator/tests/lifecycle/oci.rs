@@ -1,6 +1,6 @@
-//! A provider installed from a real OCI registry (Debian's docker-registry on 127.0.0.1) that
-//! asks for credentials: refused with what to set, then installed once the config Secret
-//! holds a Docker config.json.
+//! A provider installed from a real OCI registry (Debian's docker-registry on 127.0.0.1, over
+//! HTTPS with its own CA: credentials never travel over plain HTTP) that asks for credentials:
+//! refused with what to set, then installed once the config Secret holds a Docker config.json.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +23,7 @@ async fn publish_harvester(registry: &Registry) {
         .collect();
     let options = OciOptions {
         credentials: OciCredentials::Basic { username: USER.into(), password: PASSWORD.into() },
-        insecure: vec![registry.addr.clone()],
+        ca_certificates: vec![registry.ca_pem.clone().expect("a CA")],
         ..Default::default()
     };
     let version = Version::parse(EMBEDDED_VERSION, "the embedded repository").unwrap();
@@ -47,15 +47,17 @@ fn conditions_say(p: &InfrastructureProvider, text: &str) -> bool {
 #[tokio::test]
 async fn a_provider_installs_from_an_oci_registry_with_the_credentials_of_its_config_secret() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let registry = Registry::start(Some((USER, PASSWORD)));
+    let registry = Registry::start_tls(Some((USER, PASSWORD)));
+    let ca = registry.ca_pem.clone().expect("a CA");
     publish_harvester(&registry).await;
     let mut s = Scenario::new("oci").await;
-    s.secret("harvester-registry", &[("HARVESTER_NAMESPACE", "harvester-system")]).await;
-    // The operator's own configuration says which registries it reaches over plain HTTP.
-    s.start_operator_with_plain_http(&[&registry.addr]);
+    // The registry's CA comes with the provider's config Secret.
+    s.secret("harvester-registry", &[("HARVESTER_NAMESPACE", "harvester-system"), (oci::CA_VARIABLE, &ca)])
+        .await;
+    s.start_operator();
     s.create::<CoreProvider>("butler", "").await;
     let spec = format!(
-        "fetchConfig: {{oci: 'http://{}/butler/infrastructure-harvester:{EMBEDDED_VERSION}'}}\nconfigSecret: {{name: harvester-registry}}",
+        "fetchConfig: {{oci: '{}/butler/infrastructure-harvester:{EMBEDDED_VERSION}'}}\nconfigSecret: {{name: harvester-registry}}",
         registry.addr
     );
     s.create::<InfrastructureProvider>("harvester", &spec).await;
@@ -71,7 +73,11 @@ async fn a_provider_installs_from_an_oci_registry_with_the_credentials_of_its_co
     );
     s.secret(
         "harvester-registry",
-        &[("HARVESTER_NAMESPACE", "harvester-system"), (oci::DOCKER_CONFIG_KEY, &docker)],
+        &[
+            ("HARVESTER_NAMESPACE", "harvester-system"),
+            (oci::CA_VARIABLE, &ca),
+            (oci::DOCKER_CONFIG_KEY, &docker),
+        ],
     )
     .await;
     let p = s

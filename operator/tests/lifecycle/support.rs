@@ -86,17 +86,7 @@ impl Scenario {
     /// The operator sees only the scenario's namespace, so scenarios running at once on one
     /// real cluster never reconcile each other's providers.
     pub fn start_operator_with(&mut self, config: Option<std::path::PathBuf>) {
-        let options =
-            Options { config, namespace: Some(self.namespace.clone()), ..Options::in_process("scenario") };
-        self.start_operator_from(self.operator_client(), options);
-    }
-
-    /// Starts the operator in this process, reaching `registries` over plain HTTP (its own
-    /// `OCI_INSECURE_REGISTRIES`).
-    pub fn start_operator_with_plain_http(&mut self, registries: &[&str]) {
-        self.start_operator_with_options(|o| {
-            o.remote.oci.insecure = registries.iter().map(|r| r.to_string()).collect()
-        });
+        self.start_operator_with_options(|o| o.config = config);
     }
 
     /// Starts the operator in this process with options of the scenario's (`edit` changes the

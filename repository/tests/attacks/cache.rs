@@ -14,13 +14,14 @@ use crate::support::http_options;
 
 #[tokio::test]
 async fn a_known_digest_does_not_read_a_private_artifact_from_the_cache() {
-    let registry = Registry::start(Some(("owner", "owners-pass")));
+    let registry = Registry::start_tls(Some(("owner", "owners-pass")));
+    let ca = vec![registry.ca_pem.clone().expect("a CA")];
     let cache = tempfile::tempdir().unwrap();
     let mut http = http_options(&cache);
     http.timeout = Duration::from_secs(10);
     let private = OciOptions {
         credentials: OciCredentials::Basic { username: "owner".into(), password: "owners-pass".into() },
-        insecure: vec![registry.addr.clone()],
+        ca_certificates: ca.clone(),
         ..Default::default()
     };
     let files: BTreeMap<String, Vec<u8>> = embedded_provider("infrastructure-harvester")
@@ -53,7 +54,7 @@ async fn a_known_digest_does_not_read_a_private_artifact_from_the_cache() {
     // Another, with the digest and the same cache but no credentials, is refused.
     let stranger = RemoteOptions {
         http,
-        oci: OciOptions { insecure: vec![registry.addr.clone()], ..Default::default() },
+        oci: OciOptions { ca_certificates: ca, ..Default::default() },
         ..Default::default()
     };
     let repo = Repository::from_url("infrastructure-harvester", &url, &stranger).unwrap();

@@ -1,8 +1,11 @@
-//! A registry that never stops paging its tags, and one that sends a layer larger than its
-//! manifest declares.
+//! Registries that attack: one that never stops paging its tags, one that sends a layer larger
+//! than its manifest declares or a manifest larger than the specification allows, one that
+//! names a token service elsewhere, one that redirects a blob to the metadata service or to
+//! another host; and credentials are never offered over plain HTTP.
 
-use butler_repository::oci::OciOptions;
-use butler_repository::{ProviderUrl, RemoteOptions, Repository, Version};
+use butler_e2e::tls::TlsFront;
+use butler_repository::oci::{OciCredentials, OciOptions};
+use butler_repository::{NetworkPolicy, ProviderUrl, RemoteOptions, Repository, RepositoryError, Version};
 use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -93,16 +96,39 @@ async fn a_layer_larger_than_its_manifest_declares_is_refused_at_the_declared_si
 
 #[tokio::test]
 async fn a_registry_that_names_a_token_service_elsewhere_gets_no_password() {
-    use butler_repository::oci::OciCredentials;
     let server = MockServer::start().await;
+    let front = TlsFront::start(*server.address()).await;
     Mock::given(method("GET"))
-        .and(path("/v2/"))
+        .and(path_regex("^/v2/.*$"))
         .respond_with(ResponseTemplate::new(401).insert_header(
             "WWW-Authenticate",
             r#"Bearer realm="https://collector.attacker.test/token",service="x""#,
         ))
         .mount(&server)
         .await;
+    let cache = tempfile::tempdir().unwrap();
+    let options = RemoteOptions {
+        http: http_options(&cache),
+        oci: OciOptions {
+            ca_certificates: vec![front.ca_pem.clone()],
+            credentials: OciCredentials::Basic { username: "robot".into(), password: "s3cret".into() },
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", front.addr)).unwrap();
+    let repo = Repository::from_url("infrastructure-harvester", &url, &options).unwrap();
+    let refused = repo.versions().await.unwrap_err().to_string();
+    assert!(refused.contains("is not on the registry's host"), "{refused}");
+    assert!(!refused.contains("s3cret"), "{refused}");
+    let asked = server.received_requests().await.unwrap();
+    assert_eq!(asked.len(), 1, "nothing but the first read was asked");
+    assert!(!asked[0].headers.contains_key("authorization"), "no credentials before the challenge");
+}
+
+#[tokio::test]
+async fn credentials_are_never_sent_over_plain_http() {
+    let server = registry().await;
     let cache = tempfile::tempdir().unwrap();
     let options = RemoteOptions {
         http: http_options(&cache),
@@ -116,9 +142,140 @@ async fn a_registry_that_names_a_token_service_elsewhere_gets_no_password() {
     let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", server.address())).unwrap();
     let repo = Repository::from_url("infrastructure-harvester", &url, &options).unwrap();
     let refused = repo.versions().await.unwrap_err().to_string();
-    assert!(refused.contains("is not on the registry's host"), "{refused}");
-    assert!(!refused.contains("s3cret"), "{refused}");
-    let asked: Vec<String> =
-        server.received_requests().await.unwrap().iter().map(|r| r.url.path().to_string()).collect();
-    assert_eq!(asked, ["/v2/"], "nothing but the challenge was asked");
+    assert!(refused.contains("over plain HTTP, where credentials are never sent"), "{refused}");
+    assert_eq!(server.received_requests().await.unwrap().len(), 0, "nothing was sent");
+}
+
+/// A manifest with one file, `metadata.yaml`, whose content is `content`.
+fn one_file_manifest(content: &[u8]) -> serde_json::Value {
+    serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2,
+            "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "size": content.len(),
+            "digest": format!("sha256:{}", butler_repository::sha256_hex(content)),
+            "annotations": {"org.opencontainers.image.title": "metadata.yaml"}}],
+    })
+}
+
+async fn serve_manifest(server: &MockServer, manifest: &serde_json::Value) {
+    Mock::given(method("GET"))
+        .and(path_regex(format!("^/v2/{REPOSITORY}/manifests/.*$")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+                .set_body_json(manifest),
+        )
+        .mount(server)
+        .await;
+}
+
+#[tokio::test]
+async fn a_blob_redirected_to_the_metadata_service_is_refused() {
+    let server = registry().await;
+    serve_manifest(&server, &one_file_manifest(b"metadata")).await;
+    Mock::given(method("GET"))
+        .and(path_regex(format!("^/v2/{REPOSITORY}/blobs/.*$")))
+        .respond_with(
+            ResponseTemplate::new(307).insert_header("Location", "http://169.254.169.254/latest/meta-data/"),
+        )
+        .mount(&server)
+        .await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut options = RemoteOptions {
+        http: http_options(&cache),
+        oci: OciOptions { insecure: vec![server.address().to_string()], ..Default::default() },
+        ..Default::default()
+    };
+    // The operator's policy, with the loopback address the stand-in runs on allowed.
+    options.http.network = NetworkPolicy::refusing_local(vec!["127.0.0.0/8".parse().unwrap()]);
+    let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", server.address())).unwrap();
+    let repo = Repository::from_url("infrastructure-harvester", &url, &options).unwrap();
+    let version = Version::parse("v1.0.0", "test").unwrap();
+    match repo.metadata(&version).await {
+        Err(RepositoryError::Refused { why, .. }) => {
+            assert!(why.contains("169.254.169.254 is a link-local"), "{why}")
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_blob_redirected_to_another_host_goes_there_without_the_credentials() {
+    // The registry (behind TLS, asking for Basic credentials) sends its blob to an object store
+    // on another host, as registries do.
+    let (server, store) = (MockServer::start().await, MockServer::start().await);
+    let (front, store_front) =
+        (TlsFront::start(*server.address()).await, TlsFront::start(*store.address()).await);
+    let content = b"apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3\nkind: Metadata\nreleaseSeries:\n- major: 1\n  minor: 0\n  contract: v1beta1\n";
+    Mock::given(method("GET"))
+        .and(wiremock::matchers::header_exists("authorization"))
+        .and(path_regex(format!("^/v2/{REPOSITORY}/manifests/.*$")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(one_file_manifest(content)))
+        .mount(&server)
+        .await;
+    // The object store's name is `localhost`: another host, though the same machine.
+    let elsewhere =
+        format!("https://{}/objects/metadata", store_front.addr.replace("127.0.0.1", "localhost"));
+    Mock::given(method("GET"))
+        .and(wiremock::matchers::header_exists("authorization"))
+        .and(path_regex(format!("^/v2/{REPOSITORY}/blobs/.*$")))
+        .respond_with(ResponseTemplate::new(307).insert_header("Location", elsewhere.as_str()))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .respond_with(
+            ResponseTemplate::new(401).insert_header("WWW-Authenticate", r#"Basic realm="registry""#),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/objects/metadata"))
+        .respond_with(ResponseTemplate::new(200).set_body_bytes(content.to_vec()))
+        .mount(&store)
+        .await;
+    let cache = tempfile::tempdir().unwrap();
+    let options = RemoteOptions {
+        http: http_options(&cache),
+        oci: OciOptions {
+            ca_certificates: vec![front.ca_pem.clone(), store_front.ca_pem.clone()],
+            credentials: OciCredentials::Basic { username: "robot".into(), password: "s3cret".into() },
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", front.addr)).unwrap();
+    let repo = Repository::from_url("infrastructure-harvester", &url, &options).unwrap();
+    let version = Version::parse("v1.0.0", "test").unwrap();
+    let metadata = repo.metadata(&version).await.unwrap();
+    assert_eq!(metadata.release_series.len(), 1);
+    let fetched = store.received_requests().await.unwrap();
+    assert_eq!(fetched.len(), 1);
+    assert!(!fetched[0].headers.contains_key("authorization"), "the credentials stayed with the registry");
+}
+
+#[tokio::test]
+async fn a_manifest_larger_than_the_specifications_limit_is_not_read_whole() {
+    let server = registry().await;
+    let mut manifest = one_file_manifest(b"x");
+    manifest["annotations"] = serde_json::json!({"padding": "x".repeat(5 << 20)});
+    serve_manifest(&server, &manifest).await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut options = RemoteOptions {
+        http: http_options(&cache),
+        oci: OciOptions { insecure: vec![server.address().to_string()], ..Default::default() },
+        ..Default::default()
+    };
+    options.http.max_download = 64 << 20;
+    options.http.timeout = std::time::Duration::from_secs(10);
+    let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", server.address())).unwrap();
+    let repo = Repository::from_url("infrastructure-harvester", &url, &options).unwrap();
+    let version = Version::parse("v1.0.0", "test").unwrap();
+    match repo.metadata(&version).await {
+        Err(RepositoryError::TooLarge { what, limit }) => {
+            assert!(what.starts_with("the manifest of"), "{what}");
+            assert_eq!(limit, 4 << 20);
+        }
+        other => panic!("not refused: {other:?}"),
+    }
 }

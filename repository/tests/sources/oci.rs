@@ -157,9 +157,12 @@ async fn one_layer_per_file_as_cluster_api_operator_publishes() {
 
 #[tokio::test]
 async fn credentials_from_variables_or_a_docker_config() {
-    let registry = Registry::start(Some(("robot", "s3cret-pass")));
+    // Credentials travel over HTTPS only: the registry serves TLS with its own CA.
+    let registry = Registry::start_tls(Some(("robot", "s3cret-pass")));
     let cache = tempfile::tempdir().unwrap();
     let mut options = options(&cache, &registry);
+    options.oci.insecure.clear();
+    options.oci.ca_certificates = vec![registry.ca_pem.clone().expect("a CA")];
     options.oci.credentials =
         OciCredentials::Basic { username: "robot".into(), password: "s3cret-pass".into() };
     publish(

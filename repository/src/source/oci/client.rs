@@ -1,4 +1,4 @@
-//! oci-client clients, shared. A client loads the system's root certificates when made (tens
+//! oci-client clients for publishing (reads go through [`super::session`]), shared. A client loads the system's root certificates when made (tens
 //! of milliseconds) and keeps registry tokens, so the sources that reach registries alike (a
 //! reconcile makes one) share one. Credentials and extra CAs are part of the key: a client keeps
 //! the first credentials it was given for a registry, and two providers' must never mix.
@@ -83,14 +83,16 @@ pub(super) async fn connect(
     push: bool,
     timeout: Duration,
 ) -> Result<(Client, RegistryAuth)> {
+    // The command line's: every address may be reached (see `NetworkPolicy`).
+    let http = crate::http::HttpOptions { timeout, cache: None, ..Default::default() };
     let auth = match options.login_for(registry) {
         Login::Auth(auth @ RegistryAuth::Basic(..)) => {
-            super::refresh::check_password_realm(options, registry, repository, plain_http, timeout).await?;
+            super::refresh::check_password_realm(options, &http, registry, repository, plain_http).await?;
             auth
         }
         Login::Auth(auth) => auth,
         Login::Refresh(token) => RegistryAuth::Bearer(
-            super::refresh::access_token(options, registry, repository, plain_http, push, &token, timeout)
+            super::refresh::access_token(options, &http, registry, repository, plain_http, push, &token)
                 .await?,
         ),
     };

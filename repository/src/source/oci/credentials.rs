@@ -221,8 +221,18 @@ impl OciOptions {
     }
 }
 
+/// The registry refused to give `what`: say what to set (never what was sent).
+pub(super) fn refused(reference: &str, what: &str) -> crate::error::RepositoryError {
+    crate::error::RepositoryError::Oci {
+        reference: reference.to_string(),
+        message: format!(
+            "the registry refused to give {what}: set {USERNAME_VARIABLE} and {PASSWORD_VARIABLE}, or {TOKEN_VARIABLE}, or {REFRESH_TOKEN_VARIABLE}, or a Docker config.json ({DOCKER_CONFIG_KEY}) with the registry's credentials"
+        ),
+    }
+}
+
 /// What a login sends, for a fingerprint of the credentials (never shown).
-fn login_material(login: &Login) -> String {
+pub(super) fn login_material(login: &Login) -> String {
     match login {
         Login::Auth(RegistryAuth::Anonymous) => "anonymous".into(),
         Login::Auth(RegistryAuth::Basic(user, password)) => format!("basic\0{user}\0{password}"),

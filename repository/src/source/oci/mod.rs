@@ -1,5 +1,6 @@
 //! OCI registries: a provider's releases as artifacts tagged with their versions
-//! (`oci://registry/repository[:tag][@digest]`), read with `oci-client`.
+//! (`oci://registry/repository[:tag][@digest]`), read through [`session`] and published with
+//! `oci-client`.
 //!
 //! One reconcile reads one manifest per version and only the layers it needs; layers and
 //! manifests named by digest are kept in the on-disk cache (content-addressed, so never stale)
@@ -7,21 +8,18 @@
 //! request; offline, tags are answered from the cache too.
 
 mod artifact;
-mod bounded;
 mod client;
 mod credentials;
 mod publish;
 mod refresh;
+mod session;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{
     IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest,
 };
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
 
 pub(crate) use artifact::type_and_name;
 pub use artifact::{
@@ -44,13 +42,17 @@ const TAGS_PER_PAGE: usize = 1000;
 /// At most this many pages of tags (a registry that keeps answering full pages would otherwise
 /// be read for ever).
 const MAX_TAG_PAGES: usize = 50;
+/// The largest manifest or page of tags read (the distribution specification's limit of what a
+/// registry must accept as a manifest).
+const MAX_DOCUMENT: u64 = 4 << 20;
 
 /// Files by name.
 type Files = Arc<BTreeMap<String, Vec<u8>>>;
 
 /// One version's manifest, and what was read of it.
 struct Artifact {
-    reference: Reference,
+    /// The manifest's digest.
+    digest: String,
     layout: artifact::Layout,
     /// The files of its archives, once unpacked.
     unpacked: Mutex<Option<Files>>,
@@ -64,8 +66,8 @@ pub struct OciSource {
     label: String,
     plain_http: bool,
     options: OciOptions,
-    /// The client and what it sends, made at the first request that reaches the registry.
-    session: tokio::sync::OnceCell<(Client, RegistryAuth)>,
+    /// How the registry is read, made at the first request that reaches it.
+    session: tokio::sync::OnceCell<Box<session::Session>>,
     http: HttpOptions,
     artifacts: Mutex<BTreeMap<String, Arc<Artifact>>>,
 }
@@ -100,28 +102,20 @@ impl OciSource {
         format!("oci://{}/{}{suffix}", self.registry, self.repository)
     }
 
-    fn error(&self, what: &str, e: OciDistributionError) -> RepositoryError {
-        describe(&self.key(""), what, e)
-    }
-
-    async fn session(&self) -> Result<&(Client, RegistryAuth)> {
+    async fn session(&self) -> Result<&session::Session> {
         self.session
             .get_or_try_init(|| async {
-                // oci-client resolves names itself: the registry's addresses are checked here.
-                if let Some(why) = crate::network::refusal_of_host(&self.http.network, &self.registry).await {
-                    return Err(RepositoryError::Refused { url: self.key(""), why });
-                }
-                client::connect(
+                session::Session::new(
                     &self.options,
+                    &self.http,
                     &self.registry,
                     &self.repository,
                     self.plain_http,
-                    false,
-                    self.http.timeout,
                 )
-                .await
+                .map(Box::new)
             })
             .await
+            .map(|session| &**session)
     }
 
     /// The tags of the repository, every page.
@@ -130,8 +124,7 @@ impl OciSource {
         if self.http.offline {
             return self.cached_json(&key);
         }
-        let reference = Reference::with_tag(self.registry.clone(), self.repository.clone(), "latest".into());
-        let (client, auth) = self.session().await?;
+        let session = self.session().await?;
         let mut tags: Vec<String> = Vec::new();
         for page_number in 1.. {
             if page_number > MAX_TAG_PAGES {
@@ -144,14 +137,33 @@ impl OciSource {
                 });
             }
             let last = tags.last().cloned();
-            let page = self
-                .within_deadline(
-                    "the tag list",
-                    client.list_tags(&reference, auth, Some(TAGS_PER_PAGE), last.as_deref()),
-                )
+            let query = {
+                let mut query = form_urlencoded::Serializer::new(String::new());
+                query.append_pair("n", &TAGS_PER_PAGE.to_string());
+                if let Some(last) = &last {
+                    query.append_pair("last", last);
+                }
+                query.finish()
+            };
+            let what = "the tag list";
+            let path = format!("tags/list?{query}");
+            let received = self
+                .within_deadline(what, session.get(&path, &["application/json"], MAX_DOCUMENT, what))
                 .await?;
-            let full = page.tags.len() >= TAGS_PER_PAGE;
-            tags.extend(page.tags);
+            if received.status == 404 {
+                return Err(RepositoryError::NotFound { what: what.into(), location: self.key("") });
+            }
+            #[derive(serde::Deserialize)]
+            struct Page {
+                tags: Option<Vec<String>>,
+            }
+            let page: Page = serde_json::from_slice(&received.body).map_err(|e| RepositoryError::Oci {
+                reference: self.key("/tags"),
+                message: format!("the tag list is not the JSON of the distribution specification: {e}"),
+            })?;
+            let page = page.tags.unwrap_or_default();
+            let full = page.len() >= TAGS_PER_PAGE;
+            tags.extend(page);
             // A page that does not move `last` on would be asked for again and again.
             if !full || tags.last() == last.as_ref() {
                 break;
@@ -217,25 +229,29 @@ impl OciSource {
             let body = self.cached_by_digest(&digest).ok_or_else(|| self.not_cached(&tag_key))?;
             return Ok((body, digest));
         }
-        let reference = match &self.digest {
-            Some(digest) => {
-                Reference::with_digest(self.registry.clone(), self.repository.clone(), digest.clone())
-            }
-            None => Reference::with_tag(self.registry.clone(), self.repository.clone(), tag.to_string()),
-        };
-        // oci-client checks the body against a digest in the reference.
-        let (client, auth) = self.session().await?;
+        let session = self.session().await?;
         let what = format!("the manifest of {tag}");
-        let (body, digest) = self
-            .within_deadline(
-                &what,
-                client.pull_manifest_raw(
-                    &reference,
-                    auth,
-                    &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
-                ),
-            )
+        let target = self.digest.clone().unwrap_or_else(|| tag.to_string());
+        let accept = [OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE];
+        let received = self
+            .within_deadline(&what, session.get(&format!("manifests/{target}"), &accept, MAX_DOCUMENT, &what))
             .await?;
+        if received.status == 404 {
+            return Err(RepositoryError::NotFound { what, location: self.key("") });
+        }
+        // The digest of what came, never what the registry says it is.
+        let body = received.body;
+        let digest = format!("sha256:{}", sha256_hex(&body));
+        if let Some(pinned) = &self.digest
+            && *pinned != digest
+        {
+            return Err(RepositoryError::Oci {
+                reference: self.key(&format!("@{pinned}")),
+                message: format!(
+                    "the registry sent a manifest whose digest is {digest}, not the one pinned; check the digest and the registry"
+                ),
+            });
+        }
         self.keep_by_digest(&digest, &body)?;
         if let Some(cache) = &self.http.cache {
             cache.store(
@@ -246,7 +262,7 @@ impl OciSource {
                 None,
             )?;
         }
-        Ok((body.to_vec(), digest))
+        Ok((body, digest))
     }
 
     /// The artifact of `version`: its manifest, read once per source.
@@ -289,52 +305,71 @@ impl OciSource {
         }
         artifact::check_provider(&manifest, &self.label)
             .map_err(|message| RepositoryError::Oci { reference: self.key(&format!(":{tag}")), message })?;
-        let reference = Reference::with_digest(self.registry.clone(), self.repository.clone(), digest);
         let layout = artifact::layout(&manifest);
-        let artifact = Arc::new(Artifact { reference, layout, unpacked: Mutex::new(None) });
+        let artifact = Arc::new(Artifact { digest, layout, unpacked: Mutex::new(None) });
         self.artifacts.lock().expect("not poisoned").insert(key, artifact.clone());
         Ok(artifact)
     }
 
-    /// A layer's bytes, checked against its digest (by oci-client when pulled, here when read
-    /// back from the cache).
-    async fn blob(&self, artifact: &Artifact, layer: &OciDescriptor, what: &str) -> Result<Vec<u8>> {
+    /// A layer's bytes, read within its declared size and checked against its digest (when
+    /// pulled, and when read back from the cache).
+    async fn blob(&self, layer: &OciDescriptor, what: &str) -> Result<Vec<u8>> {
         if let Some(body) = self.cached_by_digest(&layer.digest) {
             return Ok(body);
         }
         if self.http.offline {
             return Err(self.not_cached(&self.key(&format!("@{}", layer.digest))));
         }
+        let Some(expected) = layer.digest.strip_prefix("sha256:") else {
+            return Err(RepositoryError::Oci {
+                reference: self.key(""),
+                message: format!(
+                    "{what} is named by a {} digest; only sha256 digests are read",
+                    layer.digest.split(':').next().unwrap_or_default()
+                ),
+            });
+        };
         let declared = u64::try_from(layer.size).unwrap_or(u64::MAX);
         if declared > self.http.max_download {
             return Err(RepositoryError::TooLarge { what: what.to_string(), limit: self.http.max_download });
         }
-        // Read through a limit: the registry may send more than the manifest declared, and the
-        // digest is known only at the end.
-        let mut body = bounded::Bounded::new(declared);
-        let (client, _) = self.session().await?;
-        let pulled =
-            self.within_deadline(what, client.pull_blob(&artifact.reference, layer, &mut body)).await;
-        if body.exceeded() {
-            return Err(RepositoryError::TooLarge {
-                what: format!("{what} (more than its declared size)"),
-                limit: declared,
+        let session = self.session().await?;
+        // Read through the declared size: the registry may send more, and the digest is known
+        // only at the end.
+        let received = match self
+            .within_deadline(what, session.get(&format!("blobs/{}", layer.digest), &[], declared, what))
+            .await
+        {
+            Err(RepositoryError::TooLarge { .. }) => {
+                return Err(RepositoryError::TooLarge {
+                    what: format!("{what} (more than its declared size)"),
+                    limit: declared,
+                });
+            }
+            answer => answer?,
+        };
+        if received.status == 404 {
+            return Err(RepositoryError::NotFound { what: what.to_string(), location: self.key("") });
+        }
+        if sha256_hex(&received.body) != expected {
+            return Err(RepositoryError::Oci {
+                reference: self.key(&format!("@{}", layer.digest)),
+                message: format!("the registry sent {what} with other content than its digest names"),
             });
         }
-        pulled?;
-        let body = body.into_inner();
-        self.keep_by_digest(&layer.digest, &body)?;
-        Ok(body)
+        self.keep_by_digest(&layer.digest, &received.body)?;
+        Ok(received.body)
     }
 
-    /// One registry call, within the time limit of a request.
+    /// One registry read (its token handshake and redirects included), within the time limit
+    /// of a request.
     async fn within_deadline<T>(
         &self,
         what: &str,
-        call: impl std::future::Future<Output = std::result::Result<T, OciDistributionError>>,
+        call: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
         match tokio::time::timeout(self.http.timeout, call).await {
-            Ok(answer) => answer.map_err(|e| self.error(what, e)),
+            Ok(answer) => answer,
             Err(_) => Err(RepositoryError::Oci {
                 reference: self.key(""),
                 message: format!(
@@ -351,7 +386,7 @@ impl OciSource {
         }
         let mut files = BTreeMap::new();
         for layer in &artifact.layout.archives {
-            let bytes = self.blob(artifact, layer, &format!("the layer {}", layer.digest)).await?;
+            let bytes = self.blob(layer, &format!("the layer {}", layer.digest)).await?;
             let gzipped = bytes.starts_with(&[0x1f, 0x8b]);
             let unpacked = artifact::unpack(&bytes, gzipped, self.http.max_download).map_err(|message| {
                 RepositoryError::Oci { reference: self.key(&format!("@{}", layer.digest)), message }
@@ -361,48 +396,6 @@ impl OciSource {
         let files = Arc::new(files);
         *artifact.unpacked.lock().expect("not poisoned") = Some(files.clone());
         Ok(files)
-    }
-}
-
-/// An oci-client error as ours: not found, refused (with what to set), or what the registry said.
-fn describe(reference: &str, what: &str, e: OciDistributionError) -> RepositoryError {
-    let not_found = || RepositoryError::NotFound { what: what.to_string(), location: reference.to_string() };
-    let refused = || RepositoryError::Oci {
-        reference: reference.to_string(),
-        message: format!(
-            "the registry refused to give {what}: set {USERNAME_VARIABLE} and {PASSWORD_VARIABLE}, or {TOKEN_VARIABLE}, or {REFRESH_TOKEN_VARIABLE}, or a Docker config.json ({DOCKER_CONFIG_KEY}) with the registry's credentials"
-        ),
-    };
-    match e {
-        OciDistributionError::ImageManifestNotFoundError(_) => not_found(),
-        OciDistributionError::RegistryError { ref envelope, .. } => {
-            let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
-            if codes.iter().any(|c| {
-                matches!(
-                    c,
-                    OciErrorCode::ManifestUnknown
-                        | OciErrorCode::NameUnknown
-                        | OciErrorCode::BlobUnknown
-                        | OciErrorCode::NotFound
-                )
-            }) {
-                not_found()
-            } else if codes.iter().any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
-                refused()
-            } else {
-                RepositoryError::Oci { reference: reference.to_string(), message: format!("{what}: {e}") }
-            }
-        }
-        OciDistributionError::ServerError { code: 404, .. } => not_found(),
-        OciDistributionError::ServerError { code: 401 | 403, .. }
-        | OciDistributionError::UnauthorizedError { .. }
-        | OciDistributionError::AuthenticationFailure(_) => refused(),
-        OciDistributionError::RequestError(e) => {
-            RepositoryError::Network { url: reference.to_string(), message: format!("{what}: {e}") }
-        }
-        other => {
-            RepositoryError::Oci { reference: reference.to_string(), message: format!("{what}: {other}") }
-        }
     }
 }
 
@@ -437,7 +430,7 @@ impl Source for OciSource {
         let candidates = artifact::candidates(name, &self.label, &version.to_string());
         for candidate in &candidates {
             if let Some(layer) = artifact.layout.files.get(candidate) {
-                return self.blob(&artifact, layer, &format!("{candidate} of {version}")).await;
+                return self.blob(layer, &format!("{candidate} of {version}")).await;
             }
         }
         if !artifact.layout.archives.is_empty() {
@@ -448,35 +441,7 @@ impl Source for OciSource {
         }
         Err(RepositoryError::NotFound {
             what: candidates.join(" or "),
-            location: format!(
-                "version {version} of {} (digest {})",
-                self.location(),
-                artifact.reference.digest().unwrap_or_default()
-            ),
+            location: format!("version {version} of {} (digest {})", self.location(), artifact.digest),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn registry_errors_say_what_to_do() {
-        let refused = describe(
-            "oci://r/p",
-            "the tag list",
-            OciDistributionError::UnauthorizedError { url: "u".into() },
-        );
-        assert!(
-            refused.to_string().contains("set OCI_USERNAME and OCI_PASSWORD, or OCI_ACCESS_TOKEN"),
-            "{refused}"
-        );
-        let missing = describe(
-            "oci://r/p",
-            "the manifest of v9.9.9",
-            OciDistributionError::ServerError { code: 404, url: "u".into(), message: String::new() },
-        );
-        assert!(matches!(missing, RepositoryError::NotFound { .. }), "{missing}");
     }
 }

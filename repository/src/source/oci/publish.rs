@@ -11,7 +11,9 @@ use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use super::artifact::{
     self, ARTIFACT_TYPE, PROVIDER_NAME_ANNOTATION, PROVIDER_TYPE_ANNOTATION, VERSION_ANNOTATION,
 };
-use super::{OciOptions, describe};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+
+use super::OciOptions;
 use crate::error::{RepositoryError, Result};
 use crate::metadata::METADATA_FILE;
 use crate::version::Version;
@@ -83,6 +85,43 @@ pub async fn publish(
     Ok(Published { reference: format!("{registry}/{repository}:{version}@{digest}"), digest })
 }
 
+/// An oci-client error as ours: not found, refused (with what to set), or what the registry said.
+fn describe(reference: &str, what: &str, e: OciDistributionError) -> RepositoryError {
+    let not_found = || RepositoryError::NotFound { what: what.to_string(), location: reference.to_string() };
+    let refused = || super::credentials::refused(reference, what);
+    match e {
+        OciDistributionError::ImageManifestNotFoundError(_) => not_found(),
+        OciDistributionError::RegistryError { ref envelope, .. } => {
+            let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+            if codes.iter().any(|c| {
+                matches!(
+                    c,
+                    OciErrorCode::ManifestUnknown
+                        | OciErrorCode::NameUnknown
+                        | OciErrorCode::BlobUnknown
+                        | OciErrorCode::NotFound
+                )
+            }) {
+                not_found()
+            } else if codes.iter().any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
+                refused()
+            } else {
+                RepositoryError::Oci { reference: reference.to_string(), message: format!("{what}: {e}") }
+            }
+        }
+        OciDistributionError::ServerError { code: 404, .. } => not_found(),
+        OciDistributionError::ServerError { code: 401 | 403, .. }
+        | OciDistributionError::UnauthorizedError { .. }
+        | OciDistributionError::AuthenticationFailure(_) => refused(),
+        OciDistributionError::RequestError(e) => {
+            RepositoryError::Network { url: reference.to_string(), message: format!("{what}: {e}") }
+        }
+        other => {
+            RepositoryError::Oci { reference: reference.to_string(), message: format!("{what}: {other}") }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +140,24 @@ mod tests {
         assert!(artifact::check_provider(&m, "infrastructure-harvester").is_ok());
         assert_eq!(artifact::layout(&m).archives.len(), 1, "read back as the packed layout");
         assert_eq!(m.artifact_type.as_deref(), Some(ARTIFACT_TYPE));
+    }
+
+    #[test]
+    fn registry_errors_say_what_to_do() {
+        let refused = describe(
+            "oci://r/p",
+            "the tag list",
+            OciDistributionError::UnauthorizedError { url: "u".into() },
+        );
+        assert!(
+            refused.to_string().contains("set OCI_USERNAME and OCI_PASSWORD, or OCI_ACCESS_TOKEN"),
+            "{refused}"
+        );
+        let missing = describe(
+            "oci://r/p",
+            "the manifest of v9.9.9",
+            OciDistributionError::ServerError { code: 404, url: "u".into(), message: String::new() },
+        );
+        assert!(matches!(missing, RepositoryError::NotFound { .. }), "{missing}");
     }
 }

@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 use super::OciOptions;
 use crate::digest::sha256_hex;
 use crate::error::{RepositoryError, Result};
+use crate::http::HttpOptions;
 
 /// The `client_id` sent with the grant (the spec asks for one naming the client).
 const CLIENT_ID: &str = "butler";
 /// The lifetime of a token that states none (the distribution token spec's default).
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(60);
 /// A token this close to its end is traded again rather than used.
-const MARGIN: Duration = Duration::from_secs(10);
+pub(super) const MARGIN: Duration = Duration::from_secs(10);
 
 /// Where a registry sends clients for tokens: its `WWW-Authenticate: Bearer` challenge.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,8 +89,6 @@ pub(super) fn parse_answer(body: &[u8]) -> std::result::Result<(String, Duration
     Ok((token, answer.expires_in.map_or(DEFAULT_LIFETIME, Duration::from_secs)))
 }
 
-/// A refresh token may only travel over HTTPS, unless its registry is one the user marked as
-/// plain HTTP (no downgrade by a challenge naming an `http://` realm).
 /// Where a refresh token may be traded: the registry's own host, or a token service that
 /// `token_hosts` (`OCI_TOKEN_HOSTS`) names; a registry never sends it elsewhere.
 pub(super) fn check_realm(
@@ -116,11 +115,17 @@ pub(super) fn check_realm(
             super::TOKEN_HOSTS_VARIABLE
         ));
     }
+    check_realm_scheme(realm, plain_http)
+}
+
+/// A token service over HTTPS, or plain HTTP only for a registry that is plain HTTP itself (no
+/// downgrade by a challenge naming an `http://` realm).
+pub(super) fn check_realm_scheme(realm: &str, plain_http: bool) -> std::result::Result<(), String> {
     match realm.split_once("://") {
         Some(("https", _)) => Ok(()),
         Some(("http", _)) if plain_http => Ok(()),
         Some(("http", _)) => Err(format!(
-            "the registry's token service {realm} is plain HTTP; the refresh token is only sent over HTTPS (or add the registry to {})",
+            "the registry's token service {realm} is plain HTTP; tokens are only asked for over HTTPS (or add the registry to {})",
             super::INSECURE_VARIABLE
         )),
         _ => Err(format!("the registry's challenge names no usable token service ({realm:?})")),
@@ -135,14 +140,15 @@ static TOKENS: Mutex<BTreeMap<Key, (String, Instant)>> = Mutex::new(BTreeMap::ne
 const MOST: usize = 256;
 
 /// An access token for `registry/repository` traded for `refresh_token`, kept while it lives.
+/// Every request goes through the repository client's guarded HTTP (`http.network`).
 pub(super) async fn access_token(
     options: &OciOptions,
+    http: &HttpOptions,
     registry: &str,
     repository: &str,
     plain_http: bool,
     push: bool,
     refresh_token: &str,
-    timeout: Duration,
 ) -> Result<String> {
     let scope = scope(repository, push);
     let key =
@@ -154,14 +160,9 @@ pub(super) async fn access_token(
     }
     let reference = format!("oci://{registry}/{repository}");
     let fail = |message: String| RepositoryError::Oci { reference: reference.clone(), message };
-    let network = |url: &str, e: reqwest::Error| RepositoryError::Network {
-        url: url.to_string(),
-        message: format!("trading {} for an access token: {e}", super::REFRESH_TOKEN_VARIABLE),
-    };
     let plain_http = plain_http || options.is_insecure(registry);
-    let client = http_client(options, timeout).map_err(fail)?;
-    let (challenge, status, probe) =
-        challenge_of(&client, registry, plain_http).await.map_err(|e| network(&e.0, e.1))?;
+    let client = super::session::shared_client(http, &options.ca_certificates).map_err(fail)?;
+    let (challenge, status, probe) = challenge_of(&client, http, registry, plain_http).await?;
     let challenge = challenge.ok_or_else(|| {
         fail(format!(
             "{} is set, but the registry asks for no bearer token (HTTP {status} at {probe}); use {} and {} instead",
@@ -171,15 +172,32 @@ pub(super) async fn access_token(
         ))
     })?;
     check_realm(&challenge.realm, registry, &options.token_hosts, plain_http).map_err(fail)?;
+    let realm = reqwest::Url::parse(&challenge.realm)
+        .map_err(|e| fail(format!("the registry's token service {:?} is not a URL: {e}", challenge.realm)))?;
+    if let Some(why) = http.network.refusal_of_url(&realm) {
+        return Err(RepositoryError::Refused { url: challenge.realm.clone(), why });
+    }
+    let network = |e: reqwest::Error| match crate::http::refusal_in(&e) {
+        Some(why) => RepositoryError::Refused { url: challenge.realm.clone(), why },
+        None => RepositoryError::Network {
+            url: challenge.realm.clone(),
+            message: format!("trading {} for an access token: {e}", super::REFRESH_TOKEN_VARIABLE),
+        },
+    };
+    // A POST is never redirected: the refresh token would go along.
     let answer = client
-        .post(&challenge.realm)
+        .post(realm)
         .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(grant(&challenge, &scope, refresh_token))
         .send()
         .await
-        .map_err(|e| network(&challenge.realm, e))?;
+        .map_err(network)?;
     let status = answer.status().as_u16();
-    let body = answer.bytes().await.map_err(|e| network(&challenge.realm, e))?;
+    let body = crate::http::read_within(answer, 1 << 20)
+        .await
+        .ok()
+        .flatten()
+        .ok_or_else(|| fail("the token service's answer did not arrive whole within 1 MiB".into()))?;
     if status != 200 {
         // What the token service said is its own, not repeated into conditions: logged only.
         let said = String::from_utf8_lossy(&body[..body.len().min(300)]).trim().to_string();
@@ -200,14 +218,22 @@ pub(super) async fn access_token(
 }
 
 /// The registry's bearer challenge (`GET /v2/`), if it sends one, with the answer's status and
-/// the URL asked; a network failure as (URL, error).
+/// the URL asked.
 async fn challenge_of(
     client: &reqwest::Client,
+    http: &HttpOptions,
     registry: &str,
     plain_http: bool,
-) -> std::result::Result<(Option<Challenge>, u16, String), (String, reqwest::Error)> {
+) -> Result<(Option<Challenge>, u16, String)> {
     let probe = format!("{}://{registry}/v2/", if plain_http { "http" } else { "https" });
-    let answer = client.get(&probe).send().await.map_err(|e| (probe.clone(), e))?;
+    let answer = crate::http::follow(client, &http.network, &probe, http::HeaderMap::new()).await.map_err(
+        |e| match e {
+            crate::http::SendError::Fatal(e) => e,
+            crate::http::SendError::Transient(message) => {
+                RepositoryError::Network { url: probe.clone(), message }
+            }
+        },
+    )?;
     let challenge = answer
         .headers()
         .get(http::header::WWW_AUTHENTICATE)
@@ -221,18 +247,16 @@ async fn challenge_of(
 /// names, or the registry would collect them for another host.
 pub(super) async fn check_password_realm(
     options: &OciOptions,
+    http: &HttpOptions,
     registry: &str,
     repository: &str,
     plain_http: bool,
-    timeout: Duration,
 ) -> Result<()> {
     let reference = format!("oci://{registry}/{repository}");
     let fail = |message: String| RepositoryError::Oci { reference: reference.clone(), message };
     let plain_http = plain_http || options.is_insecure(registry);
-    let client = http_client(options, timeout).map_err(fail)?;
-    let (challenge, _, _) = challenge_of(&client, registry, plain_http)
-        .await
-        .map_err(|(url, e)| RepositoryError::Network { url, message: e.to_string() })?;
+    let client = super::session::shared_client(http, &options.ca_certificates).map_err(fail)?;
+    let (challenge, _, _) = challenge_of(&client, http, registry, plain_http).await?;
     match challenge {
         Some(challenge) => {
             check_realm(&challenge.realm, registry, &options.token_hosts, plain_http).map_err(fail)
@@ -240,20 +264,6 @@ pub(super) async fn check_password_realm(
         None => Ok(()),
     }
 }
-
-/// A client trusting the system's roots and the extra CAs.
-fn http_client(options: &OciOptions, timeout: Duration) -> std::result::Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder().timeout(timeout).user_agent(crate::http::USER_AGENT);
-    for pem in &options.ca_certificates {
-        for certificate in reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-            .map_err(|e| format!("{} is not PEM: {e}", super::CA_VARIABLE))?
-        {
-            builder = builder.add_root_certificate(certificate);
-        }
-    }
-    builder.build().map_err(|e| format!("cannot make an HTTP client: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
