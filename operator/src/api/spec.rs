@@ -93,6 +93,13 @@ pub struct FetchConfig {
     /// `provider.cluster.x-k8s.io/version`, else from the ConfigMap's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
+    /// The sha256 (64 lowercase hex digits) of files of the release, by file name:
+    /// `metadata.yaml` and the components file (`infrastructure-components.yaml` and the like).
+    /// A file whose content differs is refused and nothing of the release is applied. Pins
+    /// hold one release: set spec.version (or a version in the URL) too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("additionalProperties" = {"type": "string", "pattern": "^[0-9a-f]{64}$"}))]
+    pub sha256: Option<BTreeMap<String, String>>,
 }
 
 /// Controller manager settings, passed to the provider's `manager` container as flags. They win

@@ -91,10 +91,55 @@ pub fn plain_http_allowed(location: &Location, remote: &RemoteOptions, field: &s
     }
 }
 
+/// The repository of a provider with the pins of `spec.fetchConfig.sha256`.
+#[allow(clippy::too_many_arguments)]
+pub fn repository(
+    client: &kube::Client,
+    kind: ProviderKind,
+    namespace: &str,
+    name: &str,
+    spec: &ProviderSpec,
+    remote: &RemoteOptions,
+    config: &ClusterctlConfig,
+    local_root: Option<&std::path::Path>,
+) -> Result<Repository, String> {
+    let repo = unpinned(client, kind, namespace, name, spec, remote, config, local_root)?;
+    pinned(repo, spec)
+}
+
+/// `repo` checking the files `spec.fetchConfig.sha256` pins: only files the operator reads may
+/// be pinned (a pin that checks nothing would be a false comfort), and only with a version
+/// that holds still.
+pub fn pinned(mut repo: Repository, spec: &ProviderSpec) -> Result<Repository, String> {
+    let Some(pins) = spec.fetch_config.as_ref().and_then(|f| f.sha256.as_ref()).filter(|p| !p.is_empty())
+    else {
+        return Ok(repo);
+    };
+    if spec.version.is_none() && !has_url_version(spec) {
+        return Err("spec.fetchConfig.sha256: pins hold the files of one release; set spec.version as well (a newer release would not match them)".into());
+    }
+    let readable = [butler_repository::METADATA_FILE.to_string(), repo.components_file().to_string()];
+    for (file, digest) in pins {
+        if !readable.contains(file) {
+            return Err(format!(
+                "spec.fetchConfig.sha256: {file} is not a file the operator reads from this repository; pin {} or {}",
+                readable[0], readable[1]
+            ));
+        }
+        if digest.len() != 64 || !digest.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)) {
+            return Err(format!(
+                "spec.fetchConfig.sha256.{file}: {digest:?} is not a sha256 (64 lowercase hex digits, as sha256sum prints it)"
+            ));
+        }
+        repo = repo.with_pin(file, digest);
+    }
+    Ok(repo)
+}
+
 /// The repository of a provider; `local_root` is where provider objects may name local
 /// folders (none: nowhere).
 #[allow(clippy::too_many_arguments)]
-pub fn repository(
+fn unpinned(
     client: &kube::Client,
     kind: ProviderKind,
     namespace: &str,
@@ -216,8 +261,12 @@ pub async fn resolve(repo: &Repository, choice: &VersionChoice) -> Result<Versio
 
 /// One version's contract and components.
 pub async fn release(repo: &Repository, version: Version) -> Result<Fetched, String> {
-    let contract = repo.contract_of(&version).await.map_err(|e| e.to_string())?;
-    let bytes = repo.components(&version).await.map_err(|e| e.to_string())?;
+    let said = |e: butler_repository::RepositoryError| match e {
+        e @ butler_repository::RepositoryError::Checksum { .. } => format!("spec.fetchConfig.sha256: {e}"),
+        e => e.to_string(),
+    };
+    let contract = repo.contract_of(&version).await.map_err(said)?;
+    let bytes = repo.components(&version).await.map_err(said)?;
     let components = String::from_utf8(bytes)
         .map_err(|_| format!("the components of {} {version} are not UTF-8 text", repo.provider()))?;
     Ok(Fetched { version, contract, components })
@@ -232,6 +281,7 @@ fn has_url_version(spec: &ProviderSpec) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn the_operators_credentials_go_only_where_its_configuration_sends_them() {
@@ -303,7 +353,38 @@ mod tests {
         assert_eq!(local_allowed(&github, None), Ok(()));
     }
 
-    use super::*;
+    #[test]
+    fn pins_name_files_the_operator_reads_of_one_release() {
+        let spec = |json: serde_json::Value| -> ProviderSpec { serde_json::from_value(json).unwrap() };
+        let repo = || {
+            let source = AnySource::Embedded(
+                butler_repository::EmbeddedSource::new("infrastructure-harvester").unwrap(),
+            );
+            Repository::new("infrastructure-harvester", source, "infrastructure-components.yaml")
+        };
+        let digest = "a".repeat(64);
+        let pinned_spec = |version: Option<&str>, file: &str, digest: &str| {
+            spec(
+                serde_json::json!({"version": version, "fetchConfig": {"oci": "r.io/p/x", "sha256": {file: digest}}}),
+            )
+        };
+        assert!(pinned(repo(), &pinned_spec(Some("v1.0.0"), "metadata.yaml", &digest)).is_ok());
+        let unversioned = pinned(repo(), &pinned_spec(None, "metadata.yaml", &digest)).err().unwrap();
+        assert!(unversioned.contains("set spec.version as well"), "{unversioned}");
+        let versioned_url = spec(
+            serde_json::json!({"fetchConfig": {"oci": "r.io/p/x:v1.0.0", "sha256": {"metadata.yaml": digest}}}),
+        );
+        assert!(pinned(repo(), &versioned_url).is_ok(), "a version in the reference holds still too");
+        let other =
+            pinned(repo(), &pinned_spec(Some("v1.0.0"), "cluster-template.yaml", &digest)).err().unwrap();
+        assert!(other.contains("pin metadata.yaml or infrastructure-components.yaml"), "{other}");
+        let upper =
+            pinned(repo(), &pinned_spec(Some("v1.0.0"), "metadata.yaml", &"A".repeat(64))).err().unwrap();
+        assert!(
+            upper.contains("spec.fetchConfig.sha256.metadata.yaml") && upper.contains("64 lowercase hex"),
+            "{upper}"
+        );
+    }
 
     fn spec(yaml: &str) -> ProviderSpec {
         serde_saphyr::from_str(yaml).expect("spec parses")

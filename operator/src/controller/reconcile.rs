@@ -219,10 +219,14 @@ async fn fetch_release(
         .map(|(version, contract)| Installed { version, contract });
     let choice = fetch::choose_version(key.kind, spec, installed, core_contract.as_deref());
     let version = fetch::resolve(&repo, &choice).await?;
-    // Kept apart by the credentials that fetched it: a provider that names the same private
-    // release without them must fetch it (and be refused) itself.
-    let cache_key = fetch::remote_url(spec, operator_config, key.kind, &key.name)
-        .map(|u| format!("{u}#{version}#{}", remote.credentials_fingerprint()));
+    // Kept apart by the credentials that fetched it (a provider that names the same private
+    // release without them must fetch it, and be refused, itself) and by its pins (a release
+    // kept unpinned is checked when a pin comes).
+    let pins = spec.fetch_config.as_ref().and_then(|f| f.sha256.as_ref());
+    let cache_key = fetch::remote_url(spec, operator_config, key.kind, &key.name).map(|u| {
+        let pins = serde_json::to_string(&pins).expect("pins serialize");
+        format!("{u}#{version}#{}#{pins}", remote.credentials_fingerprint())
+    });
     if let Some(hit) =
         cache_key.as_ref().and_then(|k| ctx.releases.lock().expect("not poisoned").get(k).cloned())
     {

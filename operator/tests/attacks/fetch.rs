@@ -3,8 +3,8 @@
 use butler_operator::api::{CoreProvider, InfrastructureProvider};
 use serde_json::json;
 
-use crate::fixtures::{components, publish, selector};
-use crate::support::{Scenario, condition, reason};
+use crate::fixtures::{METADATA, Part, components, publish, selector};
+use crate::support::{Scenario, condition, is, reason};
 
 /// A provider object that names the operator's own files as its repository learns nothing of
 /// them: the URL is refused before anything is read, the same whether the file exists or not.
@@ -147,5 +147,64 @@ async fn a_provider_object_cannot_reach_the_clusters_own_network() {
         let message = &condition(&refused, "ProviderInstalled").unwrap().message;
         assert!(message.contains("refused: 169.254.169.254 is a link-local address"), "{name}: {message}");
     }
+    s.stop_operator().await;
+}
+
+/// Whoever may rewrite a provider's repository (here its labelled ConfigMaps, as a registry or
+/// a release page could be) cannot change what a pinned provider installs: a file whose sha256
+/// is not the pinned one is refused, naming the field, and nothing of the release is applied.
+#[tokio::test]
+async fn a_release_that_is_not_the_pinned_one_is_refused_and_nothing_of_it_applied() {
+    use butler_repository::sha256_hex;
+    let mut s = Scenario::new("attack-pin").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let genuine = components("pinned", "v1.0.0", &[]);
+    let tampered = components("pinned", "v1.0.0", &[Part::Settings]);
+    let file = "infrastructure-components.yaml";
+    publish(&s, "infrastructure-pinned", file, "v1.0.0", &tampered).await;
+    s.start_operator();
+    let mut core: serde_json::Value = serde_json::from_str(&selector("butler")).unwrap();
+    core["version"] = json!("v1.0.0");
+    s.create::<CoreProvider>("butler", &core.to_string()).await;
+    let mut spec: serde_json::Value = serde_json::from_str(&selector("infrastructure-pinned")).unwrap();
+    spec["version"] = json!("v1.0.0");
+    spec["fetchConfig"]["sha256"] = json!({ file: sha256_hex(genuine.as_bytes()) });
+    s.create::<InfrastructureProvider>("pinned", &spec.to_string()).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("pinned", "refused", |p| {
+            reason(p, "ProviderInstalled", "FetchFailed")
+        })
+        .await;
+    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains(&format!(
+            "spec.fetchConfig.sha256: {file} of infrastructure-pinned v1.0.0: its sha256 is {}",
+            sha256_hex(tampered.as_bytes())
+        )),
+        "{message}"
+    );
+    assert!(s.deployments("InfrastructureProvider", "pinned").await.is_empty(), "nothing applied");
+
+    // The genuine release back, and the metadata pinned as well: installed.
+    publish(&s, "infrastructure-pinned", file, "v1.0.0", &genuine).await;
+    let pins =
+        json!({ file: sha256_hex(genuine.as_bytes()), "metadata.yaml": sha256_hex(METADATA.as_bytes()) });
+    s.patch_spec::<InfrastructureProvider>("pinned", json!({"fetchConfig": {"sha256": pins}})).await;
+    s.wait_for::<InfrastructureProvider>("pinned", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    assert_eq!(s.deployments("InfrastructureProvider", "pinned").await.len(), 1);
+
+    // A pin of a file the operator never reads, or without a version, is refused as such.
+    s.patch_spec::<InfrastructureProvider>(
+        "pinned",
+        json!({"fetchConfig": {"sha256": {"cluster-template.yaml": sha256_hex(b"x")}}}),
+    )
+    .await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("pinned", "refused", |p| {
+            condition(p, "ProviderInstalled").is_some_and(|c| c.message.contains("cluster-template.yaml"))
+        })
+        .await;
+    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(message.contains("is not a file the operator reads from this repository; pin metadata.yaml or infrastructure-components.yaml"), "{message}");
     s.stop_operator().await;
 }

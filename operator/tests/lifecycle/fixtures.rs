@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::support::Scenario;
 
 /// clusterctl metadata: 1.0 and 1.1 abide by v1beta1, 2.0 by v1beta2.
-const METADATA: &str = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
+pub const METADATA: &str = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
 kind: Metadata
 releaseSeries:
   - {major: 1, minor: 0, contract: v1beta1}
