@@ -1,6 +1,7 @@
 //! One finalizer, added before a controller creates anything for an object and removed once
 //! what it created is gone. JSON patches with a `test` make both safe against concurrent
-//! writers: a patch built from a stale copy fails instead of dropping another's finalizer.
+//! writers: a patch built from a stale copy fails instead of dropping another's finalizer, and
+//! one built from an object deleted and made again under its name fails too.
 
 use std::fmt::Debug;
 
@@ -47,6 +48,7 @@ where
             }),
         ]
     };
+    let operations = crate::precondition::same_uid(object).into_iter().chain(operations).collect();
     api.patch(&object.name_any(), &PatchParams::default(), &Patch::Json::<()>(json_patch::Patch(operations)))
         .await
 }
@@ -59,10 +61,13 @@ where
 {
     let Some(index) = object.finalizers().iter().position(|f| f == finalizer) else { return Ok(()) };
     let path = format!("/metadata/finalizers/{index}");
-    let operations = vec![
-        PatchOperation::Test(TestOperation { path: pointer(&path), value: json!(finalizer) }),
-        PatchOperation::Remove(RemoveOperation { path: pointer(&path) }),
-    ];
+    let operations = crate::precondition::same_uid(object)
+        .into_iter()
+        .chain([
+            PatchOperation::Test(TestOperation { path: pointer(&path), value: json!(finalizer) }),
+            PatchOperation::Remove(RemoveOperation { path: pointer(&path) }),
+        ])
+        .collect();
     let patch = Patch::Json::<()>(json_patch::Patch(operations));
     not_found_ok(api.patch(&object.name_any(), &PatchParams::default(), &patch).await).map(|_| ())
 }

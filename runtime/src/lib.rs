@@ -26,6 +26,7 @@ pub mod finalizer;
 pub mod inventory;
 pub mod metrics;
 pub mod objects;
+pub mod precondition;
 pub mod process;
 pub mod shutdown;
 pub mod watches;

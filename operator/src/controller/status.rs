@@ -32,6 +32,18 @@ pub struct Outcome {
     pub events: Vec<(Reason, String)>,
 }
 
+/// The whole status, written only to `object`: not to one made again under its name since
+/// (a reconcile of a deleted provider that ends after the name was taken again would give the
+/// new provider the old one's installed version).
+fn status_patch<K: ProviderObject>(object: &K, status: &ProviderStatus) -> Patch<()> {
+    let write = json_patch::PatchOperation::Add(json_patch::AddOperation {
+        path: json_patch::jsonptr::PointerBuf::parse("/status").expect("a valid JSON pointer"),
+        value: json!(status),
+    });
+    let operations = butler_runtime::precondition::same_uid(object).into_iter().chain([write]).collect();
+    Patch::Json(json_patch::Patch(operations))
+}
+
 /// Writes the status when it differs from what the object has, then publishes the events and
 /// wakes the other providers, whose checks may depend on this one. Returns whether it wrote.
 pub async fn write<K>(ctx: &Context, object: &K, outcome: Outcome) -> Result<bool, Error>
@@ -56,7 +68,7 @@ where
         return Ok(false);
     }
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+    api.patch_status(&key.name, &PatchParams::default(), &status_patch(object, &status))
         .await
         .map_err(|source| Error::kube(format!("writing the status of {key}"), source))?;
     ctx.statuses.lock().expect("not poisoned").insert(uid, status);
@@ -109,5 +121,26 @@ where
         Retry::After(delay) => Ok(Action::requeue(delay)),
         Retry::Backoff if reason == Reason::FetchFailed => Err(Error::Fetch(message)),
         Retry::Backoff => Err(Error::Apply(message)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::InfrastructureProvider;
+
+    #[test]
+    fn the_status_goes_to_the_object_read_and_no_other_of_its_name() {
+        let mut object = InfrastructureProvider::new("widget", Default::default());
+        object.metadata.uid = Some("uid-1".into());
+        let status = ProviderStatus { installed_version: Some("v1.1.0".into()), ..Default::default() };
+        let Patch::Json(patch) = status_patch(&object, &status) else { panic!("a JSON patch") };
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "uid-1"},
+                {"op": "add", "path": "/status", "value": {"installedVersion": "v1.1.0"}},
+            ])
+        );
     }
 }
