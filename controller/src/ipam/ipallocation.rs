@@ -1,8 +1,11 @@
-//! The IPAllocation controller: the thin life cycle of spec/002. It adds the finalizer, marks a
-//! new allocation Pending, and on deletion records `Released` with `releasedAt` before letting
-//! the object go; its block returns to the pool only once the object is gone. Every status
-//! write carries the resourceVersion it was decided on, so it never overwrites a block the
-//! NetworkPool controller wrote meanwhile.
+//! The IPAllocation controller: the thin life cycle of spec/002. It adds the finalizer (the
+//! NetworkPool controller serves only allocations that carry it, so the two never race on a new
+//! one) and on deletion records `Released` with `releasedAt` before letting the object go; its
+//! block returns to the pool only once the object is gone. A new allocation gets one status
+//! write, its outcome from the NetworkPool controller; this controller writes `Pending` only to
+//! say why nothing comes (its pool does not exist). Every status write carries the
+//! resourceVersion it was decided on, so it never overwrites a block the NetworkPool controller
+//! wrote meanwhile.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,13 +92,6 @@ async fn run(allocation: &IPAllocation, ctx: &Context) -> Result<Action, Error> 
             current.spec.pool_ref.name
         );
         wanted = Some(Wanted::new(READY, false, "PoolNotFound", message));
-    } else if status.phase.is_none() {
-        wanted = Some(Wanted::new(
-            READY,
-            false,
-            "Pending",
-            "waiting for the NetworkPool controller to assign a block",
-        ));
     }
     if let Some(wanted) = wanted {
         let merged = conditions::merge(

@@ -112,3 +112,31 @@ async fn a_block_in_the_journal_of_a_killed_planner_goes_to_its_allocation_only(
     })
     .await;
 }
+
+/// The request bill of a new allocation, as the API server counts it: its finalizer and its
+/// outcome, two writes (it was three, and a conflict each time the IPAllocation controller's
+/// Pending met the NetworkPool controller's block), for allocations made at once and over time.
+#[tokio::test]
+async fn a_new_allocation_costs_two_writes() {
+    let s = Scenario::start().await;
+    let Some(server) = s.cluster.server() else {
+        println!("skipped on a real cluster: its requests are not counted here");
+        return;
+    };
+    let ns = s.namespace("ipam-bill").await;
+    pool(&s, &ns, "lab", json!({"cidr": "10.121.0.0/24"})).await;
+    tenant(&s, &ns, "t").await;
+    many(&s, &ns, 0..20).await;
+    for from in (20..40).step_by(5) {
+        many(&s, &ns, from..from + 5).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let api: Api<IPAllocation> = Api::namespaced(s.client.clone(), &ns);
+    all_allocated(&api, 40, Duration::from_secs(30)).await;
+    let writes = server
+        .requests_from(crate::support::AGENT)
+        .into_iter()
+        .filter(|(m, p)| m == "PATCH" && p.contains(&format!("/namespaces/{ns}/ipallocations/")))
+        .count();
+    assert_eq!(writes, 80, "two writes per allocation");
+}

@@ -1,7 +1,7 @@
 //! A batch of the NetworkPool controller (see the parent module): one consistent list, then
-//! chunks, each committed to the pool's journal before its writes.
+//! chunks, each committed to the pool's journal (with the pool's figures: one pool write a
+//! chunk) before its writes.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use butler_core::api::{IPAllocation, IPAllocationPhase, NetworkPool};
@@ -54,16 +54,23 @@ pub(super) async fn batch(
         };
         let refs: Vec<&IPAllocation> = items.iter().collect();
         let served = serve::serve(&pool, allocator, &refs, now, &ctx.ipam.allocated_by, CHUNK);
-        // 2. Commit the journal, unless nothing is handed out (refusals need none).
         let hands_out = served.writes.iter().any(|w| w.status.phase == Some(IPAllocationPhase::Allocated));
+        let Served { allocator, writes, journal, problems, more } = served;
+        // The pool's figures as they are once the writes land.
+        let stats = allocator.stats();
+        let (mut status, events) =
+            status::plan(&pool, Shape::Valid { stats: &stats, problems: &problems }, now);
+        // 2. Commit the journal with those figures, the batch's one pool write, unless nothing
+        //    is handed out (refusals need no journal). The journal is not cleared afterwards:
+        //    an entry whose write landed keeps no block (its allocation's resourceVersion moved
+        //    on), and the next commit replaces it.
         let committed = if hands_out {
-            let patch = json!({
-                "metadata": {"resourceVersion": pool.meta().resource_version},
-                "status": {"inFlight": served.journal},
-            });
-            match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
-                Ok(written) => Arc::new(written),
-                Err(e) if is_conflict(&e) => {
+            status.in_flight = journal;
+            let rv = pool.meta().resource_version.clone();
+            match write_pool_status(ctx, api, &pool, status, Some(rv), events).await? {
+                PoolWrite::Written(written) => Arc::new(*written),
+                PoolWrite::Unchanged => pool.clone(),
+                PoolWrite::Conflict => {
                     conflicts += 1;
                     if conflicts >= COMMITS {
                         tracing::debug!(pool = %named(&pool), "another planner kept committing first; planning again later");
@@ -71,30 +78,26 @@ pub(super) async fn batch(
                     }
                     pool =
                         Arc::new(api.get(&name).await.map_err(|e| {
-                            Error::kube(format!("reading NetworkPool {}/{name}", namespace), e)
+                            Error::kube(format!("reading NetworkPool {namespace}/{name}"), e)
                         })?);
                     listed = None;
                     continue;
                 }
-                Err(e) => {
-                    return Err(Error::kube(
-                        format!("committing the journal of NetworkPool {}", named(&pool)),
-                        e,
-                    ));
-                }
             }
         } else {
-            pool.clone()
+            // Refusals only: the figures and conditions, the journal as it is.
+            status.in_flight = pool.status.clone().unwrap_or_default().in_flight;
+            match write_pool_status(ctx, api, &pool, status, None, events).await? {
+                PoolWrite::Written(written) => Arc::new(*written),
+                PoolWrite::Unchanged | PoolWrite::Conflict => pool.clone(),
+            }
         };
         // 3. The allocations; what was written replaces what was listed.
-        let Served { allocator, writes, journal, problems, more } = served;
         let count = writes.len();
         let landed = write_allocations(ctx, &namespace, writes).await;
-        let mut resolved = HashSet::new();
         let mut all_written = landed.len() == count;
         let mut written = std::collections::HashMap::new();
         for (uid, outcome) in landed {
-            resolved.insert(uid.clone());
             match outcome {
                 Some(object) => {
                     written.insert(uid, object);
@@ -107,33 +110,10 @@ pub(super) async fn batch(
                 *item = object;
             }
         }
-        // 4. The pool: its figures, and the journal left of writes whose outcome is unknown.
-        let stats = allocator.stats();
-        let (mut status, events) =
-            status::plan(&committed, Shape::Valid { stats: &stats, problems: &problems }, now);
-        status.in_flight = journal.into_iter().filter(|e| !resolved.contains(&e.uid)).collect();
-        // The journal is written only by the planner that committed, conditional on its commit.
-        let journal = hands_out.then(|| committed.meta().resource_version.clone());
-        if !hands_out {
-            status.in_flight = committed.status.clone().unwrap_or_default().in_flight;
-        }
-        let next = write_pool_status(ctx, api, &committed, status, journal, events).await?;
         if !more {
             return Ok(());
         }
-        match next {
-            PoolWrite::Written(pool_now) => pool = Arc::new(*pool_now),
-            PoolWrite::Unchanged => pool = committed,
-            // Someone else committed: the list is no proof any more.
-            PoolWrite::Conflict => {
-                pool = Arc::new(
-                    api.get(&name)
-                        .await
-                        .map_err(|e| Error::kube(format!("reading NetworkPool {}/{name}", namespace), e))?,
-                );
-                all_written = false;
-            }
-        }
+        pool = committed;
         if !all_written {
             listed = None;
         }

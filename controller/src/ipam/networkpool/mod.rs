@@ -9,8 +9,12 @@
 //! 2. commit the journal (`status.inFlight`: every block about to be written, and every older
 //!    entry whose write may still land) to the pool, conditional on the pool's resourceVersion:
 //!    of two planners, one commits and the other plans again from the newer pool;
-//! 3. write each allocation's status, conditional on the resourceVersion it was planned from;
-//! 4. write the pool's status with the journal left of writes whose outcome is unknown.
+//!    with the pool's figures as they are once the writes land (the batch's one pool write);
+//! 3. write each allocation's status, conditional on the resourceVersion it was planned from.
+//!
+//! The journal is not cleared after the writes: an entry whose write landed keeps no block
+//! (its allocation's resourceVersion moved on), and the next commit replaces the journal; a
+//! reconcile that hands nothing out tidies it.
 //!
 //! A planner that commits read the pool after every earlier commit, and listed after it: each
 //! block handed out before is in that list, or in the journal while its write may still land.
@@ -123,9 +127,16 @@ async fn run(cached: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
             let served = serve::serve(&pool, allocator, &refs, now, &ctx.ipam.allocated_by, CHUNK);
             if served.writes.is_empty() {
                 let stats = served.allocator.stats();
-                let (status, events) =
+                let (mut status, events) =
                     status::plan(&pool, Shape::Valid { stats: &stats, problems: &served.problems }, now);
-                write_pool_status(ctx, &api, &pool, status, None, events).await?;
+                // A journal some of whose writes landed since is tidied while nothing is handed
+                // out (the batches leave it to the next commit), conditional on the pool read.
+                let journal = pool.status.as_ref().map(|s| &s.in_flight).filter(|j| **j != served.journal);
+                let journal = journal.map(|_| {
+                    status.in_flight = served.journal.clone();
+                    pool.meta().resource_version.clone()
+                });
+                write_pool_status(ctx, &api, &pool, status, journal, events).await?;
             } else {
                 batch::batch(ctx, &api, cached.clone()).await?;
                 again = AGAIN_SOON;
@@ -142,7 +153,7 @@ async fn run(cached: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
 fn refuse(pool: &NetworkPool, refs: &[&IPAllocation], why: &str, now: jiff::Timestamp) -> Vec<Write> {
     let message = format!("NetworkPool {} has an invalid spec: {why}", named(pool));
     refs.iter()
-        .filter(|a| serve::waiting(a))
+        .filter(|a| serve::servable(a))
         .filter_map(|a| {
             let status = serve::failed(a, "PoolInvalid", message.clone(), now);
             (a.status.as_ref() != Some(&status)).then(|| Write {

@@ -66,6 +66,14 @@ pub fn waiting(allocation: &IPAllocation) -> bool {
         && matches!(phase, None | Some(IPAllocationPhase::Pending) | Some(IPAllocationPhase::Failed))
 }
 
+/// Whether the allocation is served now: it waits, and the IPAllocation controller added its
+/// finalizer (a write that would make ours conflict, were it to come after; and the deletion of
+/// an allocation without it would not be recorded). That write wakes the pool.
+pub fn servable(allocation: &IPAllocation) -> bool {
+    waiting(allocation)
+        && butler_runtime::finalizer::has(allocation, butler_core::api::labels::IP_ALLOCATION_FINALIZER)
+}
+
 /// The order of spec/002: creationTimestamp, then name.
 fn creation(allocation: &IPAllocation) -> (Option<Timestamp>, &str) {
     let meta = &allocation.metadata;
@@ -141,7 +149,7 @@ pub fn serve(
     }
 
     // Waiting allocations, oldest first.
-    let mut queue: Vec<&IPAllocation> = allocations.iter().copied().filter(|a| waiting(a)).collect();
+    let mut queue: Vec<&IPAllocation> = allocations.iter().copied().filter(|a| servable(a)).collect();
     queue.sort_by(|a, b| creation(a).cmp(&creation(b)));
     let mut writes = Vec::new();
     let mut more = false;

@@ -17,7 +17,8 @@ fn allocation(name: &str, created: &str, spec: Value, status: Value) -> IPAlloca
     serde_json::from_value(json!({
         "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
         "metadata": {"name": name, "namespace": "butler-system", "uid": format!("uid-{name}"),
-            "resourceVersion": "7", "creationTimestamp": created, "generation": 1},
+            "resourceVersion": "7", "creationTimestamp": created, "generation": 1,
+            "finalizers": ["butler.butlerlabs.dev/ipallocation"]},
         "spec": spec_full, "status": status,
     }))
     .unwrap()
@@ -220,6 +221,19 @@ fn allocations_being_deleted_are_not_served() {
     let mut gone = allocation("gone", T0, json!({}), json!({}));
     gone.metadata.deletion_timestamp = Some(Time(T0.parse().unwrap()));
     assert!(run(&p, &[gone]).writes.is_empty());
+}
+
+#[test]
+fn an_allocation_is_served_once_its_finalizer_is_there() {
+    let p = pool(json!({"cidr": "10.0.0.0/28"}), json!([]));
+    let mut fresh = allocation("fresh", T0, json!({"count": 1}), json!({}));
+    fresh.metadata.finalizers = None;
+    assert!(
+        run(&p, std::slice::from_ref(&fresh)).writes.is_empty(),
+        "the IPAllocation controller writes first"
+    );
+    fresh.metadata.finalizers = Some(vec!["butler.butlerlabs.dev/ipallocation".into()]);
+    assert_eq!(ranges(&run(&p, &[fresh])), [("fresh".to_string(), "10.0.0.0/32".to_string())]);
 }
 
 #[test]
