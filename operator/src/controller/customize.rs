@@ -81,6 +81,36 @@ fn flag_name(arg: &str) -> Option<&str> {
     Some(rest.split('=').next().unwrap_or(rest))
 }
 
+/// The value of flag `name` in `args` (`--name=value`, or `--name value`).
+fn flag_value(args: &[Value], name: &str) -> Option<String> {
+    let i = args.iter().position(|a| a.as_str().and_then(flag_name) == Some(name))?;
+    let arg = args[i].as_str()?;
+    match arg.split_once('=') {
+        Some((_, value)) => Some(value.to_string()),
+        None => args.get(i + 1)?.as_str().filter(|next| !next.starts_with('-')).map(String::from),
+    }
+}
+
+/// `flags` with the feature gates the container sets already kept beside those of
+/// `spec.manager.featureGates`, which win for a gate both name (`--feature-gates` takes one
+/// list: the spec's alone would turn the provider's own gates off).
+fn with_own_gates(flags: &[(String, String)], args: &[Value]) -> Vec<(String, String)> {
+    let Some(own) = flag_value(args, "feature-gates") else { return flags.to_vec() };
+    flags
+        .iter()
+        .map(|(name, value)| {
+            if name != "feature-gates" {
+                return (name.clone(), value.clone());
+            }
+            let mut gates: BTreeMap<&str, &str> =
+                own.split(',').filter_map(|g| g.trim().split_once('=')).collect();
+            gates.extend(value.split(',').filter_map(|g| g.split_once('=')));
+            let merged = gates.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+            (name.clone(), merged)
+        })
+        .collect()
+}
+
 /// Flags that take no separate value (`--leader-elect true` is not how Go reads a boolean).
 const BOOLEAN_FLAGS: &[&str] = &["leader-elect"];
 
@@ -88,11 +118,13 @@ const BOOLEAN_FLAGS: &[&str] = &["leader-elect"];
 /// followed it as an argument of its own, `--v 1`), appended where not.
 fn set_flags(args: &mut Vec<Value>, flags: &[(String, String)]) {
     for (name, value) in flags {
+        // Keys may be written with their dashes (`--v`), as cluster-api-operator accepts.
+        let name = name.trim_start_matches('-');
         let text = format!("--{name}={value}");
-        match args.iter().position(|a| a.as_str().and_then(flag_name) == Some(name.as_str())) {
+        match args.iter().position(|a| a.as_str().and_then(flag_name) == Some(name)) {
             Some(i) => {
                 let separate = !args[i].as_str().unwrap_or_default().contains('=')
-                    && !BOOLEAN_FLAGS.contains(&name.as_str())
+                    && !BOOLEAN_FLAGS.contains(&name)
                     && args.get(i + 1).and_then(Value::as_str).is_some_and(|next| !next.starts_with('-'));
                 if separate {
                     args.remove(i + 1);
@@ -137,9 +169,9 @@ pub fn customize(objects: &mut [Value], spec: &ProviderSpec, component: &str) ->
                 apply_container(container, wanted, component)?;
             }
             if name == "manager" && !manager_flags.is_empty() {
-                let args = container["args"].as_array().cloned().unwrap_or_default();
-                let mut args = args;
-                set_flags(&mut args, &manager_flags);
+                let mut args = container["args"].as_array().cloned().unwrap_or_default();
+                let flags = with_own_gates(&manager_flags, &args);
+                set_flags(&mut args, &flags);
                 container["args"] = Value::Array(args);
                 if let Some(health) = &spec.manager.as_ref().and_then(|m| m.health.clone()) {
                     if let Some(path) = &health.readiness_endpoint_name {
@@ -221,6 +253,31 @@ mod tests {
 
     fn spec(yaml: &str) -> ProviderSpec {
         serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn keys_written_with_their_dashes_are_the_same_flags() {
+        let mut objects = vec![deployment()];
+        let spec = spec(
+            "deployment:\n  containers:\n  - name: manager\n    args: {'--v': '4', '-sync-period': 5m, '--extra': x}\n",
+        );
+        customize(&mut objects, &spec, "infrastructure-x").unwrap();
+        let args = &objects[0]["spec"]["template"]["spec"]["containers"][0]["args"];
+        assert_eq!(args, &json!(["--leader-elect", "--v=4", "--sync-period=5m", "--extra=x"]));
+    }
+
+    #[test]
+    fn feature_gates_join_the_providers_own() {
+        let mut objects = vec![deployment()];
+        objects[0]["spec"]["template"]["spec"]["containers"][0]["args"] =
+            json!(["--feature-gates=MachinePool=true,ClusterTopology=false", "--v=1"]);
+        let spec = spec("manager:\n  featureGates: {ClusterTopology: true, RuntimeSDK: false}\n");
+        customize(&mut objects, &spec, "infrastructure-x").unwrap();
+        let args = &objects[0]["spec"]["template"]["spec"]["containers"][0]["args"];
+        assert_eq!(
+            args,
+            &json!(["--feature-gates=ClusterTopology=true,MachinePool=true,RuntimeSDK=false", "--v=1"])
+        );
     }
 
     #[test]
