@@ -72,7 +72,9 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
     assert_eq!(
         keys(&spec["manager"]),
         [
+            "additionalArgs",
             "cacheNamespace",
+            "controller",
             "debug",
             "featureGates",
             "gracefulShutDown",
@@ -91,7 +93,14 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
         ["healthProbeBindAddress", "livenessEndpointName", "readinessEndpointName"]
     );
     assert_eq!(keys(&spec["manager"]["properties"]["webhook"]), ["certDir", "host", "port"]);
-    assert_eq!(keys(&spec["manager"]["properties"]["metrics"]), ["bindAddress"]);
+    assert_eq!(
+        keys(&spec["manager"]["properties"]["metrics"]),
+        ["bindAddress", "diagnosticsAddress", "insecureDiagnostics"]
+    );
+    assert_eq!(
+        keys(&spec["manager"]["properties"]["controller"]),
+        ["cacheSyncTimeout", "groupKindConcurrency", "recoverPanic"]
+    );
     assert_eq!(
         keys(&spec["manager"]["properties"]["leaderElection"]),
         [
@@ -118,7 +127,11 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
     );
     assert_eq!(keys(&spec["configSecret"]), ["name", "namespace"]);
     let fetch = &spec["fetchConfig"];
-    assert_eq!(keys(fetch), ["oci", "selector", "url"], "cluster-api-operator's three sources");
+    assert_eq!(
+        keys(fetch),
+        ["oci", "selector", "sha256", "url"],
+        "cluster-api-operator's three sources, and pins"
+    );
     assert_eq!(
         fetch["x-kubernetes-validations"][0]["rule"],
         "(has(self.url) ? 1 : 0) + (has(self.oci) ? 1 : 0) + (has(self.selector) ? 1 : 0) == 1"

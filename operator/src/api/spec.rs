@@ -149,9 +149,38 @@ pub struct ManagerSpec {
     /// may be set with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub debug: Option<bool>,
-    /// Provider feature flags (`--feature-gates`, passed sorted by name).
+    /// Provider feature flags (`--feature-gates`, passed sorted by name and joined with the
+    /// gates the manager's arguments set already; these win for a gate both name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feature_gates: Option<BTreeMap<String, bool>>,
+    /// Settings of the manager's controllers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<ControllerConfigurationSpec>,
+    /// More flags of the manager, by name (`--` optional): `{diagnostics-address: ":8443"}`
+    /// becomes `--diagnostics-address=:8443`. They win over the same flags in
+    /// deployment.containers[].args and the fields above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_args: Option<BTreeMap<String, String>>,
+}
+
+/// Settings of a manager's controllers.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerConfigurationSpec {
+    /// Reconciles at once per kind (`ReplicaSet.apps`: 5), each passed as
+    /// `--{kind in lower case}-concurrency` (`--replicaset.apps-concurrency=5`), as
+    /// cluster-api-operator does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_kind_concurrency: Option<BTreeMap<String, i32>>,
+    /// How long the caches may take to sync; accepted (cluster-api-operator's field) though no
+    /// manager flag takes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(DURATION_PATTERN))]
+    pub cache_sync_timeout: Option<Duration>,
+    /// Whether panics are recovered; accepted (cluster-api-operator's field) though no manager
+    /// flag takes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recover_panic: Option<bool>,
 }
 
 /// Leader election of a controller manager.
@@ -189,10 +218,18 @@ pub struct LeaderElectionConfiguration {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ControllerMetrics {
-    /// Address the metrics endpoint listens on (`--metrics-bind-addr`, for example `:8080`);
-    /// `0` turns it off.
+    /// Address the metrics endpoint listens on, for example `:8080`; `0` turns it off. Passed
+    /// as `--metrics-bind-addr`, or as `--diagnostics-address` to a manager whose arguments
+    /// use that flag (Cluster API v1.9 and later removed `--metrics-bind-addr`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bind_address: Option<String>,
+    /// Address of the diagnostics endpoint (`--diagnostics-address`, Cluster API v1.9 and
+    /// later), which serves metrics over HTTPS with authorization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics_address: Option<String>,
+    /// Serve diagnostics over plain HTTP without authorization (`--insecure-diagnostics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure_diagnostics: Option<bool>,
 }
 
 /// Health probe endpoint of a controller manager.
@@ -218,7 +255,7 @@ pub struct ControllerWebhook {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: Option<i32>,
-    /// Host name the webhook server binds to.
+    /// Host name the webhook server binds to (`--webhook-host`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     /// Folder with the webhook server's `tls.crt` and `tls.key` (`--webhook-cert-dir`).

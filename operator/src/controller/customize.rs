@@ -26,39 +26,33 @@ pub fn manager_flags(manager: &ManagerSpec) -> Result<Vec<(String, String)>, Str
         }
     };
     push("sync-period", manager.sync_period.map(|d| d.to_string()));
-    // Settings that Cluster API managers have no flag for: a flag they do not define stops
-    // them at start, so these are refused rather than passed on (or silently dropped).
-    let unsupported = [
-        (
-            "leaderElection.resourceLock",
-            manager.leader_election.as_ref().is_some_and(|l| l.resource_lock.is_some()),
-        ),
-        (
-            "leaderElection.resourceName",
-            manager.leader_election.as_ref().is_some_and(|l| l.resource_name.is_some()),
-        ),
-        (
-            "leaderElection.resourceNamespace",
-            manager.leader_election.as_ref().is_some_and(|l| l.resource_namespace.is_some()),
-        ),
-        ("gracefulShutDown", manager.graceful_shutdown_timeout.is_some()),
-        ("webhook.host", manager.webhook.as_ref().is_some_and(|w| w.host.is_some())),
-    ];
-    if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
-        return Err(format!(
-            "spec.manager.{field}: Cluster API managers take no flag for it (an unknown flag stops them at start); remove it"
-        ));
-    }
+    // As cluster-api-operator emits them: the lock's kind and the graceful shutdown take no
+    // flag; the lock's name goes with its namespace as `--leader-election-id`.
     if let Some(le) = &manager.leader_election {
         push("leader-elect", le.leader_elect.map(|b| b.to_string()));
+        if le.leader_elect == Some(true)
+            && let (Some(name), Some(namespace)) = (&le.resource_name, &le.resource_namespace)
+        {
+            push("leader-election-id", Some(format!("{namespace}/{name}")));
+        }
         push("leader-elect-lease-duration", le.lease_duration.map(|d| d.to_string()));
         push("leader-elect-renew-deadline", le.renew_deadline.map(|d| d.to_string()));
         push("leader-elect-retry-period", le.retry_period.map(|d| d.to_string()));
     }
+    if let Some(concurrency) = manager.controller.as_ref().and_then(|c| c.group_kind_concurrency.as_ref()) {
+        for (kind, n) in concurrency {
+            push(&format!("{}-concurrency", kind.to_lowercase()), Some(n.to_string()));
+        }
+    }
     push("namespace", manager.cache_namespace.clone());
-    push("metrics-bind-addr", manager.metrics.as_ref().and_then(|m| m.bind_address.clone()));
+    if let Some(metrics) = &manager.metrics {
+        push(METRICS_FLAG, metrics.bind_address.clone());
+        push("diagnostics-address", metrics.diagnostics_address.clone());
+        push("insecure-diagnostics", metrics.insecure_diagnostics.map(|b| b.to_string()));
+    }
     push("health-addr", manager.health.as_ref().and_then(|h| h.health_probe_bind_address.clone()));
     if let Some(w) = &manager.webhook {
+        push("webhook-host", w.host.clone());
         push("webhook-port", w.port.map(|p| p.to_string()));
         push("webhook-cert-dir", w.cert_dir.clone());
     }
@@ -72,7 +66,33 @@ pub fn manager_flags(manager: &ManagerSpec) -> Result<Vec<(String, String)>, Str
             Some(gates.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")),
         );
     }
+    for (name, value) in manager.additional_args.iter().flatten() {
+        let name = name.trim_start_matches('-');
+        flags.retain(|(n, _)| n != name);
+        flags.push((name.to_string(), value.clone()));
+    }
     Ok(flags)
+}
+
+/// The flag `metrics.bindAddress` is passed as, unless the manager speaks Cluster API v1.9's.
+const METRICS_FLAG: &str = "metrics-bind-addr";
+
+/// `flags` as the manager's release understands them: `metrics.bindAddress` goes to
+/// `--diagnostics-address` when the release's arguments use that flag and not the older one
+/// (Cluster API v1.9 removed `--metrics-bind-addr`; an unknown flag stops a manager), unless a
+/// diagnostics address is set already.
+fn for_release(flags: Vec<(String, String)>, args: &[Value]) -> Vec<(String, String)> {
+    let uses = |name: &str| args.iter().any(|a| a.as_str().and_then(flag_name) == Some(name));
+    let newer = uses("diagnostics-address") && !uses(METRICS_FLAG);
+    let diagnostics_set = flags.iter().any(|(n, _)| n == "diagnostics-address");
+    flags
+        .into_iter()
+        .filter_map(|(name, value)| match name.as_str() {
+            METRICS_FLAG if newer && diagnostics_set => None,
+            METRICS_FLAG if newer => Some(("diagnostics-address".to_string(), value)),
+            _ => Some((name, value)),
+        })
+        .collect()
 }
 
 /// A flag's name in an argument (`--name=value` or `--name`), if it is one.
@@ -170,7 +190,7 @@ pub fn customize(objects: &mut [Value], spec: &ProviderSpec, component: &str) ->
             }
             if name == "manager" && !manager_flags.is_empty() {
                 let mut args = container["args"].as_array().cloned().unwrap_or_default();
-                let flags = with_own_gates(&manager_flags, &args);
+                let flags = for_release(with_own_gates(&manager_flags, &args), &args);
                 set_flags(&mut args, &flags);
                 container["args"] = Value::Array(args);
                 if let Some(health) = &spec.manager.as_ref().and_then(|m| m.health.clone()) {
@@ -256,6 +276,44 @@ mod tests {
     }
 
     #[test]
+    fn cluster_api_operators_manager_fields_are_emitted_as_it_emits_them() {
+        let mut objects = vec![deployment()];
+        let spec = spec(
+            "manager:\n  leaderElection: {leaderElect: true, resourceLock: leases, resourceName: capi, resourceNamespace: capi-system}\n  gracefulShutDown: 30s\n  webhook: {host: 0.0.0.0, port: 9443}\n  controller: {groupKindConcurrency: {Cluster.cluster.x-k8s.io: 5}, recoverPanic: true}\n  metrics: {bindAddress: ':8080'}\n  additionalArgs: {'--kube-api-qps': '50', v: '2'}\n  verbosity: 4\n",
+        );
+        customize(&mut objects, &spec, "infrastructure-x").unwrap();
+        let args = &objects[0]["spec"]["template"]["spec"]["containers"][0]["args"];
+        assert_eq!(
+            args,
+            &json!([
+                "--leader-elect=true",
+                "--v=2",
+                "--sync-period=1h",
+                "--leader-election-id=capi-system/capi",
+                "--cluster.cluster.x-k8s.io-concurrency=5",
+                "--metrics-bind-addr=:8080",
+                "--webhook-host=0.0.0.0",
+                "--webhook-port=9443",
+                "--kube-api-qps=50"
+            ])
+        );
+    }
+
+    #[test]
+    fn the_metrics_address_goes_to_the_flag_the_release_has() {
+        let mut objects = vec![deployment()];
+        objects[0]["spec"]["template"]["spec"]["containers"][0]["args"] =
+            json!(["--diagnostics-address=:8443", "--insecure-diagnostics=false"]);
+        customize(&mut objects, &spec("manager:\n  metrics: {bindAddress: ':9090'}\n"), "c").unwrap();
+        let args = &objects[0]["spec"]["template"]["spec"]["containers"][0]["args"];
+        assert_eq!(args, &json!(["--diagnostics-address=:9090", "--insecure-diagnostics=false"]));
+        let mut older = vec![deployment()];
+        customize(&mut older, &spec("manager:\n  metrics: {bindAddress: ':9090'}\n"), "c").unwrap();
+        let args = older[0]["spec"]["template"]["spec"]["containers"][0]["args"].as_array().unwrap().clone();
+        assert!(args.contains(&json!("--metrics-bind-addr=:9090")), "{args:?}");
+    }
+
+    #[test]
     fn keys_written_with_their_dashes_are_the_same_flags() {
         let mut objects = vec![deployment()];
         let spec = spec(
@@ -321,7 +379,7 @@ mod tests {
     }
 
     #[test]
-    fn a_flag_given_with_a_separate_value_is_replaced_whole_and_unknown_flags_are_refused() {
+    fn a_flag_given_with_a_separate_value_is_replaced_whole() {
         let mut objects = vec![json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [
             {"name": "manager", "args": ["--leader-elect", "--v", "1", "--sync-period", "10m", "--extra"]}]}}}})];
         customize(&mut objects, &spec("manager: {verbosity: 3, syncPeriod: 600s}\n"), "c").unwrap();
@@ -329,23 +387,6 @@ mod tests {
             objects[0]["spec"]["template"]["spec"]["containers"][0]["args"],
             json!(["--leader-elect", "--v=3", "--sync-period=600s", "--extra"])
         );
-        for (yaml, field) in [
-            ("manager: {leaderElection: {resourceLock: leases}}\n", "leaderElection.resourceLock"),
-            (
-                "manager: {leaderElection: {resourceName: x, resourceNamespace: y}}\n",
-                "leaderElection.resourceName",
-            ),
-            ("manager: {gracefulShutDown: 30s}\n", "gracefulShutDown"),
-            ("manager: {webhook: {host: 0.0.0.0}}\n", "webhook.host"),
-        ] {
-            let error = customize(&mut [deployment()], &spec(yaml), "c").unwrap_err();
-            assert_eq!(
-                error,
-                format!(
-                    "spec.manager.{field}: Cluster API managers take no flag for it (an unknown flag stops them at start); remove it"
-                )
-            );
-        }
     }
 
     #[test]

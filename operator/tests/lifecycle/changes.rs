@@ -31,6 +31,43 @@ async fn a_provider_created_first_installs_once_the_core_provider_is_there() {
     s.stop_operator().await;
 }
 
+/// What a cluster-api-operator user writes under `manager` installs, emitted as
+/// cluster-api-operator emits it (it was refused as InvalidCustomization).
+#[tokio::test]
+async fn cluster_api_operators_manager_fields_install_as_it_emits_them() {
+    let mut s = Scenario::new("capi-manager").await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    s.secret("aws-variables", &[("AWS_REGION", "eu-west-1")]).await;
+    let spec = "configSecret: {name: aws-variables}
+manager:
+  leaderElection: {leaderElect: true, resourceLock: leases, resourceName: capa, resourceNamespace: capa-system}
+  gracefulShutDown: 30s
+  webhook: {host: 0.0.0.0}
+  controller: {groupKindConcurrency: {AWSCluster.infrastructure.cluster.x-k8s.io: 4}}
+  additionalArgs: {--kube-api-qps: '40'}
+  featureGates: {EKS: false}
+";
+    s.create::<InfrastructureProvider>("aws", spec).await;
+    s.wait_for::<InfrastructureProvider>("aws", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    let deployment = &s.deployments("InfrastructureProvider", "aws").await[0];
+    let pod = deployment.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let manager = pod.containers.iter().find(|c| c.name == "manager").expect("a manager container");
+    let args = manager.args.clone().unwrap_or_default();
+    for wanted in [
+        "--leader-elect=true",
+        "--leader-election-id=capa-system/capa",
+        "--awscluster.infrastructure.cluster.x-k8s.io-concurrency=4",
+        "--webhook-host=0.0.0.0",
+        "--kube-api-qps=40",
+    ] {
+        assert!(args.iter().any(|a| a == wanted), "{wanted} in {args:?}");
+    }
+    assert!(args.iter().any(|a| a.starts_with("--feature-gates=") && a.contains("EKS=false")), "{args:?}");
+    assert!(!args.iter().any(|a| a.starts_with("----")), "{args:?}");
+    s.stop_operator().await;
+}
+
 #[tokio::test]
 async fn a_change_to_the_config_secret_renders_the_provider_again() {
     let mut s = Scenario::new("secret").await;
