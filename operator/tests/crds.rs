@@ -115,11 +115,19 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
     );
     assert_eq!(
         keys(&spec["deployment"]),
-        ["affinity", "containers", "nodeSelector", "replicas", "tolerations"]
+        [
+            "affinity",
+            "containers",
+            "imagePullSecrets",
+            "nodeSelector",
+            "replicas",
+            "serviceAccountName",
+            "tolerations"
+        ]
     );
     assert_eq!(
         keys(&spec["deployment"]["properties"]["containers"]["items"]),
-        ["args", "env", "image", "name", "resources"]
+        ["args", "command", "env", "image", "imageUrl", "name", "resources"]
     );
     assert_eq!(
         keys(&spec["deployment"]["properties"]["containers"]["items"]["properties"]["image"]),

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Affinity, EnvVar, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{Affinity, EnvVar, LocalObjectReference, ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::Duration;
 use schemars::JsonSchema;
@@ -283,6 +283,12 @@ pub struct DeploymentSpec {
     /// Per-container changes; each name must be a container of the provider's Deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containers: Option<Vec<ContainerSpec>>,
+    /// The ServiceAccount the provider's pods run as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// Secrets with the credentials of the registries the provider's images come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
 }
 
 /// Changes to one container of a provider's Deployment.
@@ -294,6 +300,13 @@ pub struct ContainerSpec {
     /// Replace parts of the container's image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<ImageMeta>,
+    /// The container's whole image reference (cluster-api-operator's spelling); not with
+    /// `image`.
+    #[serde(default, rename = "imageUrl", skip_serializing_if = "Option::is_none")]
+    pub image_url: Option<String>,
+    /// The container's entrypoint, replacing the image's and the components'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
     /// Extra flags, without the leading dashes (`{"awscluster-concurrency": "12"}` becomes
     /// `--awscluster-concurrency=12`). Manager settings win over the same flags here; the
     /// `namespace` flag is ignored because providers watch every namespace.

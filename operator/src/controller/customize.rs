@@ -167,7 +167,8 @@ pub fn customize(objects: &mut [Value], spec: &ProviderSpec, component: &str) ->
     let containers: Vec<ContainerSpec> = deployment.containers.clone().unwrap_or_default();
     let mut seen: Vec<String> = Vec::new();
     let mut known: Vec<String> = Vec::new();
-    for object in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
+    let managers = manager_deployments(objects);
+    for (_, object) in objects.iter_mut().enumerate().filter(|(i, _)| managers.contains(i)) {
         if let Some(replicas) = deployment.replicas {
             object["spec"]["replicas"] = json!(replicas);
         }
@@ -180,6 +181,12 @@ pub fn customize(objects: &mut [Value], spec: &ProviderSpec, component: &str) ->
         }
         if let Some(affinity) = &deployment.affinity {
             pod["affinity"] = serde_json::to_value(affinity).expect("affinity serializes");
+        }
+        if let Some(account) = &deployment.service_account_name {
+            pod["serviceAccountName"] = json!(account);
+        }
+        if let Some(secrets) = &deployment.image_pull_secrets {
+            pod["imagePullSecrets"] = serde_json::to_value(secrets).expect("references serialize");
         }
         for container in pod["containers"].as_array_mut().into_iter().flatten() {
             let name = container["name"].as_str().unwrap_or_default().to_string();
@@ -216,7 +223,38 @@ pub fn customize(objects: &mut [Value], spec: &ProviderSpec, component: &str) ->
     Ok(())
 }
 
+/// The provider's manager Deployments (their indexes), which `manager` and `deployment` change: the one
+/// Deployment of the components, or of several those named `*-controller-manager` (Cluster
+/// API's convention, which cluster-api-operator reads the same way: Cluster API Provider
+/// Azure ships Azure Service Operator's Deployment beside its own); all of them when none is.
+fn manager_deployments(objects: &[Value]) -> Vec<usize> {
+    let all: Vec<usize> = (0..objects.len()).filter(|i| objects[*i]["kind"] == "Deployment").collect();
+    let named: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|i| {
+            objects[*i]["metadata"]["name"].as_str().is_some_and(|n| n.ends_with("-controller-manager"))
+        })
+        .collect();
+    match (all.len(), named.is_empty()) {
+        (0 | 1, _) | (_, true) => all,
+        _ => named,
+    }
+}
+
 fn apply_container(container: &mut Value, wanted: &ContainerSpec, component: &str) -> Result<(), String> {
+    if wanted.image.is_some() && wanted.image_url.is_some() {
+        return Err(format!(
+            "spec.deployment.containers[{}]: image and imageUrl both replace the image; keep one",
+            wanted.name
+        ));
+    }
+    if let Some(url) = &wanted.image_url {
+        container["image"] = json!(url);
+    }
+    if let Some(command) = &wanted.command {
+        container["command"] = json!(command);
+    }
     if let Some(image) = &wanted.image {
         let current = container["image"].as_str().unwrap_or_default().to_string();
         let overrides = ImageOverrides(BTreeMap::from([(
@@ -311,6 +349,30 @@ mod tests {
         customize(&mut older, &spec("manager:\n  metrics: {bindAddress: ':9090'}\n"), "c").unwrap();
         let args = older[0]["spec"]["template"]["spec"]["containers"][0]["args"].as_array().unwrap().clone();
         assert!(args.contains(&json!("--metrics-bind-addr=:9090")), "{args:?}");
+    }
+
+    #[test]
+    fn deployment_fields_of_cluster_api_operator_reach_the_manager_deployment_only() {
+        let other = json!({"kind": "Deployment", "metadata": {"name": "azureserviceoperator-controller"},
+            "spec": {"template": {"spec": {"containers": [{"name": "manager", "image": "aso:v2", "args": []}]}}}});
+        let mut manager = deployment();
+        manager["metadata"] = json!({"name": "capz-controller-manager"});
+        let mut objects = vec![manager, other.clone()];
+        let wanted = spec(
+            "deployment:\n  serviceAccountName: capz-manager\n  imagePullSecrets: [{name: mirror}]\n  containers:\n  - name: manager\n    imageUrl: mirror.local/capz:v1.17.0\n    command: [/manager, --extra]\nmanager: {verbosity: 3}\n",
+        );
+        customize(&mut objects, &wanted, "infrastructure-azure").unwrap();
+        let pod = &objects[0]["spec"]["template"]["spec"];
+        assert_eq!(pod["serviceAccountName"], "capz-manager");
+        assert_eq!(pod["imagePullSecrets"], json!([{"name": "mirror"}]));
+        assert_eq!(pod["containers"][0]["image"], "mirror.local/capz:v1.17.0");
+        assert_eq!(pod["containers"][0]["command"], json!(["/manager", "--extra"]));
+        assert_eq!(objects[1], other, "another Deployment of the components is left as it is");
+        let both = spec(
+            "deployment:\n  containers:\n  - name: manager\n    imageUrl: a/b:c\n    image: {tag: v2}\n",
+        );
+        let error = customize(&mut [deployment()], &both, "c").unwrap_err();
+        assert!(error.contains("image and imageUrl both replace the image"), "{error}");
     }
 
     #[test]

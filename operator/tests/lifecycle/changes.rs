@@ -68,6 +68,58 @@ manager:
     s.stop_operator().await;
 }
 
+/// cluster-api-operator's Deployment fields reach the provider's manager Deployment, and only
+/// it: a second Deployment of the components is applied as it ships.
+#[tokio::test]
+async fn deployment_fields_change_the_manager_deployment_only() {
+    let mut s = Scenario::new("capi-deployment").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let helper = "---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: twin-helper
+  namespace: twin-system
+spec:
+  selector:
+    matchLabels: {app: twin-helper}
+  template:
+    metadata:
+      labels: {app: twin-helper}
+    spec:
+      containers:
+        - name: manager
+          image: registry.example.com/twin-helper:v1.0.0
+";
+    let twin = format!("{}{helper}", components("twin", "v1.0.0", &[]));
+    publish(&s, "infrastructure-twin", "infrastructure-components.yaml", "v1.0.0", &twin).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &upgrade::spec("butler", "v1.0.0")).await;
+    let mut spec: serde_json::Value =
+        serde_json::from_str(&upgrade::spec("infrastructure-twin", "v1.0.0")).unwrap();
+    spec["deployment"] = json!({
+        "serviceAccountName": "twin-other",
+        "imagePullSecrets": [{"name": "mirror"}],
+        "containers": [{"name": "manager", "imageUrl": "mirror.local/twin:v1.0.0", "command": ["/manager"]}],
+    });
+    spec["manager"] = json!({"verbosity": 3});
+    s.create::<InfrastructureProvider>("twin", &spec.to_string()).await;
+    s.wait_for::<InfrastructureProvider>("twin", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    let api: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+    let pod = |d: &Deployment| d.spec.clone().unwrap().template.spec.unwrap();
+    let manager = pod(&api.get("twin-controller-manager").await.unwrap());
+    assert_eq!(manager.service_account_name.as_deref(), Some("twin-other"));
+    assert_eq!(manager.image_pull_secrets.unwrap()[0].name, "mirror");
+    assert_eq!(manager.containers[0].image.as_deref(), Some("mirror.local/twin:v1.0.0"));
+    assert_eq!(manager.containers[0].command, Some(vec!["/manager".to_string()]));
+    assert!(manager.containers[0].args.clone().unwrap_or_default().contains(&"--v=3".to_string()));
+    let helper = pod(&api.get("twin-helper").await.unwrap());
+    assert_eq!(helper.containers[0].image.as_deref(), Some("registry.example.com/twin-helper:v1.0.0"));
+    assert_eq!((helper.containers[0].command.clone(), helper.containers[0].args.clone()), (None, None));
+    assert_eq!(helper.service_account_name, None);
+    s.stop_operator().await;
+}
+
 #[tokio::test]
 async fn a_change_to_the_config_secret_renders_the_provider_again() {
     let mut s = Scenario::new("secret").await;
