@@ -107,6 +107,28 @@ fn generate_provider_processes_the_latest_components() {
         objects[2]["spec"]["template"]["spec"]["containers"][0]["image"],
         "mirror.internal/demo/demo:v1.0.0"
     );
+
+    // cluster-api-operator's forms: NAME:NAMESPACE:VERSION and NAME::VERSION.
+    let env = [("DEMO_REGION", "from-env"), ("DEMO_VERSION", "v1.0.0")];
+    let (code, stdout, stderr) = setup
+        .run(&["generate", "provider", "-i", "demo:capd-system:v1.0.0", "--config", &setup.config()], &env);
+    assert_eq!(code, 0, "{stderr}");
+    let objects = documents(&stdout);
+    assert_eq!(objects[1]["metadata"]["namespace"], "capd-system");
+    assert!(
+        objects[2]["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap()
+            .ends_with(":v1.0.0")
+    );
+    let (code, stdout, stderr) =
+        setup.run(&["generate", "provider", "-i", "demo::v1.0.0", "--config", &setup.config()], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("mirror.internal/demo/demo:v1.0.0"), "{stdout}");
+    let (code, _, stderr) =
+        setup.run(&["generate", "provider", "-i", "demo:a:b:c", "--config", &setup.config()], &env);
+    assert_eq!(code, 2, "a command-line error");
+    assert!(stderr.contains("NAME:NAMESPACE:VERSION or NAME::VERSION"), "{stderr}");
 }
 
 #[test]

@@ -179,7 +179,9 @@ struct InitFlags {
     cluster: KubeFlags,
 }
 
-/// Providers named on the command line, by type: NAME or NAME:VERSION, as each command wants.
+/// Providers named on the command line, by type: NAME or NAME:VERSION, as each command wants
+/// (also NAMESPACE/NAME:VERSION, and cluster-api-operator's NAME:NAMESPACE:VERSION and
+/// NAME::VERSION).
 #[derive(Args)]
 struct ProviderList {
     /// The core provider, NAME[:VERSION].
@@ -446,20 +448,24 @@ async fn plan(
 
 async fn apply(f: ApplyFlags) -> Result<cli::Output, cli::GenerateError> {
     let usage = cli::GenerateError::CommandLine;
+    let mut namespace = f.namespace.clone();
     let wanted = match f.contract {
         Some(contract) => cli::apply::Wanted::Contract(contract),
         None => {
             let mut list = Vec::new();
+            let mut named = Vec::new();
             for (type_, item) in f.providers.items() {
-                let (name, version) =
-                    item.split_once(':').filter(|(n, v)| !n.is_empty() && !v.is_empty()).ok_or_else(
-                        || usage(format!("{item:?}: give NAME:VERSION, for example harvester:v0.2.0")),
-                    )?;
-                list.push((type_.label(name), version.to_string()));
+                let one = cli::provider_ref::parse(&item).map_err(usage)?;
+                let version = one.version.clone().ok_or_else(|| {
+                    usage(format!("{item:?}: give NAME:VERSION, for example harvester:v0.2.0"))
+                })?;
+                list.push((type_.label(&one.name), version));
+                named.push(one);
             }
             if list.is_empty() {
                 return Err(usage("give --contract CONTRACT, or the providers to upgrade (--core NAME:VERSION, --infrastructure NAME:VERSION, ...)".into()));
             }
+            namespace = cli::provider_ref::one_namespace(f.namespace.clone(), &named).map_err(usage)?;
             cli::apply::Wanted::Versions(list)
         }
     };
@@ -471,7 +477,7 @@ async fn apply(f: ApplyFlags) -> Result<cli::Output, cli::GenerateError> {
     };
     let stdout = cli::apply::upgrade_apply(
         &client,
-        f.namespace.as_deref(),
+        namespace.as_deref(),
         &wanted,
         &config,
         &butler_repository::RemoteOptions::from_env(),
@@ -484,21 +490,25 @@ async fn apply(f: ApplyFlags) -> Result<cli::Output, cli::GenerateError> {
 }
 
 async fn delete(f: DeleteFlags) -> Result<cli::Output, cli::GenerateError> {
+    let usage = cli::GenerateError::CommandLine;
+    let mut namespace = f.namespace.clone();
     let which = if f.all {
         cli::delete::Which::All
     } else {
         // Names; a version given by habit (harvester:v0.1.0) names the same provider.
-        let labels: Vec<String> = f
-            .providers
-            .items()
-            .into_iter()
-            .map(|(t, n)| t.label(n.split_once(':').map_or(n.as_str(), |(name, _)| name)))
-            .collect();
+        let mut labels = Vec::new();
+        let mut named = Vec::new();
+        for (type_, item) in f.providers.items() {
+            let one = cli::provider_ref::parse(&item).map_err(usage)?;
+            labels.push(type_.label(&one.name));
+            named.push(one);
+        }
         if labels.is_empty() {
-            return Err(cli::GenerateError::CommandLine(
+            return Err(usage(
                 "give --all, or the providers to delete (--core NAME, --infrastructure NAME, ...)".into(),
             ));
         }
+        namespace = cli::provider_ref::one_namespace(f.namespace.clone(), &named).map_err(usage)?;
         cli::delete::Which::Labels(labels)
     };
     let client = f.cluster.client().await?;
@@ -506,12 +516,11 @@ async fn delete(f: DeleteFlags) -> Result<cli::Output, cli::GenerateError> {
         timeout: std::time::Duration::from_secs(f.timeout),
         poll: std::time::Duration::from_millis(500),
     };
-    let stdout =
-        cli::delete::delete(&client, f.namespace.as_deref(), &which, f.include_crd, waits, &|line| {
-            eprintln!("{line}")
-        })
-        .await
-        .map_err(cli::GenerateError::Cluster)?;
+    let stdout = cli::delete::delete(&client, namespace.as_deref(), &which, f.include_crd, waits, &|line| {
+        eprintln!("{line}")
+    })
+    .await
+    .map_err(cli::GenerateError::Cluster)?;
     Ok(cli::Output { stdout, stderr: Vec::new() })
 }
 

@@ -14,7 +14,7 @@ use butler_repository::{ClusterctlConfig, EMBEDDED_VERSION, METADATA_FILE, Provi
 use butler_runtime::apply::Applier;
 use serde_json::Value;
 
-use super::generate::{repository, split_name};
+use super::generate::{provider_ref, repository};
 use super::{GenerateError, Output};
 use crate::release::{CONFIGMAP_PROVIDER_LABEL, provider_configmap};
 
@@ -37,7 +37,9 @@ pub async fn pack_files(
     let mut files = BTreeMap::new();
     files.insert(OPERATOR_FILE.to_string(), crate::manifest::render(EMBEDDED_VERSION).into_bytes());
     for (type_, text) in providers {
-        let (name, version) = split_name(text);
+        // A namespace in the argument is the load's to choose (airgap load -n).
+        let named = provider_ref(text)?;
+        let (name, version) = (named.name, named.version);
         let repo = repository(&config, &variables, *type_, &name)?;
         let version = repo.resolve(version.as_deref()).await?;
         let utf8 = |bytes: Vec<u8>, what: &str| {

@@ -51,7 +51,7 @@ pub struct ProviderChoice {
 }
 
 impl ProviderChoice {
-    fn resolve(&self) -> Result<(ProviderType, String, Option<String>), GenerateError> {
+    fn resolve(&self) -> Result<(ProviderType, super::provider_ref::ProviderRef), GenerateError> {
         let all = [
             (ProviderType::Core, &self.core),
             (ProviderType::Infrastructure, &self.infrastructure),
@@ -63,10 +63,7 @@ impl ProviderChoice {
         let chosen: Vec<(ProviderType, &String)> =
             all.iter().filter_map(|(t, v)| v.as_ref().map(|v| (*t, v))).collect();
         match chosen.as_slice() {
-            [(type_, text)] => {
-                let (name, version) = split_name(text);
-                Ok((*type_, name, version))
-            }
+            [(type_, text)] => Ok((*type_, provider_ref(text)?)),
             _ => Err(GenerateError::CommandLine(
                 "give exactly one of --core, --infrastructure, --bootstrap, --control-plane, --addon or --ipam".into(),
             )),
@@ -74,12 +71,9 @@ impl ProviderChoice {
     }
 }
 
-/// `name[:version]`.
-pub(super) fn split_name(text: &str) -> (String, Option<String>) {
-    match text.split_once(':') {
-        Some((name, version)) => (name.to_string(), Some(version.to_string()).filter(|v| !v.is_empty())),
-        None => (text.to_string(), None),
-    }
+/// A provider argument in any of the forms users write (see [`super::provider_ref`]).
+pub(super) fn provider_ref(text: &str) -> Result<super::provider_ref::ProviderRef, GenerateError> {
+    super::provider_ref::parse(text).map_err(GenerateError::CommandLine)
 }
 
 #[derive(Debug, Clone, Default)]
@@ -144,10 +138,10 @@ fn listing(variables: &[butler_repository::VariableUse], flag_defaults: &BTreeMa
 /// `generate provider`: the provider's components, processed, as YAML.
 pub async fn generate_provider(args: &ProviderArgs) -> Result<Output, GenerateError> {
     let config = ClusterctlConfig::load(args.config.as_deref())?;
-    let (type_, name, version) = args.which.resolve()?;
+    let (type_, named) = args.which.resolve()?;
     let variables = config.variables(BTreeMap::new());
-    let repo = repository(&config, &variables, type_, &name)?;
-    let version = repo.resolve(version.as_deref()).await?;
+    let repo = repository(&config, &variables, type_, &named.name)?;
+    let version = repo.resolve(named.version.as_deref()).await?;
     let bytes = repo.components(&version).await?;
     let text = String::from_utf8(bytes).map_err(|_| {
         GenerateError::Usage(format!("{} {version}: the components file is not UTF-8 text", repo.provider()))
@@ -161,7 +155,8 @@ pub async fn generate_provider(args: &ProviderArgs) -> Result<Output, GenerateEr
     let options = ComponentsOptions {
         what: &what,
         provider_label: repo.provider(),
-        target_namespace: args.target_namespace.as_deref(),
+        // The flag, else a namespace in the provider's argument (NAME:NAMESPACE:VERSION).
+        target_namespace: args.target_namespace.as_deref().or(named.namespace.as_deref()),
         images: &config.images,
         variables: &lookup,
     };
@@ -189,9 +184,9 @@ pub async fn generate_cluster(args: &ClusterArgs) -> Result<Output, GenerateErro
     let (text, repo) = match (&args.from, &args.infrastructure) {
         (Some(from), _) => (read_from(from).await?, None),
         (None, Some(infrastructure)) => {
-            let (name, version) = split_name(infrastructure);
-            let repo = repository(&config, &variables, ProviderType::Infrastructure, &name)?;
-            let version = repo.resolve(version.as_deref()).await?;
+            let named = provider_ref(infrastructure)?;
+            let repo = repository(&config, &variables, ProviderType::Infrastructure, &named.name)?;
+            let version = repo.resolve(named.version.as_deref()).await?;
             let bytes = repo.file(&version, &template_file(args.flavor.as_deref())).await?;
             (utf8(bytes, "the cluster template")?, Some((repo, version)))
         }

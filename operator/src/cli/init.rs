@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::GenerateError;
 use super::apply::{Move, Waits, wait_ready};
-use super::generate::{repository, split_name};
+use super::generate::{provider_ref, repository};
 
 const FIELD_MANAGER: &str = "butlerctl";
 
@@ -93,7 +93,20 @@ pub async fn plan(
     let mut objects = vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})];
     let mut missing = Vec::new();
     for (type_, text) in &providers {
-        let (name, version) = split_name(text);
+        let named = provider_ref(text)?;
+        let (name, version) = (named.name, named.version);
+        // A namespace in the argument (NAME:NAMESPACE:VERSION) places this provider there.
+        let ns = match named.namespace {
+            Some(own) if own != *ns => {
+                let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": own}});
+                if !objects.contains(&object) {
+                    objects.push(object);
+                }
+                own
+            }
+            _ => ns.clone(),
+        };
+        let ns = &ns;
         let entry = config.provider(*type_, &name)?;
         let repo = repository(config, &variables, *type_, &name)?;
         let resolved = repo.resolve(version.as_deref()).await?;

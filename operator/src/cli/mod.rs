@@ -11,6 +11,7 @@ pub mod diff;
 mod generate;
 pub mod init;
 pub mod plan;
+pub mod provider_ref;
 pub mod providers;
 mod publish;
 mod variables;
