@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use butler_repository::{RemoteOptions, oci};
+use butler_repository::{ImageOverrides, RemoteOptions, oci};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 
@@ -18,7 +18,12 @@ use crate::api::ProviderSpec;
 pub struct ConfigSecretValues {
     pub variables: BTreeMap<String, String>,
     pub remote: RemoteOptions,
+    /// The `images` key: image overrides as clusterctl's `images:` config writes them.
+    pub images: ImageOverrides,
 }
+
+/// The config Secret's key for image overrides.
+pub const IMAGES_KEY: &str = "images";
 
 /// Why the config Secret could not be used: a message for the provider's condition.
 pub struct Unreadable(pub String);
@@ -81,7 +86,11 @@ pub async fn load(
     spec: &ProviderSpec,
     base: &RemoteOptions,
 ) -> Result<ConfigSecretValues, Unreadable> {
-    let mut config = ConfigSecretValues { variables: BTreeMap::new(), remote: base.clone() };
+    let mut config = ConfigSecretValues {
+        variables: BTreeMap::new(),
+        remote: base.clone(),
+        images: ImageOverrides::default(),
+    };
     let Some(reference) = &spec.config_secret else { return Ok(config) };
     let secret_namespace = reference.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(namespace);
     let key = (secret_namespace.to_string(), reference.name.clone());
@@ -126,12 +135,32 @@ pub async fn load(
     config.remote.oci.apply_variables(|key| config.variables.get(key).cloned());
     config.remote.oci.insecure = plain_http;
     config.remote.oci.token_hosts = token_hosts;
+    if let Some(text) = config.variables.get(IMAGES_KEY) {
+        config.images = images(text).map_err(|e| {
+            Unreadable(format!(
+                "key {IMAGES_KEY:?} of {what} is not an images map as clusterctl's config writes it ({{all: {{repository: mirror.local/capi}}}}): {e}"
+            ))
+        })?;
+    }
     if let Some(json) = config.variables.get(oci::DOCKER_CONFIG_KEY) {
         let docker = oci::DockerConfig::parse(json.as_bytes())
             .map_err(|e| Unreadable(format!("key {:?} of {what} {e}", oci::DOCKER_CONFIG_KEY)))?;
         config.remote.oci.docker_config = Some(docker);
     }
     Ok(config)
+}
+
+/// Image overrides written as clusterctl's `images:` (YAML or JSON).
+fn images(text: &str) -> Result<ImageOverrides, String> {
+    let value: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+/// `base` with `over`'s entries put in, entry by entry (a provider's own win).
+pub fn merged_images(base: &ImageOverrides, over: &ImageOverrides) -> ImageOverrides {
+    let mut all = base.0.clone();
+    all.extend(over.0.clone());
+    ImageOverrides(all)
 }
 
 /// The Secret's data as text; the key of the first value that is not UTF-8 otherwise.

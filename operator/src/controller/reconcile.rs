@@ -82,6 +82,7 @@ where
     let variables = |name: &str| {
         observed.values.variables.get(name).or_else(|| operator_config.variables.get(name)).cloned()
     };
+    let images = super::config::merged_images(&operator_config.images, &observed.values.images);
     let plan_with = |me: &ProviderView, all: &[ProviderView]| {
         plan::plan_install(&InstallInput {
             me,
@@ -91,7 +92,7 @@ where
             variables: &variables,
             inventory: observed.previous.as_ref(),
             live: &observed.live,
-            images: &operator_config.images,
+            images: &images,
             policy: &ctx.policy,
         })
     };

@@ -120,6 +120,31 @@ spec:
     s.stop_operator().await;
 }
 
+/// The `images` key of a config Secret rewrites the provider's images as clusterctl's
+/// `images:` config does; one that does not read as such is named.
+#[tokio::test]
+async fn a_config_secrets_images_key_rewrites_the_images() {
+    let mut s = Scenario::new("secret-images").await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    s.secret("aws-variables", &[("AWS_REGION", "eu-west-1"), ("images", "all: 5")]).await;
+    s.create::<InfrastructureProvider>("aws", "configSecret: {name: aws-variables}").await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("aws", "refused", |p| {
+            reason(p, "PreflightCheckPassed", "ConfigSecretUnreadable")
+        })
+        .await;
+    let message = &crate::support::condition(&refused, "PreflightCheckPassed").unwrap().message;
+    assert!(message.contains("key \"images\" of the Secret"), "{message}");
+    let images = "all: {repository: mirror.local/capi}\ninfrastructure-aws: {tag: v0.1.1}\n";
+    s.secret("aws-variables", &[("AWS_REGION", "eu-west-1"), ("images", images)]).await;
+    s.wait_for::<InfrastructureProvider>("aws", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    let deployment = &s.deployments("InfrastructureProvider", "aws").await[0];
+    let pod = deployment.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert_eq!(pod.containers[0].image.as_deref(), Some("mirror.local/capi/butler-provider-aws:v0.1.1"));
+    s.stop_operator().await;
+}
+
 #[tokio::test]
 async fn a_change_to_the_config_secret_renders_the_provider_again() {
     let mut s = Scenario::new("secret").await;
