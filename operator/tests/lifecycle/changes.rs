@@ -145,6 +145,32 @@ async fn a_config_secrets_images_key_rewrites_the_images() {
     s.stop_operator().await;
 }
 
+/// A config Secret in another namespace is refused before anything reads it, saying where it
+/// must be.
+#[tokio::test]
+async fn a_config_secret_elsewhere_is_refused_saying_where_it_must_be() {
+    let mut s = Scenario::new("secret-elsewhere").await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    s.create::<InfrastructureProvider>("aws", "configSecret: {name: aws-variables, namespace: kube-system}")
+        .await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("aws", "refused", |p| {
+            reason(p, "PreflightCheckPassed", "ConfigSecretUnreadable")
+        })
+        .await;
+    let message = &crate::support::condition(&refused, "PreflightCheckPassed").unwrap().message;
+    assert!(
+        message.contains(&format!(
+            "spec.configSecret.namespace \"kube-system\" is not the provider's namespace \"{}\"; the config Secret must be in the provider's namespace",
+            s.namespace
+        )),
+        "{message}"
+    );
+    assert!(s.deployments("InfrastructureProvider", "aws").await.is_empty(), "nothing installed");
+    s.stop_operator().await;
+}
+
 #[tokio::test]
 async fn a_change_to_the_config_secret_renders_the_provider_again() {
     let mut s = Scenario::new("secret").await;
