@@ -100,6 +100,22 @@ struct RunArgs {
     /// name, their redirects and what their names resolve to.
     #[arg(long = "allow-network", value_name = "CIDR", value_parser = network)]
     allow_networks: Vec<butler_repository::IpNet>,
+    /// How often every provider is reconciled when nothing wakes it, as a Go duration (`10m`).
+    /// Changes to provider objects, their config Secrets, the ConfigMaps they read releases
+    /// from and their Deployments wake them at once.
+    #[arg(long = "sync-period", value_name = "DURATION", default_value = "10m", value_parser = sync_period)]
+    sync_period: std::time::Duration,
+}
+
+/// A Go duration of at least a second.
+fn sync_period(text: &str) -> Result<std::time::Duration, String> {
+    let parsed: kube::core::Duration =
+        text.parse().map_err(|e| format!("{text:?} is not a duration (10m, 1h30m, 600s): {e}"))?;
+    let duration: std::time::Duration = parsed.into();
+    match parsed.is_negative() || duration < std::time::Duration::from_secs(1) {
+        true => Err(format!("{text:?}: the sync period is at least 1s")),
+        false => Ok(duration),
+    }
 }
 
 /// A network, or one address as the network of just it.
@@ -147,6 +163,7 @@ fn run(args: RunArgs) -> ExitCode {
                 concurrency: args.concurrency,
                 config: args.config,
                 namespace: args.namespace.clone(),
+                sync_period: args.sync_period,
                 policy: controller::policy::Policy {
                     cluster_roles: args.allow_cluster_roles,
                     webhook_groups: args.allow_webhook_groups,

@@ -61,6 +61,16 @@ fn held(status: &ProviderStatus) -> bool {
     is_true(&status.conditions, PAUSED)
 }
 
+/// A provider object as the watches that wake providers need it.
+struct Entry {
+    view: ProviderView,
+    namespace: String,
+    /// The config Secret it reads, `(namespace, name)`.
+    secret: Option<(String, String)>,
+    /// The ConfigMaps it reads its releases from.
+    selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+}
+
 /// Everything a reconcile shares with the others.
 pub struct Context {
     pub client: kube::Client,
@@ -106,21 +116,26 @@ pub struct Context {
     pub namespace: Option<String>,
     /// What providers' components may grant beyond their own objects.
     pub policy: super::policy::Policy,
+    /// How often every provider is reconciled when nothing wakes it.
+    pub sync_period: std::time::Duration,
 }
 
 impl Context {
-    /// Every provider object of every kind, with the Secret each reads.
-    fn entries(&self) -> Vec<(ProviderView, Option<(String, String)>)> {
-        fn each<K: ProviderObject>(
-            store: &Store<K>,
-            out: &mut Vec<(ProviderView, Option<(String, String)>)>,
-        ) {
+    /// Every provider object of every kind, with the Secret each reads and the ConfigMaps it
+    /// selects as its repository.
+    fn entries(&self) -> Vec<Entry> {
+        fn each<K: ProviderObject>(store: &Store<K>, out: &mut Vec<Entry>) {
             out.extend(store.state().iter().map(|o| {
                 let namespace = o.namespace().unwrap_or_default();
-                let secret = o.provider_spec().config_secret.as_ref().map(|s| {
-                    (s.namespace.clone().filter(|n| !n.is_empty()).unwrap_or(namespace), s.name.clone())
+                let spec = o.provider_spec();
+                let secret = spec.config_secret.as_ref().map(|s| {
+                    (
+                        s.namespace.clone().filter(|n| !n.is_empty()).unwrap_or(namespace.clone()),
+                        s.name.clone(),
+                    )
                 });
-                (view_of(o.as_ref(), None), secret)
+                let selector = spec.fetch_config.as_ref().and_then(|f| f.selector.clone());
+                Entry { view: view_of(o.as_ref(), None), namespace, secret, selector }
             }));
         }
         let mut out = Vec::new();
@@ -140,7 +155,7 @@ impl Context {
         let gone = self.gone.lock().expect("not poisoned");
         self.entries()
             .into_iter()
-            .map(|(view, _)| view)
+            .map(|e| e.view)
             .filter(|v| !(v.deleting && gone.contains(&v.uid)))
             .map(|mut v| {
                 if let Some(status) = statuses.get(&v.uid) {
@@ -166,8 +181,29 @@ impl Context {
     pub fn config_secret_users(&self, namespace: &str, name: &str) -> Vec<ProviderKey> {
         self.entries()
             .into_iter()
-            .filter(|(_, secret)| secret.as_ref().is_some_and(|(ns, n)| ns == namespace && n == name))
-            .map(|(view, _)| view.key)
+            .filter(|e| e.secret.as_ref().is_some_and(|(ns, n)| ns == namespace && n == name))
+            .map(|e| e.view.key)
+            .collect()
+    }
+
+    /// The provider objects whose `fetchConfig.selector` picks a ConfigMap of `namespace` with
+    /// these labels (a selector that does not read picks nothing).
+    pub fn configmap_users(
+        &self,
+        namespace: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> Vec<ProviderKey> {
+        use kube::core::SelectorExt;
+        self.entries()
+            .into_iter()
+            .filter(|e| e.namespace == namespace)
+            .filter(|e| {
+                e.selector
+                    .clone()
+                    .and_then(|s| kube::core::Selector::try_from(s).ok())
+                    .is_some_and(|s| s.matches(labels))
+            })
+            .map(|e| e.view.key)
             .collect()
     }
 

@@ -19,7 +19,7 @@ use super::fetch::{self, Installed};
 use super::inventory::{self, Inventory, inventory_of};
 use super::plan::{self, InstallInput, InstallPlan, core_of};
 use super::reason::{Reason, Stop};
-use super::status::{self, Outcome, RESYNC};
+use super::status::{self, Outcome};
 use super::vocabulary::{Fetched, LiveDeployment, ProviderKey, ProviderView, uid_of};
 use crate::api::ProviderSpec;
 
@@ -140,7 +140,7 @@ where
         events: plan.events.iter().map(|(reason, m)| (*reason, redactor.redact(m))).collect(),
     };
     status::write(&ctx, object, outcome).await?;
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::requeue(ctx.sync_period))
 }
 
 /// The operator's config file, read at every reconcile: a mounted ConfigMap that changes

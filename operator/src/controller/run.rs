@@ -50,6 +50,8 @@ pub struct Options {
     pub namespace: Option<String>,
     /// What providers' components may grant beyond their own objects.
     pub policy: super::policy::Policy,
+    /// How often every provider is reconciled when nothing wakes it (`--sync-period`).
+    pub sync_period: std::time::Duration,
 }
 
 impl Options {
@@ -66,6 +68,7 @@ impl Options {
             config: None,
             namespace: None,
             policy: Default::default(),
+            sync_period: super::status::RESYNC,
         }
     }
 }
@@ -224,6 +227,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         decided: tokio::sync::RwLock::new(()),
         namespace: options.namespace.clone(),
         policy: options.policy.clone(),
+        sync_period: options.sync_period,
     });
 
     let watch_deployments = {
@@ -267,6 +271,28 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         })
     };
     ctx.watches.ensure("config-secrets", &secrets, None, handler);
+    // A ConfigMap that a provider reads its releases from (`fetchConfig.selector`) wakes it
+    // when it comes, changes or goes: a release published again renders within seconds, not at
+    // the next resync.
+    let configmaps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    let handler: Handler = {
+        let ctx = Arc::downgrade(&ctx);
+        Arc::new(move |seen| {
+            let Some(ctx) = ctx.upgrade() else { return };
+            let metas: Vec<&ObjectMeta> = match &seen {
+                Seen::Present(meta) | Seen::Deleted(meta) => vec![*meta],
+                Seen::Relisted(present) => present.iter().collect(),
+            };
+            for meta in metas {
+                let namespace = meta.namespace.clone().unwrap_or_default();
+                let labels = meta.labels.clone().unwrap_or_default();
+                for key in ctx.configmap_users(&namespace, &labels) {
+                    ctx.triggers.trigger(&key);
+                }
+            }
+        })
+    };
+    ctx.watches.ensure("repository-configmaps", &configmaps, None, handler);
     let watches = ctx.clone();
     let controllers = futures::future::join_all([
         drive(core, ctx.clone()),

@@ -21,6 +21,7 @@ use crate::api::ProviderStatus;
 
 /// How often a provider is looked at again with nothing changing: every input is watched, so
 /// this is only a safety net (and it notices new ConfigMap versions of an empty spec.version).
+/// The default of `--sync-period`.
 pub const RESYNC: Duration = Duration::from_secs(600);
 
 /// The status a reconcile arrived at.
@@ -117,7 +118,7 @@ where
     };
     write(ctx, object, outcome).await?;
     match reason.retry() {
-        Retry::OnChange => Ok(Action::requeue(RESYNC)),
+        Retry::OnChange => Ok(Action::requeue(ctx.sync_period)),
         Retry::After(delay) => Ok(Action::requeue(delay)),
         Retry::Backoff if reason == Reason::FetchFailed => Err(Error::Fetch(message)),
         Retry::Backoff => Err(Error::Apply(message)),

@@ -171,6 +171,33 @@ async fn a_config_secret_elsewhere_is_refused_saying_where_it_must_be() {
     s.stop_operator().await;
 }
 
+/// A ConfigMap a provider reads its release from is watched: a release published again under
+/// the same version renders within seconds (it waited for the 10-minute resync).
+#[tokio::test]
+async fn a_release_configmap_that_changes_renders_the_provider_again() {
+    use crate::fixtures::Part;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let mut s = Scenario::new("cm-watch").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let file = "infrastructure-components.yaml";
+    publish(&s, "infrastructure-watched", file, "v1.0.0", &components("watched", "v1.0.0", &[])).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &upgrade::spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("watched", &upgrade::spec("infrastructure-watched", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("watched", "installed", |p| is(p, "ProviderInstalled", "True"))
+        .await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &s.namespace);
+    assert!(configmaps.get_opt("watched-settings").await.unwrap().is_none());
+    let again = components("watched", "v1.0.0", &[Part::Settings]);
+    publish(&s, "infrastructure-watched", file, "v1.0.0", &again).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while configmaps.get_opt("watched-settings").await.unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the release published again was not rendered");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    s.stop_operator().await;
+}
+
 #[tokio::test]
 async fn a_change_to_the_config_secret_renders_the_provider_again() {
     let mut s = Scenario::new("secret").await;
