@@ -216,7 +216,16 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{network, provider_namespaces};
+    use super::{network, provider_namespaces, sync_period};
+
+    #[test]
+    fn the_sync_period_is_a_go_duration_of_a_second_or_more() {
+        assert_eq!(sync_period("10m"), Ok(std::time::Duration::from_secs(600)));
+        assert_eq!(sync_period("1h30m"), Ok(std::time::Duration::from_secs(5400)));
+        assert!(sync_period("500ms").unwrap_err().contains("at least 1s"));
+        assert!(sync_period("-5m").unwrap_err().contains("at least 1s"));
+        assert!(sync_period("often").unwrap_err().contains("is not a duration"));
+    }
 
     #[test]
     fn allowed_networks_are_networks_or_addresses() {
