@@ -67,7 +67,16 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
     top.sort();
     assert_eq!(
         top,
-        ["configSecret", "crdDeletionPolicy", "deployment", "fetchConfig", "manager", "paused", "version"]
+        [
+            "additionalDeployments",
+            "configSecret",
+            "crdDeletionPolicy",
+            "deployment",
+            "fetchConfig",
+            "manager",
+            "paused",
+            "version"
+        ]
     );
     assert_eq!(
         keys(&spec["manager"]),

@@ -47,6 +47,22 @@ pub struct ProviderSpec {
     /// until no such object is left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crd_deletion_policy: Option<CrdDeletionPolicy>,
+    /// Settings of other Deployments of the components than the manager's, by their exact name
+    /// (cluster-api-operator's field): each with its own `manager` and `deployment`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_deployments: Option<BTreeMap<String, AdditionalDeployment>>,
+}
+
+/// Settings of one more Deployment of a provider's components.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdditionalDeployment {
+    /// Flags of its `manager` container, as `spec.manager`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager: Option<ManagerSpec>,
+    /// Changes to it, as `spec.deployment`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentSpec>,
 }
 
 // What happens to a provider's CRDs when it is deleted.

@@ -159,16 +159,64 @@ fn set_flags(args: &mut Vec<Value>, flags: &[(String, String)]) {
 /// Applies `spec.manager` and `spec.deployment` to every Deployment of the components. The
 /// error names the field and says what to do.
 pub fn customize(objects: &mut [Value], spec: &ProviderSpec, component: &str) -> Result<(), String> {
-    let manager_flags = match &spec.manager {
-        Some(manager) => manager_flags(manager)?,
+    let managers = manager_deployments(objects);
+    let own = Settings {
+        manager: spec.manager.as_ref(),
+        deployment: spec.deployment.as_ref(),
+        field: "spec".into(),
+    };
+    apply_settings(objects, &managers, &own, component)?;
+    // cluster-api-operator's additionalDeployments: other Deployments of the components, by name.
+    for (name, extra) in spec.additional_deployments.iter().flatten() {
+        let field = format!("spec.additionalDeployments.{name}");
+        let named: Vec<usize> = (0..objects.len())
+            .filter(|i| {
+                objects[*i]["kind"] == "Deployment" && objects[*i]["metadata"]["name"] == name.as_str()
+            })
+            .collect();
+        if named.is_empty() {
+            let all: Vec<&str> = objects
+                .iter()
+                .filter(|o| o["kind"] == "Deployment")
+                .filter_map(|o| o["metadata"]["name"].as_str())
+                .collect();
+            return Err(format!(
+                "{field}: the components have no Deployment {name:?} (they have {}); name one of those",
+                if all.is_empty() { "none".to_string() } else { all.join(", ") }
+            ));
+        }
+        let settings =
+            Settings { manager: extra.manager.as_ref(), deployment: extra.deployment.as_ref(), field };
+        apply_settings(objects, &named, &settings, component)?;
+    }
+    Ok(())
+}
+
+/// `manager` and `deployment` settings, and the field they are written under (for messages).
+struct Settings<'a> {
+    manager: Option<&'a ManagerSpec>,
+    deployment: Option<&'a crate::api::DeploymentSpec>,
+    field: String,
+}
+
+/// Applies `settings` to the Deployments at `targets`.
+fn apply_settings(
+    objects: &mut [Value],
+    targets: &[usize],
+    settings: &Settings,
+    component: &str,
+) -> Result<(), String> {
+    let manager_flags = match settings.manager {
+        Some(manager) => {
+            manager_flags(manager).map_err(|e| e.replacen("spec.", &format!("{}.", settings.field), 1))?
+        }
         None => Vec::new(),
     };
-    let deployment = spec.deployment.clone().unwrap_or_default();
+    let deployment = settings.deployment.cloned().unwrap_or_default();
     let containers: Vec<ContainerSpec> = deployment.containers.clone().unwrap_or_default();
     let mut seen: Vec<String> = Vec::new();
     let mut known: Vec<String> = Vec::new();
-    let managers = manager_deployments(objects);
-    for (_, object) in objects.iter_mut().enumerate().filter(|(i, _)| managers.contains(i)) {
+    for (_, object) in objects.iter_mut().enumerate().filter(|(i, _)| targets.contains(i)) {
         if let Some(replicas) = deployment.replicas {
             object["spec"]["replicas"] = json!(replicas);
         }
@@ -200,7 +248,7 @@ pub fn customize(objects: &mut [Value], spec: &ProviderSpec, component: &str) ->
                 let flags = for_release(with_own_gates(&manager_flags, &args), &args);
                 set_flags(&mut args, &flags);
                 container["args"] = Value::Array(args);
-                if let Some(health) = &spec.manager.as_ref().and_then(|m| m.health.clone()) {
+                if let Some(health) = &settings.manager.and_then(|m| m.health.clone()) {
                     if let Some(path) = &health.readiness_endpoint_name {
                         container["readinessProbe"]["httpGet"]["path"] =
                             json!(format!("/{}", path.trim_start_matches('/')));
@@ -215,7 +263,8 @@ pub fn customize(objects: &mut [Value], spec: &ProviderSpec, component: &str) ->
     }
     if let Some((i, c)) = containers.iter().enumerate().find(|(_, c)| !seen.contains(&c.name)) {
         return Err(format!(
-            "spec.deployment.containers[{i}].name: the provider's Deployments have no container {:?} (they have {}); name one of those",
+            "{}.deployment.containers[{i}].name: the Deployment has no container {:?} (it has {}); name one of those",
+            settings.field,
             c.name,
             if known.is_empty() { "none".to_string() } else { known.join(", ") }
         ));
@@ -457,7 +506,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             error,
-            "spec.deployment.containers[0].name: the provider's Deployments have no container \"mgr\" (they have manager, sidecar); name one of those"
+            "spec.deployment.containers[0].name: the Deployment has no container \"mgr\" (it has manager, sidecar); name one of those"
         );
     }
 }

@@ -71,7 +71,7 @@ manager:
 /// cluster-api-operator's Deployment fields reach the provider's manager Deployment, and only
 /// it: a second Deployment of the components is applied as it ships.
 #[tokio::test]
-async fn deployment_fields_change_the_manager_deployment_only() {
+async fn deployment_fields_change_the_manager_deployment_only_and_additional_deployments_the_others() {
     let mut s = Scenario::new("capi-deployment").await;
     publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
     let helper = "---
@@ -117,6 +117,35 @@ spec:
     assert_eq!(helper.containers[0].image.as_deref(), Some("registry.example.com/twin-helper:v1.0.0"));
     assert_eq!((helper.containers[0].command.clone(), helper.containers[0].args.clone()), (None, None));
     assert_eq!(helper.service_account_name, None);
+
+    // cluster-api-operator's additionalDeployments change another Deployment by its name.
+    let extra = json!({"twin-helper": {
+        "deployment": {"containers": [{"name": "manager", "imageUrl": "mirror.local/twin-helper:v1.0.0"}]},
+        "manager": {"verbosity": 2}}});
+    s.patch_spec::<InfrastructureProvider>("twin", json!({"additionalDeployments": extra})).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let helper = pod(&api.get("twin-helper").await.unwrap());
+        let container = &helper.containers[0];
+        if container.image.as_deref() == Some("mirror.local/twin-helper:v1.0.0") {
+            assert_eq!(container.args, Some(vec!["--v=2".to_string()]));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the helper Deployment was not changed");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let typo = json!({"twin-helpr": {"deployment": {"replicas": 2}}});
+    s.patch_spec::<InfrastructureProvider>("twin", json!({"additionalDeployments": typo})).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("twin", "refused", |p| {
+            reason(p, "ProviderInstalled", "InvalidCustomization")
+        })
+        .await;
+    let message = &crate::support::condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains("spec.additionalDeployments.twin-helpr: the components have no Deployment"),
+        "{message}"
+    );
     s.stop_operator().await;
 }
 
