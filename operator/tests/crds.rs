@@ -69,6 +69,7 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
         top,
         [
             "additionalDeployments",
+            "additionalManifests",
             "configSecret",
             "crdDeletionPolicy",
             "deployment",

@@ -51,6 +51,22 @@ pub struct ProviderSpec {
     /// (cluster-api-operator's field): each with its own `manager` and `deployment`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_deployments: Option<BTreeMap<String, AdditionalDeployment>>,
+    /// A ConfigMap in the provider's namespace whose key `manifests` holds more YAML to apply
+    /// with the provider (cluster-api-operator's field): processed as the components are, held
+    /// to the same policy, and pruned with the provider, or when it leaves the ConfigMap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_manifests: Option<ConfigMapReference>,
+}
+
+/// A ConfigMap beside the provider object.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ConfigMapReference {
+    /// Name of the ConfigMap.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Its namespace; only the provider's own is accepted (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// Settings of one more Deployment of a provider's components.

@@ -69,6 +69,8 @@ struct Entry {
     secret: Option<(String, String)>,
     /// The ConfigMaps it reads its releases from.
     selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    /// The ConfigMap of its additional manifests.
+    additional: Option<String>,
 }
 
 /// Everything a reconcile shares with the others.
@@ -135,7 +137,8 @@ impl Context {
                     )
                 });
                 let selector = spec.fetch_config.as_ref().and_then(|f| f.selector.clone());
-                Entry { view: view_of(o.as_ref(), None), namespace, secret, selector }
+                let additional = spec.additional_manifests.as_ref().map(|a| a.name.clone());
+                Entry { view: view_of(o.as_ref(), None), namespace, secret, selector, additional }
             }));
         }
         let mut out = Vec::new();
@@ -186,11 +189,13 @@ impl Context {
             .collect()
     }
 
-    /// The provider objects whose `fetchConfig.selector` picks a ConfigMap of `namespace` with
-    /// these labels (a selector that does not read picks nothing).
+    /// The provider objects that read the ConfigMap `namespace/name` with these labels: as the
+    /// ConfigMap of their additional manifests, or one their `fetchConfig.selector` picks (a
+    /// selector that does not read picks nothing).
     pub fn configmap_users(
         &self,
         namespace: &str,
+        name: &str,
         labels: &std::collections::BTreeMap<String, String>,
     ) -> Vec<ProviderKey> {
         use kube::core::SelectorExt;
@@ -198,10 +203,11 @@ impl Context {
             .into_iter()
             .filter(|e| e.namespace == namespace)
             .filter(|e| {
-                e.selector
-                    .clone()
-                    .and_then(|s| kube::core::Selector::try_from(s).ok())
-                    .is_some_and(|s| s.matches(labels))
+                e.additional.as_deref() == Some(name)
+                    || e.selector
+                        .clone()
+                        .and_then(|s| kube::core::Selector::try_from(s).ok())
+                        .is_some_and(|s| s.matches(labels))
             })
             .map(|e| e.view.key)
             .collect()

@@ -144,6 +144,8 @@ pub struct InstallInput<'a> {
     pub images: &'a ImageOverrides,
     /// What the operator allows a provider's components beyond their own objects.
     pub policy: &'a super::policy::Policy,
+    /// The YAML of `spec.additionalManifests`, applied with the components.
+    pub additional: Option<&'a str>,
 }
 
 /// The outcome of planning an install or upgrade.
@@ -296,6 +298,21 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     plan.warnings = warnings;
     if let Err(message) = customize(&mut objects, input.spec, &label) {
         return keep(plan, Reason::InvalidCustomization, message);
+    }
+    // cluster-api-operator's additionalManifests: processed as the components, then held to
+    // the same policy below and recorded (so pruned) with them.
+    if let Some(text) = input.additional {
+        let what = format!("spec.additionalManifests of {label}");
+        let options = ComponentsOptions { what: &what, ..options };
+        match process_components(text, &options)
+            .map_err(|e| e.to_string())
+            .and_then(|c| c.objects().map_err(|e| e.to_string()))
+        {
+            Ok(more) => objects.extend(more),
+            Err(message) => {
+                return keep(plan, Reason::RenderFailed, format!("spec.additionalManifests: {message}"));
+            }
+        }
     }
     // The target namespace holds the provider object, so it exists; providers may share it, and
     // their components' Namespace labels would fight, so it is left alone.

@@ -33,6 +33,8 @@ enum Unobserved {
 /// What an install reads besides the provider objects.
 struct Observed {
     values: ConfigSecretValues,
+    /// The YAML of `spec.additionalManifests`.
+    additional: Option<String>,
     fetched: Fetched,
     previous: Option<Inventory>,
     live: Vec<LiveDeployment>,
@@ -94,6 +96,7 @@ where
             live: &observed.live,
             images: &images,
             policy: &ctx.policy,
+            additional: observed.additional.as_deref(),
         })
     };
     // An unpause and a contract change depend on the other providers: they are decided again
@@ -186,9 +189,40 @@ async fn observe(
                 Stop::new(Reason::FetchFailed, format!("cannot fetch the provider's release: {message}"));
             Unobserved::Stop(stop, Redactor::new(&values.variables, &operator_config.variables))
         })?;
+    let additional = additional_manifests(ctx, key, spec).await.map_err(|message| {
+        let stop = Stop::new(Reason::RenderFailed, message);
+        Unobserved::Stop(stop, Redactor::new(&values.variables, &operator_config.variables))
+    })?;
     let previous = inventory_of(ctx, &me.uid).await.map_err(Unobserved::Failed)?;
     let live = ctx.live_deployments(key);
-    Ok(Observed { values, fetched, previous, live })
+    Ok(Observed { values, additional, fetched, previous, live })
+}
+
+/// The `manifests` of the ConfigMap `spec.additionalManifests` names, which must be beside the
+/// provider object (never read elsewhere).
+async fn additional_manifests(
+    ctx: &Context,
+    key: &ProviderKey,
+    spec: &ProviderSpec,
+) -> Result<Option<String>, String> {
+    let Some(reference) = &spec.additional_manifests else { return Ok(None) };
+    if let Some(other) = reference.namespace.as_deref().filter(|n| !n.is_empty() && *n != key.namespace) {
+        return Err(format!(
+            "spec.additionalManifests.namespace {other:?} is not the provider's namespace {:?}; the ConfigMap must be beside the provider object: create it there and drop the namespace",
+            key.namespace
+        ));
+    }
+    let what = format!("the ConfigMap {}/{} of spec.additionalManifests", key.namespace, reference.name);
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(ctx.client.clone(), &key.namespace);
+    let found = api
+        .get_opt(&reference.name)
+        .await
+        .map_err(|e| format!("cannot read {what}: {}", butler_runtime::error::describe(&e)))?;
+    let configmap = found
+        .ok_or_else(|| format!("{what} does not exist; create it, or remove spec.additionalManifests"))?;
+    let manifests = configmap.data.and_then(|mut d| d.remove("manifests"));
+    manifests.map(Some).ok_or_else(|| format!("{what} has no key \"manifests\"; put the YAML to apply there"))
 }
 
 /// Fetches the release the spec and the installed state ask for. Releases of remote URLs are

@@ -271,9 +271,9 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         })
     };
     ctx.watches.ensure("config-secrets", &secrets, None, handler);
-    // A ConfigMap that a provider reads its releases from (`fetchConfig.selector`) wakes it
-    // when it comes, changes or goes: a release published again renders within seconds, not at
-    // the next resync.
+    // A ConfigMap that a provider reads (its releases through `fetchConfig.selector`, its
+    // additional manifests) wakes it when it comes, changes or goes: a release published again
+    // renders within seconds, not at the next resync.
     let configmaps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
     let handler: Handler = {
         let ctx = Arc::downgrade(&ctx);
@@ -285,8 +285,9 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
             };
             for meta in metas {
                 let namespace = meta.namespace.clone().unwrap_or_default();
+                let name = meta.name.clone().unwrap_or_default();
                 let labels = meta.labels.clone().unwrap_or_default();
-                for key in ctx.configmap_users(&namespace, &labels) {
+                for key in ctx.configmap_users(&namespace, &name, &labels) {
                     ctx.triggers.trigger(&key);
                 }
             }

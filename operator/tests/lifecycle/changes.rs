@@ -227,6 +227,71 @@ async fn a_release_configmap_that_changes_renders_the_provider_again() {
     s.stop_operator().await;
 }
 
+/// cluster-api-operator's additionalManifests: the YAML of a ConfigMap beside the provider is
+/// applied with it, follows the ConfigMap's changes, and what leaves it is pruned.
+#[tokio::test]
+async fn additional_manifests_are_applied_with_the_provider_and_pruned_with_it() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let mut s = Scenario::new("extras").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let file = "infrastructure-components.yaml";
+    publish(&s, "infrastructure-extra", file, "v1.0.0", &components("extra", "v1.0.0", &[])).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &s.namespace);
+    let extras = |manifests: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": "extras"}, "data": {"manifests": manifests}}))
+            .unwrap()
+    };
+    let two = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra-a}\ndata: {greeting: '${GREETING:=hello}'}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra-b}\n";
+    configmaps.create(&Default::default(), &extras(two)).await.unwrap();
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &upgrade::spec("butler", "v1.0.0")).await;
+    let mut spec: serde_json::Value =
+        serde_json::from_str(&upgrade::spec("infrastructure-extra", "v1.0.0")).unwrap();
+    spec["additionalManifests"] = json!({"name": "extras"});
+    s.create::<InfrastructureProvider>("extra", &spec.to_string()).await;
+    s.wait_for::<InfrastructureProvider>("extra", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    let a = configmaps.get("extra-a").await.unwrap();
+    assert_eq!(a.data.unwrap()["greeting"], "hello", "processed as the components are");
+    assert_eq!(a.metadata.labels.unwrap()["operator.butlerlabs.dev/provider-name"], "extra");
+    assert!(configmaps.get_opt("extra-b").await.unwrap().is_some());
+
+    // extra-b leaves the ConfigMap: pruned, without waiting for the resync.
+    let one = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra-a}\n";
+    configmaps
+        .replace("extras", &Default::default(), &{
+            let mut c = configmaps.get("extras").await.unwrap();
+            c.data = extras(one).data;
+            c
+        })
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while configmaps.get_opt("extra-b").await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "extra-b was not pruned");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(configmaps.get_opt("extra-a").await.unwrap().is_some());
+
+    // One elsewhere is refused, as the config Secret is.
+    s.patch_spec::<InfrastructureProvider>(
+        "extra",
+        json!({"additionalManifests": {"namespace": "kube-system"}}),
+    )
+    .await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("extra", "refused", |p| {
+            reason(p, "ProviderInstalled", "RenderFailed")
+        })
+        .await;
+    let message = &crate::support::condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message
+            .contains("spec.additionalManifests.namespace \"kube-system\" is not the provider's namespace"),
+        "{message}"
+    );
+    s.stop_operator().await;
+}
+
 #[tokio::test]
 async fn a_change_to_the_config_secret_renders_the_provider_again() {
     let mut s = Scenario::new("secret").await;

@@ -44,6 +44,7 @@ fn plan(
         live,
         images: &images,
         policy: &Default::default(),
+        additional: None,
     })
 }
 
@@ -387,6 +388,7 @@ fn a_missing_variable_says_where_the_operator_takes_variables_from() {
         live: &[],
         images: &images,
         policy: &Default::default(),
+        additional: None,
     });
     let installed = condition(&p, INSTALLED);
     assert_eq!(installed.reason, "RenderFailed");
