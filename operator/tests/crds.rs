@@ -75,6 +75,8 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
             "deployment",
             "fetchConfig",
             "manager",
+            "manifestPatches",
+            "patches",
             "paused",
             "version"
         ]

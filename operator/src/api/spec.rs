@@ -56,6 +56,51 @@ pub struct ProviderSpec {
     /// to the same policy, and pruned with the provider, or when it leaves the ConfigMap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_manifests: Option<ConfigMapReference>,
+    /// RFC 7396 merge patches of the rendered objects, as YAML, each naming the `kind` (and
+    /// optionally `apiVersion`, `metadata.name` and `metadata.namespace`) of the objects it
+    /// changes (cluster-api-operator's field); applied after `manager` and `deployment`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_patches: Option<Vec<String>>,
+    /// Patches of the rendered objects a target selects: a merge patch (a map) or RFC 6902
+    /// operations (a list), as YAML; applied after `manifestPatches`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patches: Option<Vec<ProviderPatch>>,
+}
+
+/// A patch of some of a provider's rendered objects.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderPatch {
+    /// The patch, as YAML: a map is a merge patch, a list RFC 6902 operations.
+    #[schemars(length(min = 1))]
+    pub patch: String,
+    /// The objects it applies to; every one when empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<PatchTarget>,
+}
+
+/// Which rendered objects a patch applies to; every field that is set must match.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchTarget {
+    /// API group (`apps`; empty for the core group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// API version (`v1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Kind (`Deployment`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Name of the object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Namespace of the object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Labels it carries, as kubectl writes a selector (`tier=manager,!canary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
 }
 
 /// A ConfigMap beside the provider object.

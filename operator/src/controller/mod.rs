@@ -12,6 +12,7 @@ pub mod drift;
 pub mod error;
 pub mod fetch;
 pub mod inventory;
+pub mod patches;
 pub mod plan;
 pub mod policy;
 pub mod reason;

@@ -299,6 +299,9 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     if let Err(message) = customize(&mut objects, input.spec, &label) {
         return keep(plan, Reason::InvalidCustomization, message);
     }
+    if let Err(message) = super::patches::apply(&mut objects, input.spec) {
+        return keep(plan, Reason::InvalidCustomization, message);
+    }
     // cluster-api-operator's additionalManifests: processed as the components, then held to
     // the same policy below and recorded (so pruned) with them.
     if let Some(text) = input.additional {

@@ -292,6 +292,51 @@ async fn additional_manifests_are_applied_with_the_provider_and_pruned_with_it()
     s.stop_operator().await;
 }
 
+/// cluster-api-operator's manifestPatches and patches change the rendered objects; one that
+/// does not apply is named and nothing is applied.
+#[tokio::test]
+async fn manifest_patches_and_targeted_patches_change_what_is_applied() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let mut s = Scenario::new("patched").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let file = "infrastructure-components.yaml";
+    publish(&s, "infrastructure-patched", file, "v1.0.0", &components("patched", "v1.0.0", &[])).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &upgrade::spec("butler", "v1.0.0")).await;
+    let mut spec: serde_json::Value =
+        serde_json::from_str(&upgrade::spec("infrastructure-patched", "v1.0.0")).unwrap();
+    spec["manifestPatches"] =
+        json!(["apiVersion: v1\nkind: ServiceAccount\nmetadata: {annotations: {patched: by-merge}}\n"]);
+    spec["patches"] = json!([{"target": {"group": "apps", "kind": "Deployment"},
+        "patch": "- {op: replace, path: /spec/replicas, value: 3}\n"}]);
+    s.create::<InfrastructureProvider>("patched", &spec.to_string()).await;
+    s.wait_for::<InfrastructureProvider>("patched", "installed", |p| is(p, "ProviderInstalled", "True"))
+        .await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(s.client.clone(), &s.namespace);
+    let account = accounts.get("patched-manager").await.unwrap();
+    assert_eq!(account.metadata.annotations.unwrap()["patched"], "by-merge");
+    let deployment = &s.deployments("InfrastructureProvider", "patched").await[0];
+    assert_eq!(deployment.spec.as_ref().unwrap().replicas, Some(3));
+
+    let broken =
+        json!([{"target": {"kind": "Deployment"}, "patch": "- {op: remove, path: /spec/nothing}\n"}]);
+    s.patch_spec::<InfrastructureProvider>("patched", json!({"patches": broken, "manifestPatches": null}))
+        .await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("patched", "refused", |p| {
+            reason(p, "ProviderInstalled", "InvalidCustomization")
+        })
+        .await;
+    let message = &crate::support::condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains("spec.patches[0] does not apply to Deployment patched-controller-manager"),
+        "{message}"
+    );
+    let account = accounts.get("patched-manager").await.unwrap();
+    assert_eq!(account.metadata.annotations.unwrap()["patched"], "by-merge", "nothing was applied");
+    s.stop_operator().await;
+}
+
 #[tokio::test]
 async fn a_change_to_the_config_secret_renders_the_provider_again() {
     let mut s = Scenario::new("secret").await;
