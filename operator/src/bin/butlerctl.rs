@@ -175,6 +175,11 @@ struct InitFlags {
     /// Print what would be applied (Secret values masked) and apply nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Write the whole set (the operator's manifest, the config Secrets with their values, the
+    /// provider objects) to this file (`-` for stdout) for Flux or Argo CD, instead of applying
+    /// it; no cluster is read.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dry_run", "wait_providers"])]
+    output: Option<PathBuf>,
     #[command(flatten)]
     cluster: KubeFlags,
 }
@@ -545,6 +550,26 @@ async fn airgap(what: Airgap) -> Result<cli::Output, cli::GenerateError> {
 async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError> {
     let providers = f.providers.items();
     let config = butler_repository::ClusterctlConfig::load(f.config.as_deref())?;
+    if let Some(output) = &f.output {
+        let args = cli::init::InitArgs {
+            providers,
+            target_namespace: f.target_namespace,
+            operator_image: f.operator_image,
+            explicit: Default::default(),
+        };
+        let plan = cli::init::plan(&args, &config, false).await?;
+        let yaml = plan.to_gitops_yaml();
+        let secrets = plan.objects.iter().any(|o| o["kind"] == "Secret");
+        let warning = secrets
+            .then(|| "the set holds the config Secrets' values: encrypt them (SOPS, Sealed Secrets) before committing it".to_string());
+        let warning: Vec<String> = warning.into_iter().collect();
+        if output.as_os_str() == "-" {
+            return Ok(cli::Output { stdout: yaml, stderr: warning });
+        }
+        std::fs::write(output, yaml)
+            .map_err(|e| cli::GenerateError::Usage(format!("cannot write {}: {e}", output.display())))?;
+        return Ok(cli::Output { stdout: format!("wrote {}\n", output.display()), stderr: warning });
+    }
     let client = f.cluster.client().await?;
     let present = cli::init::operator_present(&client).await?;
     let args = cli::init::InitArgs {

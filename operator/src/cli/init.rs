@@ -54,6 +54,39 @@ impl InitPlan {
     }
 }
 
+/// Argo CD's ordering annotation: the operator (its CRDs first) before the Secrets and the
+/// core provider, before the other providers.
+const SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
+/// Argo CD's dry run cannot know the kinds whose CRDs the same sync brings.
+const SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
+
+impl InitPlan {
+    /// The whole set for a GitOps tool to apply as it is (Secret values included): the
+    /// operator's manifest, the config Secrets and the provider objects, in apply order and
+    /// with the sync waves of Argo CD (Flux applies CRDs and Namespaces first by itself).
+    pub fn to_gitops_yaml(&self) -> String {
+        let wave = |o: &Value| match (o["kind"].as_str(), o["apiVersion"].as_str()) {
+            (Some("CoreProvider"), _) | (Some("Secret"), _) => "1",
+            (_, Some(v)) if v.starts_with("operator.butlerlabs.dev/") => "2",
+            _ => "0",
+        };
+        self.operator
+            .iter()
+            .chain(&self.objects)
+            .map(|o| {
+                let mut shown = o.clone();
+                shown["metadata"]["annotations"][SYNC_WAVE] = json!(wave(o));
+                if o["apiVersion"].as_str().is_some_and(|v| v.starts_with("operator.butlerlabs.dev/")) {
+                    shown["metadata"]["annotations"][SYNC_OPTIONS] =
+                        json!("SkipDryRunOnMissingResource=true");
+                }
+                serde_saphyr::to_string(&shown).expect("objects serialize")
+            })
+            .collect::<Vec<_>>()
+            .join("---\n")
+    }
+}
+
 /// The component name of the operator in clusterctl's `images:` overrides.
 pub const OPERATOR_COMPONENT: &str = "butler-operator";
 

@@ -95,3 +95,36 @@ async fn the_manifests_rbac_is_enough_to_install_upgrade_pause_and_delete_provid
     s.wait_gone::<InfrastructureProvider>("widget").await;
     s.stop_operator().await;
 }
+
+/// `butlerctl init --output` writes one set that a GitOps tool applies as it is, wave by wave
+/// (Argo CD's sync waves; Flux applies CRDs first by itself): the API server takes every object.
+#[tokio::test]
+async fn the_gitops_set_of_init_applies_wave_by_wave() {
+    let s = Scenario::new("gitops").await;
+    if !s.cluster.is_in_memory() {
+        println!("skipped: the set would install the operator into the real cluster");
+        return;
+    }
+    let args = butler_operator::cli::init::InitArgs {
+        providers: vec![(butler_repository::ProviderType::Infrastructure, "harvester".into())],
+        target_namespace: s.namespace.clone(),
+        operator_image: None,
+        explicit: Default::default(),
+    };
+    let plan = butler_operator::cli::init::plan(&args, &Default::default(), false).await.unwrap();
+    let objects: Vec<serde_json::Value> = serde_saphyr::from_multiple(&plan.to_gitops_yaml()).unwrap();
+    let wave = |o: &serde_json::Value| {
+        o["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"].as_str().map(String::from)
+    };
+    assert!(objects.iter().all(|o| wave(o).is_some()), "every object has its wave");
+    let core = objects.iter().find(|o| o["kind"] == "CoreProvider").unwrap();
+    let infra = objects.iter().find(|o| o["kind"] == "InfrastructureProvider").unwrap();
+    assert_eq!((wave(core).as_deref(), wave(infra).as_deref()), (Some("1"), Some("2")));
+    let applier = Applier::new(s.client.clone(), "gitops");
+    for w in ["0", "1", "2"] {
+        for object in objects.iter().filter(|o| wave(o).as_deref() == Some(w)) {
+            applier.apply(object, false).await.unwrap_or_else(|e| panic!("wave {w}: {e}"));
+        }
+    }
+    s.api::<InfrastructureProvider>().get("harvester").await.unwrap();
+}
