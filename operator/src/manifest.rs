@@ -213,6 +213,49 @@ fn deployment(version: &str, labels: &Value) -> Value {
     })
 }
 
+/// The name of the ClusterRole (and its binding) of the grants beyond Butler's own providers.
+pub const EXTRA_ROLE: &str = "butler-operator-upstream";
+
+/// What upstream providers' components hold beyond Butler's (which the install manifest grants
+/// alone, least privilege): cert-manager Issuers and Certificates, and Secrets (Cluster API
+/// Provider AWS ships its bootstrap credentials as one).
+pub fn upstream_rules() -> Vec<Value> {
+    let verbs = ["get", "list", "watch", "create", "update", "patch", "delete"];
+    vec![
+        json!({"apiGroups": ["cert-manager.io"], "resources": ["issuers", "certificates"], "verbs": verbs}),
+        json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update", "patch", "delete"]}),
+    ]
+}
+
+/// A ClusterRole of `rules` bound to the operator's ServiceAccount, applied beside the install
+/// manifest when the operator installs more than Butler's providers.
+pub fn extra_rbac(version: &str, rules: &[Value]) -> Vec<Value> {
+    let labels = json!({"app.kubernetes.io/name": FIELD_MANAGER, "app.kubernetes.io/version": version});
+    vec![
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": EXTRA_ROLE, "labels": labels},
+            "rules": rules,
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": EXTRA_ROLE, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": EXTRA_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": FIELD_MANAGER, "namespace": NAMESPACE}],
+        }),
+    ]
+}
+
+/// Policy rules as a file writes them: a YAML (or JSON) list of Kubernetes PolicyRules.
+pub fn parse_rules(text: &str) -> Result<Vec<Value>, String> {
+    let rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule> =
+        serde_saphyr::from_str(text).map_err(|e| format!("not a list of PolicyRules: {e}"))?;
+    if let Some(i) = rules.iter().position(|r| r.verbs.is_empty()) {
+        return Err(format!("rule {i} names no verbs"));
+    }
+    Ok(rules.iter().map(|r| serde_json::to_value(r).expect("rules serialize")).collect())
+}
+
 /// The install manifest as one YAML stream.
 pub fn render(version: &str) -> String {
     objects(version)
@@ -225,6 +268,27 @@ pub fn render(version: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_rules_read_as_policy_rules_and_bind_the_operators_account() {
+        let rules = parse_rules(
+            "- {apiGroups: [infrastructure.example.io], resources: [widgets], verbs: [get, create]}\n",
+        )
+        .unwrap();
+        assert_eq!(rules[0]["resources"], json!(["widgets"]));
+        assert!(
+            parse_rules("- {apiGroups: [''], resources: [pods]}\n")
+                .unwrap_err()
+                .contains("rule 0 names no verbs")
+        );
+        assert!(parse_rules("apiGroups: x").unwrap_err().contains("not a list of PolicyRules"));
+        let objects = extra_rbac("v0.1.0", &rules);
+        assert_eq!(objects[0]["rules"], json!(rules));
+        assert_eq!(
+            objects[1]["subjects"][0],
+            json!({"kind": "ServiceAccount", "name": FIELD_MANAGER, "namespace": NAMESPACE})
+        );
+    }
 
     #[test]
     fn the_rules_cover_every_kind_of_butlers_components_and_nothing_wider() {

@@ -6,7 +6,8 @@
 //! - `configmaps/{provider label}-{version}.yaml`: one ConfigMap per provider version for
 //!   air-gapped clusters, in the format of the ConfigMap source (components gzipped into
 //!   `binaryData` when they would not fit);
-//! - `operator/butler-operator.yaml`: the operator's install manifest ([`crate::manifest`]).
+//! - `operator/butler-operator.yaml`: the operator's install manifest ([`crate::manifest`]);
+//!   `operator/butler-operator-upstream-rbac.yaml`: what upstream providers need besides.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -55,6 +56,14 @@ pub fn release_files(version: &str) -> Result<BTreeMap<PathBuf, Vec<u8>>, Releas
     files.insert(
         Path::new("operator").join("butler-operator.yaml"),
         crate::manifest::render(version).into_bytes(),
+    );
+    // Applied beside the manifest by those who install upstream providers too.
+    let upstream = crate::manifest::extra_rbac(version, &crate::manifest::upstream_rules());
+    let upstream: Vec<String> =
+        upstream.iter().map(|o| serde_saphyr::to_string(o).expect("objects serialize")).collect();
+    files.insert(
+        Path::new("operator").join("butler-operator-upstream-rbac.yaml"),
+        upstream.join("---\n").into_bytes(),
     );
     Ok(files)
 }

@@ -172,6 +172,13 @@ struct InitFlags {
     /// The operator's image, when the operator is installed (an air-gapped mirror).
     #[arg(long, value_name = "IMAGE")]
     operator_image: Option<String>,
+    /// Also grant the operator what upstream providers ship beyond Butler's (cert-manager
+    /// Issuers and Certificates, Secrets): the ClusterRole butler-operator-upstream.
+    #[arg(long)]
+    upstream_rbac: bool,
+    /// Also grant the operator these rules (a YAML list of PolicyRules), in the same ClusterRole.
+    #[arg(long, value_name = "FILE")]
+    operator_rules: Option<PathBuf>,
     /// Print what would be applied (Secret values masked) and apply nothing.
     #[arg(long)]
     dry_run: bool,
@@ -550,11 +557,23 @@ async fn airgap(what: Airgap) -> Result<cli::Output, cli::GenerateError> {
 async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError> {
     let providers = f.providers.items();
     let config = butler_repository::ClusterctlConfig::load(f.config.as_deref())?;
+    let mut operator_rules = Vec::new();
+    if f.upstream_rbac {
+        operator_rules.extend(butler_operator::manifest::upstream_rules());
+    }
+    if let Some(path) = &f.operator_rules {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| cli::GenerateError::Usage(format!("cannot read {}: {e}", path.display())))?;
+        let rules = butler_operator::manifest::parse_rules(&text)
+            .map_err(|e| cli::GenerateError::Usage(format!("--operator-rules {}: {e}", path.display())))?;
+        operator_rules.extend(rules);
+    }
     if let Some(output) = &f.output {
         let args = cli::init::InitArgs {
             providers,
             target_namespace: f.target_namespace,
             operator_image: f.operator_image,
+            operator_rules: operator_rules.clone(),
             explicit: Default::default(),
         };
         let plan = cli::init::plan(&args, &config, false).await?;
@@ -576,6 +595,7 @@ async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError> {
         providers,
         target_namespace: f.target_namespace,
         operator_image: f.operator_image,
+        operator_rules,
         explicit: Default::default(),
     };
     let plan = cli::init::plan(&args, &config, present).await?;

@@ -24,6 +24,9 @@ pub struct InitArgs {
     pub target_namespace: String,
     /// An image for the operator instead of this build's.
     pub operator_image: Option<String>,
+    /// Grants for the operator beyond Butler's providers (`manifest::extra_rbac`), installed
+    /// with it.
+    pub operator_rules: Vec<Value>,
     pub explicit: BTreeMap<String, String>,
 }
 
@@ -180,8 +183,12 @@ pub async fn plan(
             missing.join(", ")
         )));
     }
-    let operator =
+    let mut operator =
         if operator_present { Vec::new() } else { operator_objects(args.operator_image.as_deref(), config)? };
+    if !args.operator_rules.is_empty() {
+        operator
+            .extend(crate::manifest::extra_rbac(butler_repository::EMBEDDED_VERSION, &args.operator_rules));
+    }
     Ok(InitPlan { operator, objects })
 }
 

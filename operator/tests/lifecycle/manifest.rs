@@ -108,8 +108,7 @@ async fn the_gitops_set_of_init_applies_wave_by_wave() {
     let args = butler_operator::cli::init::InitArgs {
         providers: vec![(butler_repository::ProviderType::Infrastructure, "harvester".into())],
         target_namespace: s.namespace.clone(),
-        operator_image: None,
-        explicit: Default::default(),
+        ..Default::default()
     };
     let plan = butler_operator::cli::init::plan(&args, &Default::default(), false).await.unwrap();
     let objects: Vec<serde_json::Value> = serde_saphyr::from_multiple(&plan.to_gitops_yaml()).unwrap();
@@ -127,4 +126,110 @@ async fn the_gitops_set_of_init_applies_wave_by_wave() {
         }
     }
     s.api::<InfrastructureProvider>().get("harvester").await.unwrap();
+}
+
+/// A CRD of cert-manager's kind `kind` (`plural`), any fields allowed.
+fn cert_manager_crd(kind: &str, plural: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.cert-manager.io")},
+        "spec": {"group": "cert-manager.io", "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    })
+}
+
+/// An upstream provider ships webhook configurations, cert-manager objects and a Secret: the
+/// manifest's least-privilege grants refuse them, naming what is missing, and the upstream
+/// grants of the release (`operator/butler-operator-upstream-rbac.yaml`, or `butlerctl init
+/// --upstream-rbac`) let it install under the manifest's ServiceAccount.
+#[tokio::test]
+async fn an_upstream_provider_installs_under_the_manifests_account_with_the_upstream_grants() {
+    use crate::fixtures::{Part, components, publish};
+    let mut s = Scenario::new("upstream").await;
+    let Some(server) = s.cluster.server() else {
+        println!("skipped: the manifest would install the operator into the real cluster");
+        return;
+    };
+    let account = server.client_as_service_account(
+        OPERATOR_AGENT,
+        manifest::NAMESPACE,
+        butler_operator::api::FIELD_MANAGER,
+    );
+    apply_manifest(&s).await;
+    let admin = Applier::new(s.client.clone(), "scenario");
+    for crd in [cert_manager_crd("Issuer", "issuers"), cert_manager_crd("Certificate", "certificates")] {
+        admin.apply(&crd, true).await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    let ns = s.namespace.clone();
+    let extra = format!(
+        "---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: upstream-{ns}
+webhooks:
+- name: gadgets.upstream.test.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Ignore
+  clientConfig:
+    service: {{name: upstream-webhook, namespace: {ns}, path: /validate}}
+  rules:
+  - {{apiGroups: [upstream.test.io], apiVersions: [v1], operations: [CREATE], resources: [gadgets]}}
+---
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {{name: upstream-selfsigned, namespace: upstream-system}}
+spec: {{selfSigned: {{}}}}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {{name: upstream-serving-cert, namespace: upstream-system}}
+spec: {{secretName: upstream-webhook-cert, issuerRef: {{name: upstream-selfsigned}}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: upstream-bootstrap-credentials, namespace: upstream-system}}
+stringData: {{credentials: none}}
+"
+    );
+    let release = format!("{}{extra}", components("upstream", "v1.0.0", &[Part::Crd]));
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    publish(&s, "infrastructure-upstream", "infrastructure-components.yaml", "v1.0.0", &release).await;
+    s.start_operator_as(account);
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("upstream", &spec("infrastructure-upstream", "v1.0.0")).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("upstream", "refused", |p| {
+            reason(p, "ProviderInstalled", "ApplyFailed")
+        })
+        .await;
+    let message = &crate::support::condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains("forbidden") || message.contains("Forbidden") || message.contains("403"),
+        "{message}"
+    );
+
+    for object in manifest::extra_rbac("v0.1.0", &manifest::upstream_rules()) {
+        admin.apply(&object, false).await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    s.wait_for::<InfrastructureProvider>("upstream", "installed", |p| {
+        reason(p, "ProviderInstalled", "Installed")
+    })
+    .await;
+    let issuers = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "cert-manager.io",
+        "v1",
+        "Issuer",
+    ));
+    let issuers: Api<kube::api::DynamicObject> = Api::namespaced_with(s.client.clone(), &ns, &issuers);
+    assert!(issuers.get_opt("upstream-selfsigned").await.unwrap().is_some());
+    s.api::<InfrastructureProvider>().delete("upstream", &DeleteParams::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("upstream").await;
+    s.stop_operator().await;
+    for object in manifest::extra_rbac("v0.1.0", &[]) {
+        let _ = admin.delete(&butler_runtime::objects::ObjectRef::of(&object)).await;
+    }
 }
