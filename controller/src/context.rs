@@ -114,7 +114,7 @@ pub struct Context {
 /// The namespaces an instance of the controllers acts in: all by default; an embedding (a
 /// test sharing a cluster with others) may narrow it, and objects outside are left to others.
 #[derive(Clone, Default)]
-pub struct Scope(Option<Arc<NamespaceTest>>);
+pub struct Scope(Option<Arc<NamespaceTest>>, Option<String>);
 
 /// Whether a namespace is in a [`Scope`].
 type NamespaceTest = dyn Fn(&str) -> bool + Send + Sync;
@@ -122,7 +122,28 @@ type NamespaceTest = dyn Fn(&str) -> bool + Send + Sync;
 impl Scope {
     /// Only the namespaces `keep` picks.
     pub fn only(keep: impl Fn(&str) -> bool + Send + Sync + 'static) -> Scope {
-        Scope(Some(Arc::new(keep)))
+        Scope(Some(Arc::new(keep)), None)
+    }
+
+    /// The namespaces whose labels `selector` (as kubectl writes one) picks, and the namespace
+    /// of each Team it picks (a Team's namespace is made by its controller, so the Team's own
+    /// labels count for it). The API server evaluates the selector: the controllers watch the
+    /// Namespaces and Teams it picks (see `run::start`).
+    pub fn selected(selector: &str) -> Scope {
+        Scope(None, Some(selector.to_string()))
+    }
+
+    /// A selected scope, resolved: `keep` reads what the API server selected.
+    pub(crate) fn only_selected(
+        keep: impl Fn(&str) -> bool + Send + Sync + 'static,
+        selector: &str,
+    ) -> Scope {
+        Scope(Some(Arc::new(keep)), Some(selector.to_string()))
+    }
+
+    /// The label selector of a [`Scope::selected`].
+    pub fn selector(&self) -> Option<&str> {
+        self.1.as_deref()
     }
 
     /// Whether objects of `namespace` are this instance's to reconcile.

@@ -61,6 +61,11 @@ struct RunArgs {
     /// on a shared management cluster: each leaves the others' namespaces alone.
     #[arg(long = "watch-namespace", value_name = "NAMESPACE")]
     watch_namespaces: Vec<String>,
+    /// Act only in the namespaces whose labels this selector picks (`env=prod`, as kubectl
+    /// writes one), and for the Teams it picks by their own labels (with their `team-{name}`
+    /// namespace). A namespace or Team that gains or loses the labels is taken up or left at once.
+    #[arg(long = "watch-namespace-selector", value_name = "SELECTOR", conflicts_with = "watch_namespaces")]
+    watch_namespace_selector: Option<String>,
     /// The ClusterRoles a team's viewers, operators and admins are bound to in its namespace,
     /// `{role}` standing for viewer, operator or admin. The core components ship
     /// `butler-team-{role}`; the controller may bind these names and no other role (the
@@ -148,9 +153,10 @@ fn run(args: RunArgs) -> ExitCode {
             }),
         }
     };
-    let scope = match args.watch_namespaces.clone() {
-        list if list.is_empty() => Scope::default(),
-        list => Scope::only(move |ns| list.iter().any(|n| n == ns)),
+    let scope = match (args.watch_namespaces.clone(), args.watch_namespace_selector.clone()) {
+        (_, Some(selector)) => Scope::selected(&selector),
+        (list, None) if list.is_empty() => Scope::default(),
+        (list, None) => Scope::only(move |ns| list.iter().any(|n| n == ns)),
     };
     let secret_reader = SecretReader {
         cluster_role: args.secrets_cluster_role.clone(),

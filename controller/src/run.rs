@@ -130,6 +130,43 @@ where
     (controller, handles, listed)
 }
 
+/// A scope by label selector, resolved: the Namespaces and Teams the API server selects, the
+/// test that reads them, and a count that moves when either set changes.
+struct Selected {
+    scope: crate::context::Scope,
+    namespaces: Store<Namespace>,
+    teams: Store<Team>,
+    changes: tokio::sync::watch::Receiver<u64>,
+    driver: BoxFuture<'static, ()>,
+}
+
+/// The watches of a [`crate::context::Scope::selected`]; `None` for another scope.
+fn select_scope(client: &kube::Client, scope: &crate::context::Scope) -> Option<Selected> {
+    let selector = scope.selector()?.to_string();
+    let config = || watcher::Config::default().labels(&selector).any_semantic();
+    let (namespaces, namespace_events) = reflect::<Namespace>(client, config());
+    let (teams, team_events) = reflect::<Team>(client, config());
+    let (by_namespace, by_team) = (namespaces.clone(), teams.clone());
+    let keep = move |ns: &str| {
+        by_namespace.get(&ObjectRef::new(ns)).is_some()
+            || team_of_namespace(ns).is_some_and(|team| by_team.get(&ObjectRef::new(team)).is_some())
+    };
+    let (tx, changes) = tokio::sync::watch::channel(0u64);
+    let driver = futures::stream::select(namespace_events.map(|_| ()), team_events.map(|_| ()))
+        .for_each(move |_| {
+            tx.send_modify(|n| *n += 1);
+            futures::future::ready(())
+        })
+        .boxed();
+    Some(Selected {
+        scope: crate::context::Scope::only_selected(keep, &selector),
+        namespaces,
+        teams,
+        changes,
+        driver,
+    })
+}
+
 /// Where the watches tell of deleted objects.
 type Forget = tokio::sync::mpsc::UnboundedSender<Gone>;
 
@@ -190,6 +227,17 @@ pub fn start(
 ) -> Controllers {
     let labelled = || watcher::Config::default().labels(LABEL_TEAM).any_semantic();
     let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
+    let selected = select_scope(&client, &options.scope);
+    let scope = selected.as_ref().map_or_else(|| options.scope.clone(), |s| s.scope.clone());
+    // A namespace (or Team) that joins or leaves a selected scope: every controller looks again.
+    let scope_changes = || -> futures::stream::BoxStream<'static, ()> {
+        match &selected {
+            Some(s) => {
+                tokio_stream::wrappers::WatchStream::from_changes(s.changes.clone()).map(|_| ()).boxed()
+            }
+            None => futures::stream::pending().boxed(),
+        }
+    };
     let (namespaces, namespace_events) =
         reflect::<Namespace>(&client, watcher::Config::default().any_semantic());
     let (gone, forgotten) = tokio::sync::mpsc::unbounded_channel::<Gone>();
@@ -249,6 +297,7 @@ pub fn start(
         .watches_stream(role_binding_events, team_by_label)
         .watches_stream(cluster_role_events, team_by_label)
         .watches_stream(cluster_role_binding_events, team_by_label)
+        .reconcile_all_on(scope_changes())
         .graceful_shutdown_on(shutdown.clone());
     // The ProviderConfigs wake the TenantClusters that use them (a config made after its
     // clusters, or changed), so a cluster never reads one the cache does not hold.
@@ -277,6 +326,7 @@ pub fn start(
             tenantcluster::plan::config_ref(&cluster).map(|(ns, name)| ObjectRef::new(&name).within(&ns))
         })
         .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(config_woken))
+        .reconcile_all_on(scope_changes())
         .graceful_shutdown_on(shutdown.clone());
     // One watch of IPAllocations: its store serves the IPAllocation controller and the index the
     // NetworkPool controller, which is woken by every change (deletions too).
@@ -296,9 +346,11 @@ pub fn start(
         .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
         .watches_stream(allocation_events, by_pool)
         .reconcile_all_on(options.clock.moved())
+        .reconcile_all_on(scope_changes())
         .graceful_shutdown_on(shutdown.clone());
     let ip_allocations = Controller::for_shared_stream(allocation_subscriber, allocation_store)
         .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
+        .reconcile_all_on(scope_changes())
         .graceful_shutdown_on(shutdown.clone());
     // The IPAM part of TenantClusters, woken by their allocations within a moment of a change,
     // and by their tenant's Services and MetalLB pools in elastic mode.
@@ -322,6 +374,7 @@ pub fn start(
         })
         .reconcile_all_on(options.clock.moved())
         .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(tenants_woken))
+        .reconcile_all_on(scope_changes())
         .graceful_shutdown_on(shutdown.clone());
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     let ctx = Arc::new(Context {
@@ -347,7 +400,7 @@ pub fn start(
         tenants: Default::default(),
         tenant_calls: tokio::sync::Semaphore::new(tenant_turns(options.concurrency)),
         tenant_watches,
-        scope: options.scope.clone(),
+        scope,
         synced: synced_rx.clone(),
     });
     // Deleted objects leave nothing behind in what the reconciles keep.
@@ -356,6 +409,10 @@ pub fn start(
         forgetting_ctx.forget(&gone);
         futures::future::ready(())
     });
+    let (selection, selected_stores) = match selected {
+        Some(s) => (s.driver, Some((s.namespaces, s.teams))),
+        None => (futures::future::pending().boxed(), None),
+    };
     let controller = futures::future::join(
         forget,
         futures::future::join5(
@@ -370,6 +427,10 @@ pub fn start(
     // take its wake-up); the caches the reconciles compare with are waited on here, and the
     // reconciles wait for them (a reconcile on an empty cache would write what exists).
     let syncing = async move {
+        if let Some((namespaces, teams)) = &selected_stores {
+            let _ = namespaces.wait_until_ready().await;
+            let _ = teams.wait_until_ready().await;
+        }
         let _ = namespaces.wait_until_ready().await;
         configs_listed.wait().await;
         clusters.wait_until_ready().await;
@@ -387,6 +448,7 @@ pub fn start(
         tokio::select! {
             _ = controller => {}
             _ = syncing => {}
+            _ = selection => {}
         }
     }
     .boxed();

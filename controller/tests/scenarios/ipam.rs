@@ -380,6 +380,68 @@ async fn controllers_narrowed_to_some_namespaces_leave_the_others_alone() {
     );
 }
 
+/// `--watch-namespace-selector`: the controllers act in the namespaces the selector picks, and
+/// take up one that comes to carry the labels at once.
+#[tokio::test]
+async fn controllers_scoped_by_a_label_selector_follow_the_namespaces_labels() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Patch, PatchParams};
+    let mut s = Scenario::start().await;
+    s.kill_controllers();
+    let ours = s.namespace("select-ours").await;
+    let later = s.namespace("select-later").await;
+    // A label of this scenario alone: on a shared real cluster no other namespace carries it.
+    let (key, value) = ("scenario.butlerlabs.dev/environment", s.cluster.unique("env"));
+    let namespaces: Api<Namespace> = Api::all(s.client.clone());
+    let label = |ns: &str| {
+        let namespaces = namespaces.clone();
+        let patch = json!({"metadata": {"labels": {key: value.clone()}}});
+        let ns = ns.to_string();
+        async move { namespaces.patch(&ns, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap() }
+    };
+    label(&ours).await;
+    s.start_controllers_selecting(&format!("{key}={value}")).await;
+    pool(&s, &ours, "lab", json!({"cidr": "10.13.0.0/24"})).await;
+    pool(&s, &later, "lab", json!({"cidr": "10.14.0.0/24"})).await;
+    let counted =
+        |p: Option<&NetworkPool>| p.and_then(|p| p.status.as_ref()).is_some_and(|s| s.total_ips == Some(256));
+    wait_for(&Api::<NetworkPool>::namespaced(s.client.clone(), &ours), "lab", "counted", counted).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let theirs: Api<NetworkPool> = Api::namespaced(s.client.clone(), &later);
+    assert!(theirs.get("lab").await.unwrap().status.is_none(), "an unselected namespace's pool was touched");
+    // The namespace comes to carry the label: its pool is taken up without a change of its own.
+    label(&later).await;
+    wait_for(&theirs, "lab", "counted once selected", counted).await;
+
+    // A Team is selected by its own labels (its namespace is the controller's to make).
+    use butler_core::api::Team;
+    let teams: Api<Team> = Api::all(s.client.clone());
+    let (picked, left) = (s.cluster.unique("picked"), s.cluster.unique("left"));
+    for (name, labels) in [(&picked, format!("{{{key}: {value}}}")), (&left, "{}".to_string())] {
+        crate::support::create(
+            &teams,
+            &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}, labels: {labels}}}\nspec:\n  access:\n    users: [{{name: a@example.com, role: admin}}]\n"),
+        )
+        .await;
+    }
+    let ready = |t: Option<&Team>| {
+        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(butler_core::api::TeamPhase::Ready))
+    };
+    wait_for(&teams, &picked, "Ready", ready).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(teams.get(&left).await.unwrap().status.is_none(), "an unselected Team was touched");
+    for name in [&picked, &left] {
+        teams.delete(name, &Default::default()).await.unwrap();
+    }
+    for name in [&picked, &left] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while teams.get_opt(name).await.unwrap().is_some() {
+            assert!(std::time::Instant::now() < deadline, "Team {name} is not gone");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_allocations_spec_cannot_be_moved_to_another_pool_or_resized() {
     use kube::api::{Patch, PatchParams};

@@ -150,6 +150,13 @@ impl Scenario {
         self.run_controllers(options, client);
     }
 
+    /// The controllers again, acting only where the label selector `selector` picks.
+    pub async fn start_controllers_selecting(&mut self, selector: &str) {
+        let options = Options { scope: Scope::selected(selector), ..self.options("selecting") };
+        let client = self.controller_client().await;
+        self.run_controllers(options, client);
+    }
+
     /// The controllers again, with `concurrency` reconciles of one kind at once (as a real
     /// install runs them: 4 by default).
     pub async fn restart_controllers_with_concurrency(&mut self, concurrency: u16) {
