@@ -222,8 +222,8 @@ fn errors_go_to_stderr_with_a_failing_exit_code() {
     let setup = Setup::new("");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
-            vec!["generate", "provider", "--infrastructure", "vsphere"],
-            "Error: no InfrastructureProvider named \"vsphere\" is known",
+            vec!["generate", "provider", "--infrastructure", "nonesuch"],
+            "Error: no InfrastructureProvider named \"nonesuch\" is known",
         ),
         (
             vec!["generate", "cluster", "Bad_Name", "-i", "demo"],

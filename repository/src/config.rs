@@ -128,7 +128,14 @@ impl ClusterctlConfig {
     /// The known providers: the built-in list, with the file's entries replacing those of the
     /// same name and type and adding the others.
     pub fn providers(&self) -> Vec<ProviderEntry> {
+        // Butler's embedded providers, then clusterctl's public ones under names Butler's do
+        // not take, then the file's, which win over both.
         let mut list = built_in();
+        for upstream in crate::upstream::upstream_providers() {
+            if !list.iter().any(|p| p.name == upstream.name && p.type_ == upstream.type_) {
+                list.push(upstream);
+            }
+        }
         for entry in &self.providers {
             match list.iter_mut().find(|p| p.name == entry.name && p.type_ == entry.type_) {
                 Some(known) => *known = entry.clone(),
@@ -192,10 +199,27 @@ mod tests {
         );
         assert!(config.provider(ProviderType::Infrastructure, "mine").is_ok());
         assert_eq!(config.provider(ProviderType::Core, "butler").unwrap().url, "embedded:butler");
-        let error = config.provider(ProviderType::Infrastructure, "vsphere").unwrap_err().to_string();
+        // clusterctl's public providers by name; Butler's own wins where both have one.
         assert_eq!(
-            error,
-            "no InfrastructureProvider named \"vsphere\" is known; known: harvester, nutanix, proxmox, aws, azure, gcp, mine. Add it to the providers list of the clusterctl config file"
+            config.provider(ProviderType::Infrastructure, "vsphere").unwrap().url,
+            "https://github.com/kubernetes-sigs/cluster-api-provider-vsphere/releases/latest/infrastructure-components.yaml"
+        );
+        assert_eq!(
+            config.provider(ProviderType::ControlPlane, "kubeadm").unwrap().url,
+            "https://github.com/kubernetes-sigs/cluster-api/releases/latest/control-plane-components.yaml"
+        );
+        assert_eq!(
+            config.provider(ProviderType::Infrastructure, "aws").unwrap().url,
+            "embedded:infrastructure-aws"
+        );
+        let error = config.provider(ProviderType::Infrastructure, "nonesuch").unwrap_err().to_string();
+        assert!(
+            error.starts_with("no InfrastructureProvider named \"nonesuch\" is known; known: harvester, nutanix, proxmox, aws, azure, gcp, linode-linode, docker,"),
+            "{error}"
+        );
+        assert!(
+            error.ends_with(", mine. Add it to the providers list of the clusterctl config file"),
+            "{error}"
         );
         assert_eq!(config.images.0["all"].repository.as_deref(), Some("mirror.internal"));
         assert_eq!(config.variables["HARVESTER_VLAN"], "40");

@@ -23,6 +23,7 @@ mod repository;
 mod retarget;
 mod source;
 mod templates;
+mod upstream;
 mod url;
 mod variables;
 mod version;

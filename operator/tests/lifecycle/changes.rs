@@ -337,6 +337,26 @@ async fn manifest_patches_and_targeted_patches_change_what_is_applied() {
     s.stop_operator().await;
 }
 
+/// A name of clusterctl's built-in list of public providers (here `vsphere`) needs no
+/// fetchConfig: it resolves to that provider's GitHub releases, as with cluster-api-operator
+/// (offline here, so the fetch says which URL it wanted, touching no network).
+#[tokio::test]
+async fn an_upstream_providers_name_resolves_through_clusterctls_list() {
+    let mut s = Scenario::new("upstream-name").await;
+    s.start_operator_with_options(|o| o.remote.http.offline = true);
+    s.create::<CoreProvider>("butler", "").await;
+    s.create::<InfrastructureProvider>("vsphere", "").await;
+    let failed = s
+        .wait_for::<InfrastructureProvider>("vsphere", "fetched", |p| {
+            reason(p, "ProviderInstalled", "FetchFailed")
+        })
+        .await;
+    let message = &crate::support::condition(&failed, "ProviderInstalled").unwrap().message;
+    assert!(message.contains("kubernetes-sigs/cluster-api-provider-vsphere"), "{message}");
+    assert!(!reason(&failed, "PreflightCheckPassed", "UnknownProvider"));
+    s.stop_operator().await;
+}
+
 #[tokio::test]
 async fn a_change_to_the_config_secret_renders_the_provider_again() {
     let mut s = Scenario::new("secret").await;
