@@ -126,7 +126,9 @@ impl Session {
         what: &str,
     ) -> std::result::Result<Received, Retry> {
         let mut headers = HeaderMap::new();
-        if let Ok(value) = HeaderValue::from_str(&accept.join(", ")) {
+        if let Some(value) =
+            (!accept.is_empty()).then(|| HeaderValue::from_str(&accept.join(", ")).ok()).flatten()
+        {
             headers.insert(header::ACCEPT, value);
         }
         // A token or password that worked before goes first; else a given token; else the
