@@ -133,17 +133,9 @@ pub fn objects(version: &str) -> Vec<Value> {
     objects.extend(crds());
     objects.extend([
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": FIELD_MANAGER, "namespace": NAMESPACE, "labels": labels}}),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": FIELD_MANAGER, "labels": labels},
-            "rules": cluster_rules,
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": FIELD_MANAGER, "labels": labels},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": FIELD_MANAGER},
-            "subjects": [{"kind": "ServiceAccount", "name": FIELD_MANAGER, "namespace": NAMESPACE}],
-        }),
+    ]);
+    objects.extend(bound_cluster_role(FIELD_MANAGER, &cluster_rules, &labels));
+    objects.extend([
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": format!("{FIELD_MANAGER}-leader-election"), "namespace": NAMESPACE, "labels": labels},
@@ -231,16 +223,21 @@ pub fn upstream_rules() -> Vec<Value> {
 /// manifest when the operator installs more than Butler's providers.
 pub fn extra_rbac(version: &str, rules: &[Value]) -> Vec<Value> {
     let labels = json!({"app.kubernetes.io/name": FIELD_MANAGER, "app.kubernetes.io/version": version});
-    vec![
+    bound_cluster_role(EXTRA_ROLE, rules, &labels).to_vec()
+}
+
+/// A ClusterRole of `rules` named `name`, and its binding to the operator's ServiceAccount.
+fn bound_cluster_role(name: &str, rules: &[Value], labels: &Value) -> [Value; 2] {
+    [
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": EXTRA_ROLE, "labels": labels},
+            "metadata": {"name": name, "labels": labels},
             "rules": rules,
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": EXTRA_ROLE, "labels": labels},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": EXTRA_ROLE},
+            "metadata": {"name": name, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
             "subjects": [{"kind": "ServiceAccount", "name": FIELD_MANAGER, "namespace": NAMESPACE}],
         }),
     ]

@@ -23,6 +23,16 @@ pub enum Seen<'a> {
 /// A handler of watch events.
 pub type Handler = Arc<dyn Fn(Seen<'_>) + Send + Sync>;
 
+impl<'a> Seen<'a> {
+    /// The objects the event is about: the one seen, or after a relist every one listed.
+    pub fn objects(&self) -> Vec<&'a ObjectMeta> {
+        match self {
+            Seen::Present(meta) | Seen::Deleted(meta) => vec![*meta],
+            Seen::Relisted(present) => present.iter().collect(),
+        }
+    }
+}
+
 /// The running metadata watches.
 pub struct Watches {
     client: kube::Client,

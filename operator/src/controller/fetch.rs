@@ -91,22 +91,6 @@ pub fn plain_http_allowed(location: &Location, remote: &RemoteOptions, field: &s
     }
 }
 
-/// The repository of a provider with the pins of `spec.fetchConfig.sha256`.
-#[allow(clippy::too_many_arguments)]
-pub fn repository(
-    client: &kube::Client,
-    kind: ProviderKind,
-    namespace: &str,
-    name: &str,
-    spec: &ProviderSpec,
-    remote: &RemoteOptions,
-    config: &ClusterctlConfig,
-    local_root: Option<&std::path::Path>,
-) -> Result<Repository, String> {
-    let repo = unpinned(client, kind, namespace, name, spec, remote, config, local_root)?;
-    pinned(repo, spec)
-}
-
 /// `repo` checking the files `spec.fetchConfig.sha256` pins: only files the operator reads may
 /// be pinned (a pin that checks nothing would be a false comfort), and only with a version
 /// that holds still.
@@ -136,10 +120,10 @@ pub fn pinned(mut repo: Repository, spec: &ProviderSpec) -> Result<Repository, S
     Ok(repo)
 }
 
-/// The repository of a provider; `local_root` is where provider objects may name local
-/// folders (none: nowhere).
+/// The repository of a provider, with the pins of `spec.fetchConfig.sha256`; `local_root` is
+/// where provider objects may name local folders (none: nowhere).
 #[allow(clippy::too_many_arguments)]
-fn unpinned(
+pub fn repository(
     client: &kube::Client,
     kind: ProviderKind,
     namespace: &str,
@@ -162,7 +146,7 @@ fn unpinned(
     } else {
         remote
     };
-    match (fetch.and_then(|f| f.url.as_deref()), fetch.and_then(|f| f.selector.as_ref())) {
+    let repo = match (fetch.and_then(|f| f.url.as_deref()), fetch.and_then(|f| f.selector.as_ref())) {
         (Some(url), _) => {
             let url = ProviderUrl::parse(url).map_err(|e| format!("spec.fetchConfig.url: {e}"))?;
             local_allowed(&url.location, local_root)?;
@@ -187,7 +171,8 @@ fn unpinned(
             let repo = Repository::from_url(&label, &url, remote).map_err(|e| e.to_string())?;
             Ok(repo.with_overrides(config.overrides_folder.clone()))
         }
-    }
+    }?;
+    pinned(repo, spec)
 }
 
 /// The URL of a remote repository the provider comes from (not a ConfigMap selector, not the

@@ -242,58 +242,42 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     };
     // A config Secret that changes (or appears) wakes the providers that read it.
     let secrets = ApiResource::erase::<Secret>(&());
-    let handler: Handler = {
-        let ctx = Arc::downgrade(&ctx);
-        Arc::new(move |seen| {
-            let Some(ctx) = ctx.upgrade() else { return };
-            let metas: Vec<&ObjectMeta> = match &seen {
-                Seen::Present(meta) | Seen::Deleted(meta) => vec![*meta],
-                // After an expired watch: Secrets that are not listed are gone.
-                Seen::Relisted(present) => {
-                    ctx.secrets.keep_only(present);
-                    present.iter().collect()
-                }
-            };
-            for meta in metas {
-                let namespace = meta.namespace.clone().unwrap_or_default();
-                let name = meta.name.clone().unwrap_or_default();
-                let users = ctx.config_secret_users(&namespace, &name);
-                // Only the Secrets that providers read are remembered, not every Secret.
-                match (&seen, meta.resource_version.as_deref()) {
-                    (Seen::Deleted(_), _) => ctx.secrets.gone(&namespace, &name),
-                    (_, Some(rv)) if !users.is_empty() => ctx.secrets.saw(&namespace, &name, rv),
-                    _ => {}
-                }
-                for key in users {
-                    ctx.triggers.trigger(&key);
-                }
+    let on_secret = weakly(&ctx, |ctx, seen| {
+        // After an expired watch: Secrets that are not listed are gone.
+        if let Seen::Relisted(present) = &seen {
+            ctx.secrets.keep_only(present);
+        }
+        for meta in seen.objects() {
+            let namespace = meta.namespace.clone().unwrap_or_default();
+            let name = meta.name.clone().unwrap_or_default();
+            let users = ctx.config_secret_users(&namespace, &name);
+            // Only the Secrets that providers read are remembered, not every Secret.
+            match (&seen, meta.resource_version.as_deref()) {
+                (Seen::Deleted(_), _) => ctx.secrets.gone(&namespace, &name),
+                (_, Some(rv)) if !users.is_empty() => ctx.secrets.saw(&namespace, &name, rv),
+                _ => {}
             }
-        })
-    };
-    ctx.watches.ensure("config-secrets", &secrets, None, handler);
+            for key in users {
+                ctx.triggers.trigger(&key);
+            }
+        }
+    });
+    ctx.watches.ensure("config-secrets", &secrets, None, on_secret);
     // A ConfigMap that a provider reads (its releases through `fetchConfig.selector`, its
     // additional manifests) wakes it when it comes, changes or goes: a release published again
     // renders within seconds, not at the next resync.
     let configmaps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-    let handler: Handler = {
-        let ctx = Arc::downgrade(&ctx);
-        Arc::new(move |seen| {
-            let Some(ctx) = ctx.upgrade() else { return };
-            let metas: Vec<&ObjectMeta> = match &seen {
-                Seen::Present(meta) | Seen::Deleted(meta) => vec![*meta],
-                Seen::Relisted(present) => present.iter().collect(),
-            };
-            for meta in metas {
-                let namespace = meta.namespace.clone().unwrap_or_default();
-                let name = meta.name.clone().unwrap_or_default();
-                let labels = meta.labels.clone().unwrap_or_default();
-                for key in ctx.configmap_users(&namespace, &name, &labels) {
-                    ctx.triggers.trigger(&key);
-                }
+    let on_configmap = weakly(&ctx, |ctx, seen| {
+        for meta in seen.objects() {
+            let namespace = meta.namespace.clone().unwrap_or_default();
+            let name = meta.name.clone().unwrap_or_default();
+            let labels = meta.labels.clone().unwrap_or_default();
+            for key in ctx.configmap_users(&namespace, &name, &labels) {
+                ctx.triggers.trigger(&key);
             }
-        })
-    };
-    ctx.watches.ensure("repository-configmaps", &configmaps, None, handler);
+        }
+    });
+    ctx.watches.ensure("repository-configmaps", &configmaps, None, on_configmap);
     let watches = ctx.clone();
     let controllers = futures::future::join_all([
         drive(core, ctx.clone()),
@@ -313,6 +297,16 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     }
     .boxed();
     Operator { context: ctx, run }
+}
+
+/// A watch handler that holds the context weakly: the watches must not keep it alive.
+fn weakly(ctx: &Arc<Context>, on: impl Fn(&Context, Seen<'_>) + Send + Sync + 'static) -> Handler {
+    let ctx = Arc::downgrade(ctx);
+    Arc::new(move |seen| {
+        if let Some(ctx) = ctx.upgrade() {
+            on(&ctx, seen);
+        }
+    })
 }
 
 /// A Deployment of a provider changed: check it for drift and wake its provider, whose Ready

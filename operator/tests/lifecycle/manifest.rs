@@ -45,19 +45,26 @@ async fn apply_manifest(s: &Scenario) {
     }
 }
 
-#[tokio::test]
-async fn the_manifests_rbac_is_enough_to_install_upgrade_pause_and_delete_providers() {
-    let mut s = Scenario::new("rbac").await;
-    let Some(server) = s.cluster.server() else {
-        println!("skipped: the manifest would install the operator into the real cluster");
-        return;
-    };
+/// The manifest applied as an administrator does, and a client of its ServiceAccount; `None`
+/// on a real cluster, where it would install the operator for everyone.
+async fn installed_manifest(s: &Scenario) -> Option<kube::Client> {
+    let server = s.cluster.server()?;
     let account = server.client_as_service_account(
         OPERATOR_AGENT,
         manifest::NAMESPACE,
         butler_operator::api::FIELD_MANAGER,
     );
-    apply_manifest(&s).await;
+    apply_manifest(s).await;
+    Some(account)
+}
+
+#[tokio::test]
+async fn the_manifests_rbac_is_enough_to_install_upgrade_pause_and_delete_providers() {
+    let mut s = Scenario::new("rbac").await;
+    let Some(account) = installed_manifest(&s).await else {
+        println!("skipped: the manifest would install the operator into the real cluster");
+        return;
+    };
 
     // The account may do what the README says, and not more: no Secrets written, no Nodes read.
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(account.clone(), &s.namespace);
@@ -148,16 +155,10 @@ fn cert_manager_crd(kind: &str, plural: &str) -> serde_json::Value {
 async fn an_upstream_provider_installs_under_the_manifests_account_with_the_upstream_grants() {
     use crate::fixtures::{Part, components, publish};
     let mut s = Scenario::new("upstream").await;
-    let Some(server) = s.cluster.server() else {
+    let Some(account) = installed_manifest(&s).await else {
         println!("skipped: the manifest would install the operator into the real cluster");
         return;
     };
-    let account = server.client_as_service_account(
-        OPERATOR_AGENT,
-        manifest::NAMESPACE,
-        butler_operator::api::FIELD_MANAGER,
-    );
-    apply_manifest(&s).await;
     let admin = Applier::new(s.client.clone(), "scenario");
     for crd in [cert_manager_crd("Issuer", "issuers"), cert_manager_crd("Certificate", "certificates")] {
         admin.apply(&crd, true).await.unwrap_or_else(|e| panic!("{e}"));
