@@ -8,7 +8,7 @@
 //!
 //! # Supported
 //! - Discovery (legacy form): `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}`,
-//!   `/apis/{group}/{version}`, for Namespace, ConfigMap, Secret, Service, ServiceAccount, Event
+//!   `/apis/{group}/{version}`, for Namespace, ConfigMap, Secret, Service, ServiceAccount, Pod, Event
 //!   (core and `events.k8s.io`), Deployment, DaemonSet, Role, RoleBinding, ClusterRole,
 //!   ClusterRoleBinding, Validating/MutatingWebhookConfiguration, Lease and
 //!   CustomResourceDefinition, and every kind a CRD registers (all served versions, scope,

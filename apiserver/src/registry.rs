@@ -145,6 +145,7 @@ const BUILTINS: &[Builtin] = &[
     Builtin("", "v1", "Service", "services", true, true, false, &["svc"]),
     Builtin("", "v1", "ServiceAccount", "serviceaccounts", true, false, false, &["sa"]),
     Builtin("", "v1", "Event", "events", true, false, false, &["ev"]),
+    Builtin("", "v1", "Pod", "pods", true, true, false, &["po"]),
     Builtin("apps", "v1", "Deployment", "deployments", true, true, true, &["deploy"]),
     Builtin("apps", "v1", "DaemonSet", "daemonsets", true, true, true, &["ds"]),
     Builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, true, true, &["pdb"]),

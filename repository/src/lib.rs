@@ -24,6 +24,7 @@ mod retarget;
 mod source;
 mod templates;
 mod upstream;
+pub use upstream::upstream_providers;
 mod url;
 mod variables;
 mod version;

@@ -291,6 +291,22 @@ impl Applier {
             .map_err(|e| format!("listing {kind}: {}", describe(&e)))
     }
 
+    /// Applies a JSON patch (RFC 6902) to an object, as this applier's field manager; its
+    /// `test` operations make it all or nothing.
+    pub async fn patch_json(
+        &self,
+        r: &ObjectRef,
+        ops: Vec<json_patch::PatchOperation>,
+    ) -> Result<(), String> {
+        let (resource, namespaced) = self.resource(&r.api_version, &r.kind, false).await?;
+        let params = PatchParams { field_manager: Some(self.field_manager.clone()), ..Default::default() };
+        self.api(&resource, namespaced, r.namespace.as_deref())
+            .patch(&r.name, &params, &Patch::<()>::Json(json_patch::Patch(ops)))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("patching {}: {}", r.describe(), describe(&e)))
+    }
+
     /// Reads an object, if it exists.
     pub async fn get(&self, r: &ObjectRef) -> Result<Option<DynamicObject>, String> {
         let Ok((resource, namespaced)) = self.resource(&r.api_version, &r.kind, false).await else {

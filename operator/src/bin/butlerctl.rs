@@ -35,6 +35,10 @@ enum Command {
     },
     /// Delete providers in the safe order (the core provider last), waiting for each.
     Delete(DeleteFlags),
+    /// Move a cluster from cluster-api-operator to this operator without restarting a provider:
+    /// scale the old operator to 0, carry every provider object over, wait until each is Ready
+    /// under this operator, then remove the old object. Safe to run again.
+    Migrate(MigrateFlags),
     /// Carry providers into an air-gapped cluster: pack on the connected side, load on the other.
     Airgap {
         #[command(subcommand)]
@@ -117,6 +121,28 @@ struct DeleteFlags {
     #[arg(long, short = 'n', value_name = "NS")]
     namespace: Option<String>,
     /// How long each provider may take to go, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    timeout: u64,
+    #[command(flatten)]
+    cluster: KubeFlags,
+}
+
+#[derive(Args)]
+struct MigrateFlags {
+    /// Print what would be done, and what cannot be carried over; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Only the providers of this namespace; the whole cluster by default.
+    #[arg(long, short = 'n', value_name = "NS")]
+    namespace: Option<String>,
+    /// cluster-api-operator's Deployment; the one labelled clusterctl.cluster.x-k8s.io/core=capi-operator by default.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    old_operator: Option<String>,
+    /// Go on when some provider is of a kind this operator lacks (RuntimeExtensionProvider):
+    /// it stays with cluster-api-operator, which is scaled down.
+    #[arg(long)]
+    leave_unsupported: bool,
+    /// How long each step may take, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     timeout: u64,
     #[command(flatten)]
@@ -368,6 +394,9 @@ async fn main() -> ExitCode {
         Command::Delete(f) => {
             return finish(delete(f).await);
         }
+        Command::Migrate(f) => {
+            return finish(migrate(f).await);
+        }
         Command::Airgap { what } => {
             return finish(airgap(what).await);
         }
@@ -533,6 +562,37 @@ async fn delete(f: DeleteFlags) -> Result<cli::Output, cli::GenerateError> {
     })
     .await
     .map_err(cli::GenerateError::Cluster)?;
+    Ok(cli::Output { stdout, stderr: Vec::new() })
+}
+
+async fn migrate(f: MigrateFlags) -> Result<cli::Output, cli::GenerateError> {
+    let old_operator = match f.old_operator.as_deref() {
+        None => None,
+        Some(text) => match text.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
+                Some((ns.to_string(), name.to_string()))
+            }
+            _ => {
+                return Err(cli::GenerateError::CommandLine(format!(
+                    "--old-operator {text}: give the Deployment as NAMESPACE/NAME"
+                )));
+            }
+        },
+    };
+    let options = cli::migrate::Options {
+        namespace: f.namespace,
+        old_operator,
+        dry_run: f.dry_run,
+        leave_unsupported: f.leave_unsupported,
+        waits: cli::apply::Waits {
+            timeout: std::time::Duration::from_secs(f.timeout),
+            poll: std::time::Duration::from_millis(500),
+        },
+    };
+    let client = f.cluster.client().await?;
+    let stdout = cli::migrate::migrate(&client, &options, &|line| eprintln!("{line}"))
+        .await
+        .map_err(cli::GenerateError::Cluster)?;
     Ok(cli::Output { stdout, stderr: Vec::new() })
 }
 

@@ -67,7 +67,7 @@ impl Move {
 }
 
 /// The API of the provider objects of `kind` in `namespace`.
-pub(super) fn provider_api(client: &kube::Client, kind: ProviderKind, namespace: &str) -> Api<DynamicObject> {
+pub(crate) fn provider_api(client: &kube::Client, kind: ProviderKind, namespace: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), namespace, &kind.api_resource())
 }
 
@@ -243,7 +243,7 @@ async fn target_contract(
 
 /// Waits until the provider is Ready with its Deployments running (Ready while still held at 0
 /// proves nothing), stopping at the operator's refusal.
-pub(super) async fn wait_ready(client: &kube::Client, m: &Move, waits: Waits) -> Result<(), String> {
+pub(crate) async fn wait_ready(client: &kube::Client, m: &Move, waits: Waits) -> Result<(), String> {
     wait_for(client, m, "Ready", waits, |r| condition_true(r, "Ready") && !condition_true(r, "Paused")).await
 }
 

@@ -10,6 +10,7 @@ pub mod describe;
 pub mod diff;
 mod generate;
 pub mod init;
+pub mod migrate;
 pub mod plan;
 pub mod provider_ref;
 pub mod providers;

@@ -4,6 +4,7 @@
 //! applies with server-side apply, and writes status ([`status`]); every reason it gives is a
 //! [`reason::Reason`].
 
+pub mod adopt;
 pub mod config;
 pub mod context;
 pub mod customize;

@@ -12,6 +12,7 @@ use butler_runtime::objects::{ObjectRef, defined_kind};
 use kube::runtime::controller::Action;
 
 use super::ProviderObject;
+use super::adopt;
 use super::config::{self, ConfigSecretValues, Redactor};
 use super::context::{Context, view_of};
 use super::error::Error;
@@ -288,13 +289,15 @@ pub async fn owned(ctx: &Context, key: &ProviderKey, object: &ObjectRef) -> Resu
 /// Makes an object the provider has not made before, as [`Applier::create_new`] does, and
 /// also takes over one this operator made for a provider that is gone (its provider object
 /// answers 404: deleted with its finalizer stripped, its namespace force-deleted), which no one
-/// else would ever clean up. Anything else that exists stays refused.
+/// else would ever clean up, and one clusterctl or cluster-api-operator installed for this
+/// provider ([`adopt`]). Anything else that exists stays refused.
 async fn create_or_take_over(
     ctx: &Context,
     key: &ProviderKey,
     wanted: &serde_json::Value,
     waits: bool,
     ours: &(dyn Fn(&kube::api::DynamicObject) -> bool + Sync),
+    earlier: &EarlierInstall<'_>,
 ) -> Result<(kube::api::DynamicObject, kube::discovery::ApiResource), String> {
     let existing = match ctx.applier.create_only(wanted, waits).await? {
         Made::Created(created, resource) => return Ok((created, resource)),
@@ -304,11 +307,72 @@ async fn create_or_take_over(
     if ours(&existing) || orphaned(ctx, key, &existing).await? {
         return ctx.applier.apply(wanted, waits).await;
     }
+    if let Some(stale_owners) = earlier.installed(ctx, wanted, &existing).await? {
+        let r = ObjectRef::of(wanted);
+        // Owners first: applied, the object is this provider's and never looked at again.
+        if !stale_owners.is_empty() {
+            let uid = existing.metadata.uid.as_deref().unwrap_or_default();
+            ctx.applier.patch_json(&r, adopt::drop_owners(uid, &stale_owners)).await?;
+        }
+        tracing::info!(object = %r.describe(), provider = %key, "taking over an object clusterctl or cluster-api-operator installed for this provider");
+        return ctx.applier.apply(wanted, waits).await;
+    }
     Err(format!(
-        "{} exists already and was not made by {} (for this provider, or for one that is gone); it is left alone: delete it (or rename it) if it should be made here",
+        "{} exists already and was not made by {} (for this provider, or for one that is gone) nor by clusterctl or cluster-api-operator for this provider in this namespace; it is left alone: delete it (or rename it) if it should be made here",
         ObjectRef::of(wanted).describe(),
         crate::api::FIELD_MANAGER
     ))
+}
+
+/// An installation of this provider by clusterctl or cluster-api-operator, found by the
+/// labels those tools put on what they install. A namespaced object of the rendered set is in
+/// the provider's namespace; a cluster-wide one (a ClusterRole, a webhook configuration, a CRD)
+/// is taken over only when the provider's Deployment there is theirs too, so that an install
+/// in another namespace keeps its own.
+struct EarlierInstall<'a> {
+    plan: &'a InstallPlan,
+    here: tokio::sync::OnceCell<bool>,
+}
+
+impl<'a> EarlierInstall<'a> {
+    fn new(plan: &'a InstallPlan) -> EarlierInstall<'a> {
+        EarlierInstall { plan, here: tokio::sync::OnceCell::new() }
+    }
+
+    /// The owner references to drop when `existing` is such an installation's, else none.
+    async fn installed(
+        &self,
+        ctx: &Context,
+        wanted: &serde_json::Value,
+        existing: &kube::api::DynamicObject,
+    ) -> Result<Option<Vec<(usize, String)>>, String> {
+        let Some(label) = adopt::manifest_label(wanted) else { return Ok(None) };
+        // Another provider of this operator labelled it: never taken from it here.
+        if existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels).is_some() {
+            return Ok(None);
+        }
+        let adopt::Installed::ByClusterctl { stale_owners } = adopt::judge(&existing.metadata, label) else {
+            return Ok(None);
+        };
+        let namespaced = existing.metadata.namespace.is_some();
+        Ok((namespaced || self.in_this_namespace(ctx, label).await?).then_some(stale_owners))
+    }
+
+    async fn in_this_namespace(&self, ctx: &Context, label: &str) -> Result<bool, String> {
+        let found = self
+            .here
+            .get_or_try_init(|| async {
+                for deployment in self.plan.objects.iter().filter(|o| o["kind"] == "Deployment") {
+                    let live = ctx.applier.get(&ObjectRef::of(deployment)).await?;
+                    if live.is_some_and(|d| adopt::judge(&d.metadata, label) != adopt::Installed::Elsewhere) {
+                        return Ok::<bool, String>(true);
+                    }
+                }
+                Ok(false)
+            })
+            .await?;
+        Ok(*found)
+    }
 }
 
 /// Whether an object carries the labels of another provider of this operator that is gone.
@@ -341,10 +405,10 @@ async fn adopt_crd<K: ProviderObject>(
     ctx: &Context,
     object: &K,
     key: &ProviderKey,
-    plan: &InstallPlan,
     wanted: &serde_json::Value,
     waits: bool,
     adopted: &mut Vec<ObjectRef>,
+    earlier: &EarlierInstall<'_>,
 ) -> Result<(kube::api::DynamicObject, kube::discovery::ApiResource), String> {
     let theirs = match ctx.applier.create_only(wanted, waits).await? {
         Made::Created(created, resource) => return Ok((created, resource)),
@@ -363,14 +427,18 @@ async fn adopt_crd<K: ProviderObject>(
                     existing.metadata.name.as_deref().unwrap_or_default()
                 ));
             }
-            !key.labelled_on(&existing.metadata)
+            // One clusterctl or cluster-api-operator installed for this provider is the
+            // provider's from now on, as if it had made it (its crdDeletionPolicy applies).
+            !key.labelled_on(&existing.metadata) && earlier.installed(ctx, wanted, &existing).await?.is_none()
         }
     };
     if theirs {
         adopted.push(ObjectRef::of(wanted));
         let recorded = ctx.inventories.lock().expect("not poisoned").get(&uid_of(object)).cloned();
-        let record =
-            Inventory { adopted: adopted.clone(), ..recorded.unwrap_or_else(|| plan.inventory.clone()) };
+        let record = Inventory {
+            adopted: adopted.clone(),
+            ..recorded.unwrap_or_else(|| earlier.plan.inventory.clone())
+        };
         inventory::write(ctx, object, key, &record).await?;
     }
     ctx.applier.apply(wanted, waits).await
@@ -427,6 +495,7 @@ where
     let ours = |existing: &kube::api::DynamicObject| key.labelled_on(&existing.metadata);
     let mut made: Vec<ObjectRef> = Vec::new();
     let mut adopted: Vec<ObjectRef> = plan.inventory.adopted.clone();
+    let earlier = EarlierInstall::new(plan);
     for wanted in to_apply {
         let r = ObjectRef::of(wanted);
         ctx.drift.begin(&r);
@@ -434,9 +503,9 @@ where
         let applied = match before.contains(&r) || adopted.contains(&r) {
             true => ctx.applier.apply(wanted, waits).await,
             false if r.kind == "CustomResourceDefinition" => {
-                adopt_crd(ctx, object, key, plan, wanted, waits, &mut adopted).await
+                adopt_crd(ctx, object, key, wanted, waits, &mut adopted, &earlier).await
             }
-            false => create_or_take_over(ctx, key, wanted, waits, &ours).await,
+            false => create_or_take_over(ctx, key, wanted, waits, &ours, &earlier).await,
         };
         match applied {
             Ok((applied, resource)) => {

@@ -176,7 +176,7 @@ fn waits() -> butler_operator::cli::apply::Waits {
 }
 
 /// Marks the scenario's Deployments Available while the scenario runs (no kubelet here).
-fn keep_marking_available(s: &Scenario) -> tokio::task::JoinHandle<()> {
+pub(crate) fn keep_marking_available(s: &Scenario) -> tokio::task::JoinHandle<()> {
     let (client, namespace, in_memory) = (s.client.clone(), s.namespace.clone(), s.cluster.is_in_memory());
     tokio::spawn(async move {
         if !in_memory {

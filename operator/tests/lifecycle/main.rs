@@ -9,6 +9,7 @@ mod delete;
 mod fixtures;
 mod install;
 mod manifest;
+mod migrate;
 mod oci;
 mod restart;
 mod support;

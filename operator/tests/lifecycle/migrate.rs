@@ -1,0 +1,452 @@
+//! Moving over from cluster-api-operator and clusterctl: what they installed is taken over in
+//! place (no Deployment made anew, no pod restarted), and `butlerctl migrate` carries their
+//! provider objects over.
+
+use std::collections::BTreeMap;
+
+use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use butler_operator::cli::apply::Waits;
+use butler_operator::cli::migrate::{self, Options};
+use butler_repository::{ComponentsOptions, ImageOverrides, process_components};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+use crate::fixtures::{self, publish};
+use crate::support::{Scenario, is};
+
+const OLD_GROUP: &str = "operator.cluster.x-k8s.io";
+const OLD_VERSION: &str = "v1alpha2";
+/// The label that sends the cluster-wide objects the scenario makes itself along with it.
+const RUN_LABEL: &str = "scenario.butlerlabs.dev/run";
+
+/// A provider's release: a ServiceAccount, its ClusterRole and binding, a CRD (core only) and
+/// the manager Deployment, all named after the scenario where they are cluster-wide.
+fn release(name: &str, ns: &str, crd: bool) -> String {
+    let mut text = format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: {name}-system}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: {name}-manager, namespace: {name}-system}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {ns}-{name}-manager-role}}
+rules:
+  - {{apiGroups: [''], resources: [configmaps], verbs: [get, list, watch]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {ns}-{name}-manager-rolebinding}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ns}-{name}-manager-role}}
+subjects:
+  - {{kind: ServiceAccount, name: {name}-manager, namespace: {name}-system}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}-controller-manager
+  namespace: {name}-system
+  labels: {{control-plane: {name}}}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{control-plane: {name}}}
+  template:
+    metadata:
+      labels: {{control-plane: {name}}}
+    spec:
+      serviceAccountName: {name}-manager
+      containers:
+        - name: manager
+          image: registry.example.com/{name}:v1.0.0
+          args:
+            - --leader-elect
+            - --greeting=${{GREETING:=hello}}
+"
+    );
+    if crd {
+        text.push_str(&format!(
+            "---\n{}",
+            fixtures::gadget_crd(&format!("{ns}.cluster.x-k8s.io"), "Namespaced")
+        ));
+    }
+    text
+}
+
+/// The stand-ins of cluster-api-operator's CRDs: its provider kinds, any fields.
+async fn install_old_crds(s: &Scenario) {
+    for (kind, plural) in [
+        ("CoreProvider", "coreproviders"),
+        ("InfrastructureProvider", "infrastructureproviders"),
+        ("BootstrapProvider", "bootstrapproviders"),
+        ("ControlPlaneProvider", "controlplaneproviders"),
+        ("AddonProvider", "addonproviders"),
+        ("IPAMProvider", "ipamproviders"),
+    ] {
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.{OLD_GROUP}")},
+            "spec": {
+                "group": OLD_GROUP, "scope": "Namespaced",
+                "names": {"kind": kind, "listKind": format!("{kind}List"), "plural": plural, "singular": kind.to_lowercase()},
+                "versions": [{"name": OLD_VERSION, "served": true, "storage": true, "subresources": {"status": {}},
+                              "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+            },
+        }))
+        .unwrap();
+        s.cluster.install_stand_in_crd(&crd).await;
+    }
+}
+
+fn old_api(s: &Scenario, kind: &str) -> Api<DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk(OLD_GROUP, OLD_VERSION, kind);
+    Api::namespaced_with(s.client.clone(), &s.namespace, &ApiResource::from_gvk(&gvk))
+}
+
+/// A provider object as cluster-api-operator v0.28 leaves it once installed: its finalizer,
+/// its spec hash, and the status it reports.
+async fn old_provider(s: &Scenario, kind: &str, name: &str, spec: Value) -> DynamicObject {
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{OLD_GROUP}/{OLD_VERSION}"), "kind": kind,
+        "metadata": {"name": name, "namespace": s.namespace, "finalizers": ["provider.cluster.x-k8s.io"],
+                     "annotations": {"operator.cluster.x-k8s.io/applied-spec-hash": "5d41402abc4b2a76b9719d911017c592"}},
+        "spec": spec,
+    }))
+    .unwrap();
+    let api = old_api(s, kind);
+    let made = api.create(&PostParams::default(), &object).await.unwrap();
+    let status = json!({"status": {
+        "installedVersion": "v1.0.0", "contract": "v1beta1", "observedGeneration": 1,
+        "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"},
+            {"type": "PreflightCheckPassed", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"},
+            {"type": "ProviderInstalled", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"},
+        ],
+    }});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
+    made
+}
+
+/// What cluster-api-operator installs for a provider: the release as clusterctl processes it
+/// (its labels, the target namespace, the variables), without the Namespace, each namespaced
+/// object owned by the provider object, the manager's flags from `args`; created as its
+/// manager does (no server-side apply).
+async fn old_install(
+    s: &Scenario,
+    label: &str,
+    components: &str,
+    owner: Option<&DynamicObject>,
+    args: &[&str],
+    greeting: &str,
+) {
+    let what = format!("{label} v1.0.0");
+    let variables = |name: &str| (name == "GREETING").then(|| greeting.to_string());
+    let options = ComponentsOptions {
+        what: &what,
+        provider_label: label,
+        target_namespace: Some(&s.namespace),
+        images: &ImageOverrides::default(),
+        variables: &variables,
+    };
+    let objects = process_components(components, &options).unwrap().objects().unwrap();
+    let client = &s.client;
+    for mut object in objects.into_iter().filter(|o| o["kind"] != "Namespace") {
+        let namespaced = object["metadata"]["namespace"].is_string();
+        match (namespaced, owner) {
+            (true, Some(owner)) => {
+                object["metadata"]["ownerReferences"] = json!([{
+                    "apiVersion": format!("{OLD_GROUP}/{OLD_VERSION}"),
+                    "kind": owner.types.as_ref().unwrap().kind,
+                    "name": owner.metadata.name, "uid": owner.metadata.uid,
+                }]);
+            }
+            (false, _) => object["metadata"]["labels"][RUN_LABEL] = json!(s.namespace),
+            _ => {}
+        }
+        if object["kind"] == "Deployment" {
+            let container = &mut object["spec"]["template"]["spec"]["containers"][0]["args"];
+            for arg in args {
+                container.as_array_mut().unwrap().push(json!(arg));
+            }
+        }
+        let r = butler_runtime::objects::ObjectRef::of(&object);
+        let (resource, namespaced) =
+            butler_runtime::apply::builtin(&r.api_version, &r.kind).expect("a built-in kind");
+        let api: Api<DynamicObject> = match namespaced {
+            true => Api::namespaced_with(client.clone(), &s.namespace, &resource),
+            false => Api::all_with(client.clone(), &resource),
+        };
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        let params = PostParams { field_manager: Some("manager".into()), ..Default::default() };
+        api.create(&params, &object).await.unwrap_or_else(|e| panic!("create {}: {e}", r.describe()));
+    }
+}
+
+/// The provider Deployments (UID, generation, pod template) by name, and their pods' UIDs.
+type Running = (BTreeMap<String, (String, i64, Value)>, Vec<String>);
+
+/// The provider Deployments' identity and pod template, and their pods: a Deployment made anew
+/// or with another template restarts its pods.
+async fn running(s: &Scenario) -> Running {
+    let deployments = Api::<Deployment>::namespaced(s.client.clone(), &s.namespace)
+        .list(&ListParams::default().labels("cluster.x-k8s.io/provider"))
+        .await
+        .unwrap()
+        .items;
+    let seen = deployments
+        .iter()
+        .map(|d| {
+            let template = serde_json::to_value(&d.spec.as_ref().unwrap().template).unwrap();
+            (
+                d.metadata.name.clone().unwrap(),
+                (d.metadata.uid.clone().unwrap(), d.metadata.generation.unwrap_or_default(), template),
+            )
+        })
+        .collect();
+    let mut pods: Vec<String> = Api::<Pod>::namespaced(s.client.clone(), &s.namespace)
+        .list(&ListParams::default().labels("control-plane"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| p.metadata.uid.clone().unwrap())
+        .collect();
+    pods.sort();
+    (seen, pods)
+}
+
+/// Pods restarted between two readings: Deployments made anew or with another template or
+/// generation (each restarts its pods), and pods gone.
+fn restarts(before: &Running, after: &Running) -> usize {
+    let changed = before.0.iter().filter(|(name, was)| after.0.get(*name) != Some(*was)).count();
+    let pods_gone = before.1.iter().filter(|p| !after.1.contains(p)).count();
+    changed + pods_gone
+}
+
+fn owned_by_the_old_operator(object: &Value) -> bool {
+    object["metadata"]["ownerReferences"].as_array().is_some_and(|owners| {
+        owners.iter().any(|o| o["apiVersion"].as_str().is_some_and(|v| v.starts_with(OLD_GROUP)))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without_a_pod_restart() {
+    let mut s = Scenario::new("migrate").await;
+    s.cluster.remove_cluster_objects_labelled(&format!("{RUN_LABEL}={}", s.namespace));
+    install_old_crds(&s).await;
+    let ns = s.namespace.clone();
+    let core_release = release("capi", &ns, true);
+    let infra_release = release("widget", &ns, false);
+    publish(&s, "cluster-api", "core-components.yaml", "v1.0.0", &core_release).await;
+    publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &infra_release).await;
+    s.secret("widget-variables", &[("GREETING", "hi")]).await;
+
+    // cluster-api-operator's objects, and what it installed.
+    let selector =
+        |label: &str| json!({"selector": {"matchLabels": {"butler.butlerlabs.dev/provider": label}}});
+    let core = old_provider(
+        &s,
+        "CoreProvider",
+        "cluster-api",
+        json!({"version": "v1.0.0", "fetchConfig": selector("cluster-api")}),
+    )
+    .await;
+    let infra = old_provider(
+        &s,
+        "InfrastructureProvider",
+        "widget",
+        json!({"version": "v1.0.0", "fetchConfig": selector("infrastructure-widget"),
+               "configSecret": {"name": "widget-variables"}, "manager": {"featureGates": {"MachinePool": true}}}),
+    )
+    .await;
+    old_install(&s, "cluster-api", &core_release, Some(&core), &[], "hello").await;
+    old_install(
+        &s,
+        "infrastructure-widget",
+        &infra_release,
+        Some(&infra),
+        &["--feature-gates=MachinePool=true"],
+        "hi",
+    )
+    .await;
+    let old_operator: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "capi-operator-cluster-api-operator", "namespace": ns,
+                     "labels": {"clusterctl.cluster.x-k8s.io/core": "capi-operator", "control-plane": "controller-manager"}},
+        "spec": {"replicas": 1,
+                 "selector": {"matchLabels": {"clusterctl.cluster.x-k8s.io/core": "capi-operator"}},
+                 "template": {"metadata": {"labels": {"clusterctl.cluster.x-k8s.io/core": "capi-operator"}},
+                              "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0"}]}}},
+    }))
+    .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &ns);
+    deployments.create(&PostParams::default(), &old_operator).await.unwrap();
+    if s.cluster.is_in_memory() {
+        butler_apiserver::stand_ins::mark_deployments_available(&s.client, &ns, "cluster.x-k8s.io/provider")
+            .await
+            .unwrap();
+    }
+    let before = running(&s).await;
+    assert_eq!(before.0.len(), 2, "the two providers run: {:?}", before.0.keys());
+
+    s.start_operator();
+    let marking = crate::cli::keep_marking_available(&s);
+    let options = |dry_run: bool| Options {
+        namespace: Some(ns.clone()),
+        old_operator: Some((ns.clone(), "capi-operator-cluster-api-operator".into())),
+        dry_run,
+        leave_unsupported: false,
+        waits: Waits {
+            timeout: std::time::Duration::from_secs(60),
+            poll: std::time::Duration::from_millis(100),
+        },
+    };
+
+    // The dry run says it all and changes nothing.
+    let plan = migrate::migrate(&s.client, &options(true), &|_| {}).await.unwrap();
+    println!("{plan}");
+    assert!(plan.contains("scale from 1 to 0 replicas"), "{plan}");
+    assert!(
+        plan.contains(&format!(
+            "CoreProvider {ns}/cluster-api v1.0.0: carry over as CoreProvider {ns}/cluster-api"
+        )),
+        "{plan}"
+    );
+    assert!(plan.contains(&format!("InfrastructureProvider {ns}/widget v1.0.0: carry over")), "{plan}");
+    assert!(plan.contains("dry run: nothing was changed"), "{plan}");
+    assert_eq!(
+        deployments.get("capi-operator-cluster-api-operator").await.unwrap().spec.unwrap().replicas,
+        Some(1)
+    );
+    assert!(s.api::<CoreProvider>().get_opt("cluster-api").await.unwrap().is_none());
+
+    let report = migrate::migrate(&s.client, &options(false), &|line| println!("{line}")).await.unwrap();
+    println!("{report}");
+    assert!(
+        report.contains(&format!("InfrastructureProvider {ns}/widget: Ready under this operator")),
+        "{report}"
+    );
+
+    // Nothing restarted, everything is this operator's now.
+    let after = running(&s).await;
+    let restarted = restarts(&before, &after);
+    println!("pod restarts during the migration: {restarted}");
+    assert_eq!(restarted, 0, "before: {:#?}\nafter: {:#?}", before.0, after.0);
+    let old_operator = deployments.get("capi-operator-cluster-api-operator").await.unwrap();
+    assert_eq!(old_operator.spec.unwrap().replicas, Some(0));
+    assert_eq!(old_operator.metadata.annotations.unwrap()[migrate::REPLICAS_BEFORE], "1");
+    for kind in ["CoreProvider", "InfrastructureProvider"] {
+        assert!(
+            old_api(&s, kind).list(&ListParams::default()).await.unwrap().items.is_empty(),
+            "{kind}s of cluster-api-operator are gone"
+        );
+    }
+    let widget = s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+    assert_eq!(widget.status.as_ref().unwrap().installed_version.as_deref(), Some("v1.0.0"));
+    for d in deployments.list(&ListParams::default().labels("cluster.x-k8s.io/provider")).await.unwrap().items
+    {
+        let value = serde_json::to_value(&d).unwrap();
+        assert!(!owned_by_the_old_operator(&value), "{} still has the old owner", d.metadata.name.unwrap());
+        assert!(value["metadata"]["labels"]["operator.butlerlabs.dev/provider-name"].is_string());
+    }
+    let roles: Api<DynamicObject> = Api::all_with(
+        s.client.clone(),
+        &butler_runtime::apply::builtin("rbac.authorization.k8s.io/v1", "ClusterRole").unwrap().0,
+    );
+    let role = roles.get(&format!("{ns}-widget-manager-role")).await.unwrap();
+    assert_eq!(role.metadata.labels.unwrap()["operator.butlerlabs.dev/provider-name"], "widget");
+
+    // A second run finds nothing left to do.
+    let again = migrate::migrate(&s.client, &options(false), &|_| {}).await.unwrap();
+    assert!(again.contains("nothing to move"), "{again}");
+
+    // The provider deletes what it took over.
+    s.api::<InfrastructureProvider>().delete("widget", &Default::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("widget").await;
+    assert!(deployments.get_opt("widget-controller-manager").await.unwrap().is_none());
+    assert!(roles.get_opt(&format!("{ns}-widget-manager-role")).await.unwrap().is_none());
+    marking.abort();
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn what_cluster_api_operator_installed_is_taken_over_in_place_and_outlives_its_old_owner() {
+    let mut s = Scenario::new("adopt").await;
+    s.cluster.remove_cluster_objects_labelled(&format!("{RUN_LABEL}={}", s.namespace));
+    install_old_crds(&s).await;
+    let ns = s.namespace.clone();
+    let text = release("widget", &ns, false);
+    publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &text).await;
+    let spec = json!({"version": "v1.0.0"});
+    let old = old_provider(&s, "InfrastructureProvider", "widget", spec).await;
+    old_install(&s, "infrastructure-widget", &text, Some(&old), &[], "hello").await;
+    // But something else owns its ServiceAccount too.
+    let accounts: Api<DynamicObject> = Api::namespaced_with(
+        s.client.clone(),
+        &ns,
+        &butler_runtime::apply::builtin("v1", "ServiceAccount").unwrap().0,
+    );
+    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &ns);
+    let other = deployments.get("widget-controller-manager").await.unwrap();
+    let old_owner = json!({"apiVersion": format!("{OLD_GROUP}/{OLD_VERSION}"), "kind": "InfrastructureProvider",
+                           "name": "widget", "uid": old.metadata.uid});
+    let foreign = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "widget-controller-manager",
+                         "uid": other.metadata.uid});
+    let owners = |list: Value| json!({"metadata": {"ownerReferences": list}});
+    accounts
+        .patch("widget-manager", &PatchParams::default(), &Patch::Merge(owners(json!([old_owner, foreign]))))
+        .await
+        .unwrap();
+    let before = running(&s).await;
+
+    // A core provider of its own, installed afresh.
+    publish(&s, "cluster-api", "core-components.yaml", "v1.0.0", &release("capi", &ns, false)).await;
+    s.start_operator();
+    s.create::<CoreProvider>("cluster-api", &fixtures::selector("cluster-api")).await;
+    s.create::<InfrastructureProvider>("widget", &fixtures::selector("infrastructure-widget")).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("widget", "refusal", |p| is(p, "ProviderInstalled", "False"))
+        .await;
+    let conditions = refused.status.unwrap().conditions;
+    let message = &conditions.iter().find(|c| c.type_ == "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains("ServiceAccount")
+            && message.contains("widget-manager")
+            && message.contains("left alone"),
+        "{message}"
+    );
+
+    // Owned by cluster-api-operator's object alone, the rest is taken over in place.
+    accounts
+        .patch("widget-manager", &PatchParams::default(), &Patch::Merge(owners(json!([old_owner]))))
+        .await
+        .unwrap();
+    let marking = crate::cli::keep_marking_available(&s);
+    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+    assert_eq!(restarts(&before, &running(&s).await), 0);
+
+    // cluster-api-operator's object goes (as when its CRDs are uninstalled): what this
+    // operator took over stays.
+    let remove_finalizer = json!({"metadata": {"finalizers": null}});
+    let old_objects = old_api(&s, "InfrastructureProvider");
+    old_objects.patch("widget", &PatchParams::default(), &Patch::Merge(remove_finalizer)).await.unwrap();
+    old_objects.delete("widget", &kube::api::DeleteParams::background()).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while old_objects.get_opt("widget").await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "cluster-api-operator's object is not gone");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // The garbage collector has had its turn when a late dependent would be gone.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(restarts(&before, &running(&s).await), 0, "the old owner's deletion took the provider along");
+    assert!(accounts.get_opt("widget-manager").await.unwrap().is_some());
+    marking.abort();
+    s.stop_operator().await;
+}
