@@ -450,3 +450,44 @@ async fn what_cluster_api_operator_installed_is_taken_over_in_place_and_outlives
     marking.abort();
     s.stop_operator().await;
 }
+
+#[tokio::test]
+async fn migrate_changes_nothing_while_something_would_be_lost() {
+    let s = Scenario::new("migrate-blocked").await;
+    install_old_crds(&s).await;
+    let ns = s.namespace.clone();
+    let spec = json!({"version": "v1.0.0", "configSecret": {"name": "widget-variables", "namespace": "kube-system"}});
+    old_provider(&s, "InfrastructureProvider", "widget", spec).await;
+    let old_operator: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "old-operator", "namespace": ns},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-operator"}},
+                 "template": {"metadata": {"labels": {"app": "old-operator"}},
+                              "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0"}]}}},
+    }))
+    .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &ns);
+    deployments.create(&PostParams::default(), &old_operator).await.unwrap();
+    let options = Options {
+        namespace: Some(ns.clone()),
+        old_operator: Some((ns.clone(), "old-operator".into())),
+        dry_run: false,
+        leave_unsupported: false,
+        waits: Waits {
+            timeout: std::time::Duration::from_secs(5),
+            poll: std::time::Duration::from_millis(100),
+        },
+    };
+    let refused = migrate::migrate(&s.client, &options, &|_| {}).await.unwrap_err();
+    assert!(refused.contains("nothing was changed"), "{refused}");
+    assert!(
+        refused.contains(&format!("InfrastructureProvider {ns}/widget: its spec.configSecret kube-system/widget-variables is in another namespace")),
+        "{refused}"
+    );
+    assert_eq!(deployments.get("old-operator").await.unwrap().spec.unwrap().replicas, Some(1));
+    assert!(s.api::<InfrastructureProvider>().get_opt("widget").await.unwrap().is_none());
+    assert_eq!(
+        old_api(&s, "InfrastructureProvider").list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+}
