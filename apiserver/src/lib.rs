@@ -76,6 +76,7 @@ mod http;
 mod patch;
 mod rbac;
 mod registry;
+mod reviews;
 mod schema;
 mod selectors;
 mod store;

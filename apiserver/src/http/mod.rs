@@ -23,6 +23,7 @@ use crate::errors::ApiError;
 use crate::patch::PatchType;
 use crate::rbac;
 use crate::registry::ResourceType;
+use crate::reviews;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{DeleteOptions, ListOptions, Store, WriteOptions};
 use crate::table;
@@ -139,6 +140,26 @@ fn json_response(code: u16, value: &Value) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
 }
 
+/// A TokenReview or SubjectAccessReview: created (POST to the collection, `v1`), answered,
+/// never stored.
+fn review(shared: &Shared, target: &Target, method: &Method, body: &[u8]) -> Result<Reply, ApiError> {
+    if target.version != "v1" || target.namespace.is_some() || target.name.is_some() {
+        return Err(ApiError::no_such_resource());
+    }
+    if method != Method::POST {
+        return Err(ApiError::method_not_allowed("reviews are only created"));
+    }
+    let sent: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the review is not JSON: {e}")))?;
+    let answer = match target.plural.as_str() {
+        "tokenreviews" => reviews::token_review(&sent, |token| {
+            shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).get(token).cloned()
+        })?,
+        _ => reviews::subject_access_review(&lock(&shared.store), &sent)?,
+    };
+    Ok(Reply::Json(201, answer))
+}
+
 fn error_response(error: ApiError) -> Response {
     json_response(error.code, &error.to_status())
 }
@@ -170,6 +191,9 @@ pub async fn handle(
     }
     let result = match routed {
         None => Err(ApiError::no_such_resource()),
+        Some(Route::Resource(target)) if reviews::is_review(&target.group, &target.plural) => {
+            review(&shared, &target, &method, &body)
+        }
         Some(Route::Resource(target)) if method != Method::GET => {
             admitted::write(&shared, target, &method, &query, &headers, &body).await
         }

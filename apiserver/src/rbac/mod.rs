@@ -57,6 +57,10 @@ impl Account {
         &self.user
     }
 
+    pub fn groups(&self) -> &[String] {
+        &self.groups
+    }
+
     /// Whether a binding's subject is this account (`namespace` is the binding's, the default
     /// of a ServiceAccount subject in a RoleBinding).
     fn is(&self, subject: &Value, namespace: Option<&str>) -> bool {
@@ -105,7 +109,7 @@ impl Attributes {
     }
 }
 
-pub(super) fn strings(value: &Value) -> impl Iterator<Item = &str> {
+pub(crate) fn strings(value: &Value) -> impl Iterator<Item = &str> {
     value.as_array().into_iter().flatten().filter_map(Value::as_str)
 }
 
@@ -123,6 +127,17 @@ pub fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     let names: Vec<&str> = strings(&rule["resourceNames"]).collect();
     let name = names.is_empty() || a.name.as_deref().is_some_and(|n| names.contains(&n));
     verb && group && resource && name
+}
+
+/// Whether one policy rule allows `verb` on the non-resource URL `path` (`/metrics`,
+/// `/healthz`): its `nonResourceURLs` name it, or a prefix of it ending in `*`.
+pub fn non_resource_allows(rule: &Value, path: &str, verb: &str) -> bool {
+    let verb = strings(&rule["verbs"]).any(|v| v == "*" || v == verb);
+    let url = strings(&rule["nonResourceURLs"]).any(|u| match u.strip_suffix('*') {
+        Some(prefix) => path.starts_with(prefix),
+        None => u == path,
+    });
+    verb && url
 }
 
 fn items(store: &Store, plural: &str, namespace: Option<&str>) -> Vec<Value> {
@@ -310,6 +325,17 @@ mod tests {
         assert!(!alice.is(&json!({"kind": "ServiceAccount", "name": "alice@example.com"}), Some("x")));
         let impersonated = Account::user("system:serviceaccount:ops:op", Vec::new());
         assert_eq!(impersonated, me, "an account's user name is the account, with its groups");
+    }
+
+    #[test]
+    fn non_resource_rules_match_paths_and_prefixes() {
+        let rule = json!({"nonResourceURLs": ["/metrics", "/debug/*"], "verbs": ["get"]});
+        assert!(non_resource_allows(&rule, "/metrics", "get"));
+        assert!(non_resource_allows(&rule, "/debug/pprof", "get"));
+        assert!(!non_resource_allows(&rule, "/metrics", "post"));
+        assert!(!non_resource_allows(&rule, "/metricsx", "get"));
+        let resources = json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]});
+        assert!(!non_resource_allows(&resources, "/metrics", "get"), "resource rules grant no URLs");
     }
 
     #[test]

@@ -63,3 +63,64 @@ async fn roles_and_bindings_grant_only_what_their_writer_holds() {
     let bound = bindings.create(&post, &binding(&ns, "secrets", "secrets", "writer")).await.map_err(refused);
     assert_eq!(bound.err(), Some(403), "a binding to a Role granting Secrets");
 }
+
+/// A server that delegates (controller-runtime's secure metrics) asks the API server who a
+/// token is and what it may do; the answers follow the bindings.
+#[tokio::test]
+async fn token_and_subject_access_reviews_answer_as_the_bindings_say() {
+    use k8s_openapi::api::authentication::v1::TokenReview;
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("reviews").await;
+    let admin = cluster.client();
+    let post = PostParams::default();
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), &ns);
+    for name in ["scraper", "stranger"] {
+        let account: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": ns}})).unwrap();
+        accounts.create(&post, &account).await.unwrap();
+    }
+    // A ClusterRole of this scenario's own, bound to the scraper alone.
+    let name = format!("{ns}-metrics-reader");
+    cluster.remove_cluster_objects_labelled(&format!("scenario.butlerlabs.dev/run={ns}"));
+    let labels = json!({"scenario.butlerlabs.dev/run": ns});
+    let reader: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(admin.clone()).create(&post, &reader).await.unwrap();
+    let bound: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": ns}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone()).create(&post, &bound).await.unwrap();
+
+    let config = cluster.service_account_config("reviews", &ns, "scraper").await;
+    let token = serde_json::to_value(&config.auth_info).unwrap()["token"].as_str().unwrap().to_string();
+    let review =
+        |token: &str| -> TokenReview { serde_json::from_value(json!({"spec": {"token": token}})).unwrap() };
+    let reviews: Api<TokenReview> = Api::all(admin.clone());
+    let who = reviews.create(&post, &review(&token)).await.unwrap();
+    let user = who.status.as_ref().unwrap().user.clone().unwrap();
+    assert_eq!(who.status.as_ref().unwrap().authenticated, Some(true));
+    assert_eq!(user.username.as_deref(), Some(format!("system:serviceaccount:{ns}:scraper").as_str()));
+    let forged = reviews.create(&post, &review("not-a-token")).await.unwrap();
+    assert_ne!(forged.status.unwrap().authenticated, Some(true));
+
+    let access = |account: &str| -> SubjectAccessReview {
+        serde_json::from_value(json!({"spec": {
+            "user": format!("system:serviceaccount:{ns}:{account}"),
+            "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
+            "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+        }}))
+        .unwrap()
+    };
+    let accesses: Api<SubjectAccessReview> = Api::all(admin);
+    let allowed = |r: SubjectAccessReview| r.status.map(|s| s.allowed).unwrap_or(false);
+    assert!(allowed(accesses.create(&post, &access("scraper")).await.unwrap()));
+    assert!(!allowed(accesses.create(&post, &access("stranger")).await.unwrap()));
+}
