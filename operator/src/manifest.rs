@@ -111,7 +111,58 @@ fn operator_rules() -> Vec<Value> {
         json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
         // What holds up a deletion: workload clusters, and objects of the providers' CRDs.
         json!({"apiGroups": ["butler.butlerlabs.dev"], "resources": ["*"], "verbs": ["get", "list", "watch"]}),
+        // Secure metrics: who a scraper's token is, and whether it may get /metrics.
+        json!({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}),
+        json!({"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}),
     ]
+}
+
+/// The ClusterRole a scraper's ServiceAccount is bound to, to read the operator's metrics.
+pub const METRICS_READER: &str = "butler-operator-metrics-reader";
+/// The Service in front of the operator's metrics (HTTPS, port `https`).
+pub const METRICS_SERVICE: &str = "butler-operator-metrics";
+/// Where the operator serves its metrics.
+pub const METRICS_PORT: u16 = 8443;
+
+/// The metrics Service, and the ClusterRole that lets a scraper read them (bound to nothing:
+/// bind it to Prometheus's ServiceAccount).
+fn metrics_objects(labels: &Value) -> Vec<Value> {
+    vec![
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": METRICS_SERVICE, "namespace": NAMESPACE, "labels": labels},
+            "spec": {
+                "selector": {"app.kubernetes.io/name": FIELD_MANAGER},
+                "ports": [{"name": "https", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],
+            },
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": METRICS_READER, "labels": labels},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        }),
+    ]
+}
+
+/// The opt-in ServiceMonitor (Prometheus Operator) that scrapes the operator over HTTPS with
+/// the Prometheus ServiceAccount's token (`operator/butler-operator-servicemonitor.yaml`).
+pub fn service_monitor(version: &str) -> Value {
+    let labels = json!({"app.kubernetes.io/name": FIELD_MANAGER, "app.kubernetes.io/version": version});
+    json!({
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+        "metadata": {"name": FIELD_MANAGER, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": FIELD_MANAGER}},
+            "namespaceSelector": {"matchNames": [NAMESPACE]},
+            "endpoints": [{
+                "port": "https", "path": "/metrics", "scheme": "https", "interval": "30s",
+                "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                // The certificate is made at start unless --metrics-cert-dir names one; the
+                // token is what is checked.
+                "tlsConfig": {"insecureSkipVerify": true},
+            }],
+        },
+    })
 }
 
 fn crds() -> Vec<Value> {
@@ -149,6 +200,7 @@ pub fn objects(version: &str) -> Vec<Value> {
         }),
         deployment(version, &labels),
     ]);
+    objects.extend(metrics_objects(&labels));
     objects
 }
 
@@ -182,7 +234,7 @@ fn deployment(version: &str, labels: &Value) -> Value {
                             {"name": "BUTLER_LOG_FORMAT", "value": "json"},
                         ],
                         "ports": [
-                            {"name": "metrics", "containerPort": 8080, "protocol": "TCP"},
+                            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
                             {"name": "health", "containerPort": 8081, "protocol": "TCP"},
                         ],
                         "livenessProbe": probe("/healthz"),
@@ -265,6 +317,34 @@ pub fn render(version: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_service_monitor_reaches_the_metrics_port_through_the_service() {
+        let objects = objects("v0.1.0");
+        let find = |kind: &str, name: &str| {
+            objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).cloned().unwrap()
+        };
+        let service = find("Service", METRICS_SERVICE);
+        let deployment = find("Deployment", FIELD_MANAGER);
+        let monitor = service_monitor("v0.1.0");
+        let service_labels = service["metadata"]["labels"].as_object().unwrap();
+        for (key, value) in monitor["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+            assert_eq!(service_labels.get(key), Some(value), "the ServiceMonitor selects the Service");
+        }
+        assert_eq!(monitor["spec"]["namespaceSelector"]["matchNames"][0], service["metadata"]["namespace"]);
+        let port = &service["spec"]["ports"][0];
+        assert_eq!(monitor["spec"]["endpoints"][0]["port"], port["name"]);
+        let pod_labels = deployment["spec"]["template"]["metadata"]["labels"].as_object().unwrap();
+        for (key, value) in service["spec"]["selector"].as_object().unwrap() {
+            assert_eq!(pod_labels.get(key), Some(value), "the Service selects the operator's pods");
+        }
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let named =
+            container["ports"].as_array().unwrap().iter().find(|p| p["name"] == port["targetPort"]).unwrap();
+        assert_eq!(named["containerPort"], json!(METRICS_PORT));
+        let reader = find("ClusterRole", METRICS_READER);
+        assert_eq!(reader["rules"], json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]));
+    }
 
     #[test]
     fn extra_rules_read_as_policy_rules_and_bind_the_operators_account() {

@@ -8,6 +8,7 @@
 //!   `binaryData` when they would not fit);
 //! - `operator/butler-operator.yaml`: the operator's install manifest ([`crate::manifest`]);
 //!   `operator/butler-operator-upstream-rbac.yaml`: what upstream providers need besides.
+//!   `operator/butler-operator-servicemonitor.yaml`: a ServiceMonitor of the operator's metrics.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -65,6 +66,10 @@ pub fn release_files(version: &str) -> Result<BTreeMap<PathBuf, Vec<u8>>, Releas
         Path::new("operator").join("butler-operator-upstream-rbac.yaml"),
         upstream.join("---\n").into_bytes(),
     );
+    // Applied by those who run the Prometheus Operator.
+    let monitor =
+        serde_saphyr::to_string(&crate::manifest::service_monitor(version)).expect("objects serialize");
+    files.insert(Path::new("operator").join("butler-operator-servicemonitor.yaml"), monitor.into_bytes());
     Ok(files)
 }
 

@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod objects;
 pub mod precondition;
 pub mod process;
+pub mod secure_metrics;
 pub mod shutdown;
 pub mod watches;
 pub mod webhook;

@@ -25,14 +25,28 @@ use crate::shutdown::{Shutdown, shutdown_on, termination};
 #[derive(clap::Args, Clone, Debug)]
 pub struct ProcessArgs {
     /// Where Prometheus metrics are served (`/metrics`), as `host:port` or `:port`; `0` turns
-    /// them off.
+    /// them off. Cluster API managers call it `--diagnostics-address` (and, before v1.9,
+    /// `--metrics-bind-addr`).
     #[arg(
         long,
         alias = "metrics-bind-addr",
+        alias = "diagnostics-address",
         env = "BUTLER_METRICS_BIND_ADDRESS",
-        default_value = "0.0.0.0:8080"
+        default_value = "0.0.0.0:8443"
     )]
     pub metrics_bind_address: String,
+    /// Serve `/metrics` over HTTPS to bearer tokens the API server authenticates (TokenReview)
+    /// and authorizes for `get` on `/metrics` (SubjectAccessReview), as controller-runtime's
+    /// secure metrics do; `false` serves plain HTTP to whoever reaches the port.
+    #[arg(long, env = "BUTLER_METRICS_SECURE", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub metrics_secure: bool,
+    /// Cluster API managers' spelling of `--metrics-secure=false`.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub insecure_diagnostics: bool,
+    /// A folder holding `tls.crt` and `tls.key` for the metrics server (a mounted Secret; read
+    /// again when they change); without it a certificate made at start.
+    #[arg(long, env = "BUTLER_METRICS_CERT_DIR", value_name = "DIR")]
+    pub metrics_cert_dir: Option<std::path::PathBuf>,
     /// Where `/healthz` and `/readyz` are served, as `host:port` or `:port`.
     #[arg(
         long,
@@ -83,6 +97,8 @@ impl ProcessArgs {
         Ok(Settings {
             name: name.into(),
             metrics_address,
+            metrics_secure: self.metrics_secure && !self.insecure_diagnostics,
+            metrics_cert_dir: self.metrics_cert_dir.clone(),
             health_address: parse_address("--health-probe-bind-address", &self.health_probe_bind_address)?,
             leader_elect: self.leader_elect,
             leader_election_namespace: self.leader_election_namespace.clone(),
@@ -101,6 +117,10 @@ pub struct Settings {
     pub name: String,
     /// Where `/metrics` is served; `None` turns it off.
     pub metrics_address: Option<SocketAddr>,
+    /// `/metrics` over HTTPS, to tokens the API server authorizes ([`crate::secure_metrics`]).
+    pub metrics_secure: bool,
+    /// The metrics server's `tls.crt` and `tls.key`; one made at start when `None`.
+    pub metrics_cert_dir: Option<std::path::PathBuf>,
     /// Where `/healthz` and `/readyz` are served.
     pub health_address: SocketAddr,
     /// Elect a leader among replicas on a Lease.
@@ -130,6 +150,8 @@ pub enum RunError {
     LeaderElection { namespace: String, name: String, message: String },
     #[error("lost the leader lease; stopping so that another replica takes over")]
     LostLeadership,
+    #[error("the metrics server's certificate: {0}")]
+    MetricsCertificate(String),
 }
 
 /// What the controller gets once this replica leads.
@@ -226,6 +248,34 @@ pub async fn serve(
     }))
 }
 
+/// Serves the metrics router over HTTPS behind [`crate::secure_metrics::check`].
+async fn serve_secure_metrics(
+    client: &kube::Client,
+    settings: &Settings,
+    address: SocketAddr,
+    router: Router,
+    stop: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, RunError> {
+    use crate::secure_metrics::{Guard, certificate, check};
+    let tls = certificate(settings.metrics_cert_dir.as_deref()).map_err(RunError::MetricsCertificate)?;
+    let guarded = router.layer(axum::middleware::from_fn_with_state(Guard::new(client.clone()), check));
+    let stopped = {
+        let mut stop = stop;
+        async move {
+            let _ = stop.wait_for(|s| *s).await;
+        }
+    };
+    let (_, task) = crate::webhook::serve_https("metrics", address, &tls, guarded, shutdown_on(stopped))
+        .await
+        .map_err(|e| match e {
+            crate::webhook::WebhookError::Listen { address, source } => {
+                RunError::Listen { what: "metrics", address, source }
+            }
+            other => RunError::MetricsCertificate(other.to_string()),
+        })?;
+    Ok(task)
+}
+
 impl Started {
     /// Nothing to run, ready at once.
     pub fn nothing() -> Started {
@@ -291,7 +341,10 @@ where
     let mut servers = vec![serve("health probes", settings.health_address, health, stop_rx.clone()).await?];
     if let Some(address) = settings.metrics_address {
         let router = Router::new().route("/metrics", get(metrics_text)).with_state(probe);
-        servers.push(serve("metrics", address, router, stop_rx.clone()).await?);
+        servers.push(match settings.metrics_secure {
+            true => serve_secure_metrics(&client, &settings, address, router, stop_rx.clone()).await?,
+            false => serve("metrics", address, router, stop_rx.clone()).await?,
+        });
     }
     let instance = settings.identity.clone().unwrap_or_else(|| instance(&settings.name));
     let services_stopped = {

@@ -35,6 +35,8 @@ impl Replica {
         let settings = Settings {
             name: "butler-controller".into(),
             metrics_address: None,
+            metrics_secure: false,
+            metrics_cert_dir: None,
             health_address: "127.0.0.1:0".parse().expect("an address"),
             leader_elect: true,
             leader_election_namespace: Some(ns.into()),

@@ -26,10 +26,11 @@ struct Process {
 }
 
 impl Process {
-    fn start(kubeconfig: &PathBuf, namespace: &str, cache: &std::path::Path) -> Process {
+    fn start(kubeconfig: &PathBuf, namespace: &str, cache: &std::path::Path, more: &[&str]) -> Process {
         let (health, metrics) = (free_port(), free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_butler-operator"))
             .args(["run", "--health-probe-bind-address", &format!("127.0.0.1:{health}")])
+            .args(more)
             .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
             .args(["--leader-election-namespace", namespace, "--leader-election-lease-duration", "3"])
             .args(["--log-format", "json", "--namespace", namespace])
@@ -46,6 +47,17 @@ impl Process {
     async fn get(&self, port: u16, path: &str) -> Option<(u16, String)> {
         let response = reqwest::get(format!("http://127.0.0.1:{port}{path}")).await.ok()?;
         Some((response.status().as_u16(), response.text().await.ok()?))
+    }
+
+    /// `/metrics` over HTTPS (the certificate the process made at start), with a bearer token.
+    async fn scrape(&self, token: Option<&str>) -> (u16, String) {
+        let client = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();
+        let mut request = client.get(format!("https://127.0.0.1:{}/metrics", self.metrics));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("the metrics server answers over HTTPS");
+        (response.status().as_u16(), response.text().await.unwrap())
     }
 
     async fn wait_ready(&self) {
@@ -110,15 +122,25 @@ async fn the_binary_serves_probes_and_metrics_holds_the_lease_and_survives_a_kil
         .await;
     }
 
-    let mut operator = Process::start(&kubeconfig, &s.namespace, cache.path());
+    let mut operator = Process::start(&kubeconfig, &s.namespace, cache.path(), &[]);
     operator.wait_ready().await;
     assert_eq!(operator.get(operator.health, "/healthz").await.map(|r| r.0), Some(200));
     s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
     s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.1.0")).await;
     s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
 
-    let (code, metrics) = operator.get(operator.metrics, "/metrics").await.expect("metrics answer");
-    assert_eq!(code, 200);
+    // Metrics over HTTPS, to tokens the API server knows and allows `get` on /metrics.
+    let (scraper, stranger) = scrapers(&s).await;
+    assert_eq!(operator.scrape(None).await.0, 401, "no token");
+    assert_eq!(operator.scrape(Some("forged")).await.0, 401, "a token the API server does not know");
+    let (code, refused) = operator.scrape(Some(&stranger)).await;
+    assert_eq!(code, 403, "{refused}");
+    assert!(
+        refused.contains(&format!("system:serviceaccount:{}:stranger may not get /metrics", s.namespace)),
+        "{refused}"
+    );
+    let (code, metrics) = operator.scrape(Some(&scraper)).await;
+    assert_eq!(code, 200, "{metrics}");
     assert!(
         metrics.contains("butler_operator_reconciles_total{kind=\"InfrastructureProvider\"}"),
         "{metrics}"
@@ -138,8 +160,9 @@ async fn the_binary_serves_probes_and_metrics_holds_the_lease_and_survives_a_kil
     tokio::time::sleep(Duration::from_millis(5)).await;
     operator.child.kill().expect("SIGKILL");
     operator.wait_exit(Duration::from_secs(5)).await;
-    // A new process waits out the dead holder's lease (3 s here) before it leads.
-    let mut operator = Process::start(&kubeconfig, &s.namespace, cache.path());
+    // A new process waits out the dead holder's lease (3 s here) before it leads; this one
+    // serves its metrics over plain HTTP, as Cluster API managers' flag asks.
+    let mut operator = Process::start(&kubeconfig, &s.namespace, cache.path(), &["--insecure-diagnostics"]);
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let widget = s.api::<InfrastructureProvider>().get("widget").await.unwrap();
@@ -150,9 +173,40 @@ async fn the_binary_serves_probes_and_metrics_holds_the_lease_and_survives_a_kil
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    let (code, metrics) = operator.get(operator.metrics, "/metrics").await.expect("plain HTTP metrics");
+    assert_eq!(code, 200);
+    assert!(metrics.contains("butler_operator_leader 1"), "{metrics}");
+
     // SIGTERM: the operator stops cleanly and hands the lease back.
     operator.signal("-TERM");
     assert!(operator.wait_exit(Duration::from_secs(20)).await, "a SIGTERM ends the operator with success");
     let lease = leases.get("butler-operator").await.unwrap();
     assert!(lease.spec.unwrap().holder_identity.is_none_or(|h| h.is_empty()), "the lease is released");
+}
+
+/// Tokens of two ServiceAccounts: `scraper`, bound to a ClusterRole that grants `get` on
+/// `/metrics` (as Prometheus's account is), and `stranger`, bound to nothing.
+async fn scrapers(s: &Scenario) -> (String, String) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let name = format!("{}-metrics-reader", s.namespace);
+    let post = kube::api::PostParams::default();
+    let reader: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(s.client.clone()).create(&post, &reader).await.unwrap();
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": s.namespace}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(s.client.clone()).create(&post, &binding).await.unwrap();
+    let mut tokens = Vec::new();
+    for account in ["scraper", "stranger"] {
+        let config = s.cluster.service_account_config("scrape", &s.namespace, account).await;
+        tokens.push(serde_json::to_value(&config.auth_info).unwrap()["token"].as_str().unwrap().to_string());
+    }
+    (tokens.remove(0), tokens.remove(0))
 }

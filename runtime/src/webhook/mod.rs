@@ -117,6 +117,18 @@ pub async fn serve(
     webhooks: Webhooks,
     shutdown: Shutdown,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), WebhookError> {
+    serve_https("admission webhooks", address, tls, webhooks.router(), shutdown).await
+}
+
+/// Serves `router` over HTTPS on `address` until `shutdown`, letting requests under way finish
+/// (5 s at the most); returns the address bound and the task.
+pub async fn serve_https(
+    what: &'static str,
+    address: SocketAddr,
+    tls: &Tls,
+    router: Router,
+    shutdown: Shutdown,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), WebhookError> {
     let listen = |source| WebhookError::Listen { address, source };
     let listener = std::net::TcpListener::bind(address).map_err(listen)?;
     listener.set_nonblocking(true).map_err(listen)?;
@@ -128,12 +140,11 @@ pub async fn serve(
         shutdown.await;
         stopper.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
     });
-    let router = webhooks.router();
     let task = tokio::spawn(async move {
         if let Err(e) = server.handle(handle).serve(router.into_make_service()).await {
-            tracing::error!(address = %bound, error = %e, "serving webhooks");
+            tracing::error!(address = %bound, error = %e, "serving {what}");
         }
     });
-    tracing::info!(address = %bound, "serving admission webhooks");
+    tracing::info!(address = %bound, "serving {what} over HTTPS");
     Ok((bound, task))
 }
