@@ -23,18 +23,12 @@ const OLD_VERSION: &str = "v1alpha2";
 /// The label that sends the cluster-wide objects the scenario makes itself along with it.
 const RUN_LABEL: &str = "scenario.butlerlabs.dev/run";
 
-/// A provider's release: a ServiceAccount, its ClusterRole and binding, a CRD (core only) and
-/// the manager Deployment, all named after the scenario where they are cluster-wide.
+/// A provider's release: the test provider's components (a ServiceAccount and the manager
+/// Deployment), a ClusterRole and its binding named after the scenario, and a CRD (core only).
 fn release(name: &str, ns: &str, crd: bool) -> String {
-    let mut text = format!(
-        "apiVersion: v1
-kind: Namespace
-metadata: {{name: {name}-system}}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {{name: {name}-manager, namespace: {name}-system}}
----
+    let mut text = fixtures::components(name, "v1.0.0", &[]);
+    text.push_str(&format!(
+        "---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {{name: {ns}-{name}-manager-role}}
@@ -47,30 +41,8 @@ metadata: {{name: {ns}-{name}-manager-rolebinding}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ns}-{name}-manager-role}}
 subjects:
   - {{kind: ServiceAccount, name: {name}-manager, namespace: {name}-system}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {name}-controller-manager
-  namespace: {name}-system
-  labels: {{control-plane: {name}}}
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {{control-plane: {name}}}
-  template:
-    metadata:
-      labels: {{control-plane: {name}}}
-    spec:
-      serviceAccountName: {name}-manager
-      containers:
-        - name: manager
-          image: registry.example.com/{name}:v1.0.0
-          args:
-            - --leader-elect
-            - --greeting=${{GREETING:=hello}}
 "
-    );
+    ));
     if crd {
         text.push_str(&format!(
             "---\n{}",
