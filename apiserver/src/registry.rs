@@ -25,6 +25,10 @@ pub struct CustomSchema {
     pub cel: kube_cel::CompiledSchema,
     /// `additionalPrinterColumns` of the version, for Table output.
     pub columns: Vec<Value>,
+    /// The CRD's storage version: objects written now are encoded at it.
+    pub storage: String,
+    /// Every version the CRD lists, served or not: the encodings its stored objects may have.
+    pub decodable: Vec<String>,
 }
 
 /// One served kind at one version.
@@ -242,6 +246,10 @@ impl Registry {
         let kind = text(&names["kind"]);
         let plural = text(&names["plural"]);
         let mut types = Vec::new();
+        let all_versions = spec["versions"].as_array().cloned().unwrap_or_default();
+        let storage =
+            all_versions.iter().find(|v| v["storage"] == true).map(|v| text(&v["name"])).unwrap_or_default();
+        let decodable: Vec<String> = all_versions.iter().map(|v| text(&v["name"])).collect();
         for version in spec["versions"].as_array().into_iter().flatten() {
             if version["served"] == Value::Bool(false) {
                 continue;
@@ -271,6 +279,8 @@ impl Registry {
                     schema,
                     cel,
                     columns: version["additionalPrinterColumns"].as_array().cloned().unwrap_or_default(),
+                    storage: storage.clone(),
+                    decodable: decodable.clone(),
                 })),
             });
         }

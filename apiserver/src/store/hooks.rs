@@ -108,6 +108,42 @@ fn check_immutable(rt: &ResourceType, old: &Value, new: &Value) -> Result<(), Ap
     ))
 }
 
+/// `status.storedVersions` as Kubernetes keeps it: the storage version when the CRD is made;
+/// from then on what was there (or what a write of the status says), with a new storage version
+/// added. Every version in it must still be listed in `spec.versions`: objects may be stored
+/// at it, and could no longer be read.
+fn stored_versions(crd: &Value) -> Result<Vec<String>, Vec<Cause>> {
+    let listed: Vec<&str> =
+        crd["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
+    let storage = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["storage"] == Value::Bool(true))
+        .and_then(|v| v["name"].as_str());
+    let mut stored: Vec<String> =
+        crate::rbac::strings(&crd["status"]["storedVersions"]).map(String::from).collect();
+    if let Some(storage) = storage
+        && !stored.iter().any(|v| v == storage)
+    {
+        stored.push(storage.to_string());
+    }
+    let causes: Vec<Cause> = stored
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| !listed.contains(&v.as_str()))
+        .map(|(i, v)| Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {v:?}: must appear in spec.versions"),
+            field: format!("status.storedVersions[{i}]"),
+        })
+        .collect();
+    match causes.is_empty() {
+        true => Ok(stored),
+        false => Err(causes),
+    }
+}
+
 fn check_crd(old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
     let name = new["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let invalid = |causes: Vec<Cause>| {
@@ -153,13 +189,7 @@ fn check_crd(old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
             new["metadata"]["finalizers"] = Value::Array(finalizers);
         }
     }
-    let storage: Vec<Value> = new["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|v| v["storage"] == Value::Bool(true))
-        .map(|v| v["name"].clone())
-        .collect();
+    let storage = stored_versions(new).map_err(invalid)?;
     let time = old
         .and_then(|o| o["status"]["conditions"][0]["lastTransitionTime"].as_str().map(String::from))
         .unwrap_or_else(super::now);

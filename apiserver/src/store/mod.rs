@@ -87,6 +87,22 @@ fn without_field_times(object: &Value) -> Value {
     copy
 }
 
+/// A stored custom resource reads only while its CRD still lists the version it is encoded at
+/// (the API server answers 500 otherwise, and a list fails whole).
+pub(super) fn decodable(rt: &ResourceType, stored: &Value) -> Result<(), ApiError> {
+    let Some(custom) = &rt.custom else { return Ok(()) };
+    let encoded = stored["apiVersion"].as_str().unwrap_or_default();
+    let version = encoded.rsplit_once('/').map_or(encoded, |(_, v)| v);
+    match custom.decodable.iter().any(|v| v == version) {
+        true => Ok(()),
+        false => Err(ApiError::internal(format!(
+            "{} {}: stored as {encoded}, a version its CustomResourceDefinition no longer lists; the object cannot be read",
+            rt.kind,
+            stored["metadata"]["name"].as_str().unwrap_or_default()
+        ))),
+    }
+}
+
 /// The largest object etcd stores (1.5 MiB, its default request limit).
 pub const MAX_OBJECT_BYTES: usize = 1_572_864;
 
@@ -220,10 +236,11 @@ impl Store {
 
     /// `GET` of one object.
     pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<Value, ApiError> {
-        self.lookup(rt, namespace, name)
-            .cloned()
-            .map(|o| Store::present(rt, o))
-            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))
+        let stored = self
+            .lookup(rt, namespace, name)
+            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+        decodable(rt, stored)?;
+        Ok(Store::present(rt, stored.clone()))
     }
 
     /// Every write ends here. `manager` records field ownership for non-apply writes (apply has
@@ -296,10 +313,20 @@ impl Store {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             new["metadata"]["generation"] = json!(generation);
         }
+        // Custom resources are encoded at the CRD's storage version of the moment, as etcd
+        // holds them; a write of an object stored at an older one rewrites it even when
+        // nothing else changed (that is how stored objects are migrated).
+        let encoding = match &rt.custom {
+            Some(custom) if !custom.storage.is_empty() => format!("{}/{}", rt.group, custom.storage),
+            _ => rt.api_version(),
+        };
         if let Some(old) = old {
             let mut same = new.clone();
             same["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-            same["apiVersion"] = old["apiVersion"].clone();
+            same["apiVersion"] = match rt.custom {
+                Some(_) => Value::String(encoding.clone()),
+                None => old["apiVersion"].clone(),
+            };
             // A write that changes nothing but the time of its manager's managedFields entry is
             // no change either, as on a real server.
             if without_field_times(&same) == without_field_times(old) {
@@ -316,7 +343,7 @@ impl Store {
         }
         self.rv += 1;
         new["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
-        new["apiVersion"] = Value::String(rt.api_version());
+        new["apiVersion"] = Value::String(encoding);
         new["kind"] = Value::String(rt.kind.clone());
         let key = (namespace_of(&new).to_string(), name_of(&new).to_string());
         self.objects.entry(rt.storage_key()).or_default().insert(key, new.clone());

@@ -64,7 +64,7 @@ impl Store {
                 let (_, rv, rest) = self.pages.kept.remove(at).expect("found above");
                 (rv, rest)
             }
-            None => (self.rv, self.selected(rt, namespace, opts)),
+            None => (self.rv, self.selected(rt, namespace, opts)?),
         };
         let page = opts.limit.unwrap_or(selected.len()).min(selected.len());
         let mut items = selected;
@@ -99,16 +99,21 @@ impl Store {
             "apiVersion": rt.api_version(),
             "kind": format!("{}List", rt.kind),
             "metadata": {"resourceVersion": self.rv.to_string()},
-            "items": self.selected(rt, namespace, opts),
+            "items": self.selected(rt, namespace, opts)?,
         }))
     }
 
-    fn selected(&self, rt: &ResourceType, namespace: Option<&str>, opts: &ListOptions) -> Vec<Value> {
+    fn selected(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<Vec<Value>, ApiError> {
         self.objects_of(rt)
             .into_iter()
             .flatten()
             .filter(|(_, o)| opts.selects(namespace, o))
-            .map(|(_, o)| Store::present(rt, o.clone()))
+            .map(|(_, o)| super::decodable(rt, o).map(|()| Store::present(rt, o.clone())))
             .collect()
     }
 
@@ -122,8 +127,14 @@ impl Store {
     }
 
     /// Every current object of `rt` that `opts` selects, as a watch's initial events.
+    /// (Objects that no longer read are left out.)
     pub fn snapshot(&self, rt: &ResourceType, namespace: Option<&str>, opts: &ListOptions) -> Vec<Value> {
-        self.selected(rt, namespace, opts)
+        self.objects_of(rt)
+            .into_iter()
+            .flatten()
+            .filter(|(_, o)| opts.selects(namespace, o) && super::decodable(rt, o).is_ok())
+            .map(|(_, o)| Store::present(rt, o.clone()))
+            .collect()
     }
 }
 

@@ -70,3 +70,82 @@ async fn a_crd_whose_schema_is_not_structural_is_refused() {
     let error = api_error(crds.create(&PostParams::default(), &crd).await);
     assert_eq!((error.code, error.reason.as_str()), (422, "Invalid"));
 }
+
+/// A CRD of two versions, `v1alpha1` and `v1beta1`, with `storage` at one of them; `v1alpha1`
+/// left out when `with_old` is false.
+fn gadgets(group: &str, storage: &str, with_old: bool) -> CustomResourceDefinition {
+    let version = |name: &str| {
+        json!({"name": name, "served": true, "storage": name == storage,
+               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    let versions: Vec<_> =
+        ["v1alpha1", "v1beta1"].into_iter().filter(|v| with_old || *v != "v1alpha1").map(version).collect();
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"kind": "Gadget", "listKind": "GadgetList", "plural": "gadgets", "singular": "gadget"},
+                 "versions": versions},
+    }))
+    .unwrap()
+}
+
+/// `status.storedVersions` grows with each storage version; a version in it cannot leave
+/// `spec.versions` (the error users meet when a release drops a version); once every object
+/// was written again at the new storage version and the list trimmed, it can.
+#[tokio::test]
+async fn stored_versions_keep_a_version_until_its_objects_are_written_again() {
+    use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("stored").await;
+    let group = cluster.unique("s").replace('-', "") + ".e2e.butlerlabs.dev";
+    cluster.install_own_crd(&gadgets(&group, "v1alpha1", true)).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    let name = format!("gadgets.{group}");
+    let stored =
+        |crd: CustomResourceDefinition| crd.status.and_then(|s| s.stored_versions).unwrap_or_default();
+    assert_eq!(stored(crds.get(&name).await.unwrap()), ["v1alpha1"]);
+    let old = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(&group, "v1alpha1", "Gadget"),
+        "gadgets",
+    );
+    let objects: Api<DynamicObject> = Api::namespaced_with(cluster.client(), &ns, &old);
+    for i in 0..3 {
+        let gadget: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": format!("{group}/v1alpha1"), "kind": "Gadget",
+            "metadata": {"name": format!("g{i}")}, "spec": {"size": i},
+        }))
+        .unwrap();
+        objects.create(&PostParams::default(), &gadget).await.unwrap();
+    }
+
+    let apply = PatchParams::apply("conformance").force();
+    crds.patch(&name, &apply, &Patch::Apply(gadgets(&group, "v1beta1", true))).await.unwrap();
+    assert_eq!(stored(crds.get(&name).await.unwrap()), ["v1alpha1", "v1beta1"]);
+    let dropped = crds.patch(&name, &apply, &Patch::Apply(gadgets(&group, "v1beta1", false))).await;
+    let error = api_error(dropped);
+    assert_eq!(error.code, 422);
+    assert!(error.message.contains("status.storedVersions[0]"), "{}", error.message);
+
+    // Every object written again (an empty patch: the object is encoded anew), then the list
+    // trimmed through the status.
+    let new = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(&group, "v1beta1", "Gadget"),
+        "gadgets",
+    );
+    let objects: Api<DynamicObject> = Api::namespaced_with(cluster.client(), &ns, &new);
+    for gadget in objects.list_metadata(&ListParams::default()).await.unwrap().items {
+        let name = gadget.metadata.name.unwrap();
+        objects.patch(&name, &PatchParams::default(), &Patch::Merge(json!({}))).await.unwrap();
+    }
+    let trim = json!({"status": {"storedVersions": ["v1beta1"]}});
+    crds.patch_status(&name, &PatchParams::default(), &Patch::Merge(trim)).await.unwrap();
+    crds.patch(&name, &apply, &Patch::Apply(gadgets(&group, "v1beta1", false))).await.unwrap();
+    assert_eq!(stored(crds.get(&name).await.unwrap()), ["v1beta1"]);
+    let left = objects.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(left.len(), 3);
+    assert_eq!(
+        left.iter().find(|g| g.metadata.name.as_deref() == Some("g2")).unwrap().data["spec"]["size"],
+        2
+    );
+}
