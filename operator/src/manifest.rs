@@ -36,11 +36,10 @@ fn resource_of(api_version: &str, kind: &str) -> Option<(String, String)> {
     Some((group.to_string(), plural.to_string()))
 }
 
-/// The kinds (`apiVersion`, kind) of every object in Butler's components, except Namespaces,
-/// which the operator never writes.
-pub fn component_kinds() -> BTreeSet<(String, String)> {
+/// Every object of Butler's components, rendered with the defaults of their variables.
+fn component_objects() -> Vec<Value> {
     let images = ImageOverrides::default();
-    let mut kinds = BTreeSet::new();
+    let mut all = Vec::new();
     for provider in embedded_providers() {
         let label = provider.label();
         // Defaults only: a variable without one still renders, as an empty value.
@@ -55,15 +54,35 @@ pub fn component_kinds() -> BTreeSet<(String, String)> {
         let objects = process_components(&provider.components(), &options)
             .and_then(|c| c.objects())
             .expect("Butler's components process");
-        for object in objects {
-            let api_version = object["apiVersion"].as_str().unwrap_or_default().to_string();
-            let kind = object["kind"].as_str().unwrap_or_default().to_string();
-            if kind != "Namespace" {
-                kinds.insert((api_version, kind));
-            }
+        all.extend(objects);
+    }
+    all
+}
+
+/// The kinds (`apiVersion`, kind) of every object in Butler's components, except Namespaces,
+/// which the operator never writes.
+pub fn component_kinds() -> BTreeSet<(String, String)> {
+    let mut kinds = BTreeSet::new();
+    for object in component_objects() {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default().to_string();
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        if kind != "Namespace" {
+            kinds.insert((api_version, kind));
         }
     }
     kinds
+}
+
+/// The rule that lets the operator write the stored objects of the CRDs of Butler's components
+/// again after a release moved their storage version (list them, and an empty patch each).
+fn storage_migration_rule() -> Value {
+    let mut groups = BTreeSet::new();
+    let mut plurals = BTreeSet::new();
+    for crd in component_objects().iter().filter(|o| o["kind"] == "CustomResourceDefinition") {
+        groups.insert(crd["spec"]["group"].as_str().unwrap_or_default().to_string());
+        plurals.insert(crd["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string());
+    }
+    json!({"apiGroups": groups, "resources": plurals, "verbs": ["list", "patch"]})
 }
 
 /// The rules of the ClusterRole that lets the operator install Butler's providers.
@@ -111,6 +130,10 @@ fn operator_rules() -> Vec<Value> {
         json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
         // What holds up a deletion: workload clusters, and objects of the providers' CRDs.
         json!({"apiGroups": ["butler.butlerlabs.dev"], "resources": ["*"], "verbs": ["get", "list", "watch"]}),
+        // Storage-version migration: the stored objects of the providers' CRDs written again,
+        // then the CRD's storedVersions trimmed.
+        storage_migration_rule(),
+        json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions/status"], "verbs": ["patch"]}),
         // Secure metrics: who a scraper's token is, and whether it may get /metrics.
         json!({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}),
         json!({"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}),

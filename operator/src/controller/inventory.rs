@@ -34,6 +34,11 @@ pub struct Inventory {
     /// whatever its `crdDeletionPolicy`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adopted: Vec<ObjectRef>,
+    /// CRDs whose stored objects are being written again at a new storage version
+    /// ([`super::storage`]): named before the first write, dropped once the CRD's
+    /// `storedVersions` is trimmed, so that a migration cut short goes on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub migrating: Vec<String>,
 }
 
 /// The inventory ConfigMap's name: `{plural}-{name}-inventory`.

@@ -20,6 +20,7 @@ pub mod reason;
 pub mod reconcile;
 pub mod run;
 pub mod status;
+pub mod storage;
 pub mod triggers;
 pub mod users;
 pub mod vocabulary;

@@ -346,6 +346,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         adopted: previous.adopted.iter().filter(|o| refs.contains(o)).cloned().collect(),
         objects: refs,
         pending: Vec::new(),
+        migrating: previous.migrating.clone(),
     };
     // `1.2.0` and `v1.2.0` are one version: writing it the other way changes nothing.
     let same_version = |v: &str| Version::parse(v, "status").is_ok_and(|v| v == fetched.version);

@@ -467,7 +467,8 @@ where
     };
     let finished = recorded(ctx) == Some((plan.inventory.objects.len(), true));
     if to_apply.is_empty() && plan.delete.is_empty() && finished {
-        return Ok(());
+        // A storage-version migration cut short goes on.
+        return migrate_stored(ctx, object, key, Vec::new()).await;
     }
     // Every kind the set needs is served before the first write, or nothing is written.
     let unserved = ctx.applier.unserved(&plan.objects).await;
@@ -496,6 +497,7 @@ where
     let mut made: Vec<ObjectRef> = Vec::new();
     let mut adopted: Vec<ObjectRef> = plan.inventory.adopted.clone();
     let earlier = EarlierInstall::new(plan);
+    let mut stale_crds: Vec<String> = Vec::new();
     for wanted in to_apply {
         let r = ObjectRef::of(wanted);
         ctx.drift.begin(&r);
@@ -509,6 +511,12 @@ where
         };
         match applied {
             Ok((applied, resource)) => {
+                if resource.kind == "CustomResourceDefinition"
+                    && let Some(stale) =
+                        serde_json::to_value(&applied).ok().as_ref().and_then(super::storage::stale)
+                {
+                    stale_crds.push(stale.name);
+                }
                 ctx.drift.record(r.clone(), &applied.metadata);
                 made.push(r);
                 // Deployments are watched in full by the controller already.
@@ -557,5 +565,32 @@ where
         inventory::write(ctx, object, key, &finished).await?;
     }
     tracing::info!(provider = %key, version = %plan.inventory.version, "applied the provider's objects");
+    migrate_stored(ctx, object, key, stale_crds).await
+}
+
+/// Migrates the stored objects of the CRDs `found` stale by this apply and of those the
+/// inventory names from before, each named in the inventory until it is done.
+async fn migrate_stored<K: ProviderObject>(
+    ctx: &Context,
+    object: &K,
+    key: &ProviderKey,
+    found: Vec<String>,
+) -> Result<(), String> {
+    let recorded = ctx.inventories.lock().expect("not poisoned").get(&uid_of(object)).cloned();
+    let Some(mut record) = recorded else { return Ok(()) };
+    let mut todo = record.migrating.clone();
+    todo.extend(found.into_iter().filter(|name| !record.migrating.contains(name)));
+    if todo.is_empty() {
+        return Ok(());
+    }
+    if todo != record.migrating {
+        record.migrating = todo.clone();
+        inventory::write(ctx, object, key, &record).await?;
+    }
+    for name in todo {
+        super::storage::migrate_named(&ctx.client, &name).await?;
+        record.migrating.retain(|n| *n != name);
+        inventory::write(ctx, object, key, &record).await?;
+    }
     Ok(())
 }

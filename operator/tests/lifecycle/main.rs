@@ -12,5 +12,6 @@ mod manifest;
 mod migrate;
 mod oci;
 mod restart;
+mod storage;
 mod support;
 mod upgrade;

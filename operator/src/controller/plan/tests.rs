@@ -183,6 +183,7 @@ fn an_upgrade_deletes_what_dropped_out_but_keeps_crds_and_the_namespace() {
         digest: "old".into(),
         pending: Vec::new(),
         adopted: Vec::new(),
+        migrating: Vec::new(),
         objects: vec![
             ObjectRef {
                 api_version: "v1".into(),
