@@ -32,7 +32,7 @@ async fn cluster() -> MemoryApiServer {
     let server = MemoryApiServer::start().await;
     let client = server.client();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut all = butler_operator::crds::providers();
+    let mut all = butler_operator::crds::operator();
     all.extend(butler_apiserver::stand_ins::cert_manager_crds());
     for crd in all {
         let name = crd.metadata.name.clone().unwrap();

@@ -10,7 +10,7 @@ use kube::CustomResourceExt;
 
 use crate::api::{
     AddonProvider, BootstrapProvider, ControlPlaneProvider, CoreProvider, IPAMProvider,
-    InfrastructureProvider,
+    InfrastructureProvider, ProviderUpgrade,
 };
 
 /// Every provider CRD, core first, with tidied descriptions.
@@ -28,9 +28,21 @@ pub fn providers() -> Vec<CustomResourceDefinition> {
     .collect()
 }
 
-/// Every CRD of the workspace: the provider kinds, then Butler's API.
-pub fn all() -> Vec<CustomResourceDefinition> {
+/// The CRD of upgrades as objects ([`ProviderUpgrade`]).
+pub fn upgrades() -> CustomResourceDefinition {
+    butler_runtime::crds::tidy(ProviderUpgrade::crd())
+}
+
+/// The operator's CRDs: the provider kinds, then upgrades.
+pub fn operator() -> Vec<CustomResourceDefinition> {
     let mut crds = providers();
+    crds.push(upgrades());
+    crds
+}
+
+/// Every CRD of the workspace: the operator's, then Butler's API.
+pub fn all() -> Vec<CustomResourceDefinition> {
+    let mut crds = operator();
     crds.extend(butler_core::api::crds().into_iter().map(butler_runtime::crds::tidy));
     crds
 }

@@ -115,7 +115,8 @@ pub fn provider_rules() -> Vec<Value> {
 
 /// The rules of what the operator itself does.
 fn operator_rules() -> Vec<Value> {
-    let kinds = ProviderKind::ALL.map(KindNames::plural);
+    let mut kinds: Vec<&str> = ProviderKind::ALL.map(KindNames::plural).to_vec();
+    kinds.push("providerupgrades");
     vec![
         json!({"apiGroups": ["operator.butlerlabs.dev"], "resources": kinds, "verbs": ["get", "list", "watch", "update", "patch"]}),
         json!({
@@ -189,7 +190,7 @@ pub fn service_monitor(version: &str) -> Value {
 }
 
 fn crds() -> Vec<Value> {
-    crate::crds::providers()
+    crate::crds::operator()
         .into_iter()
         .map(|crd| serde_json::to_value(crd).expect("CRDs serialize"))
         .collect()

@@ -19,7 +19,7 @@ fn crds_folder_matches_the_code() {
 #[test]
 fn every_crd_of_the_workspace_is_structural() {
     let crds = all();
-    assert_eq!(crds.len(), 11);
+    assert_eq!(crds.len(), 12);
     for crd in &crds {
         let errors = check_structural(crd);
         assert!(errors.is_empty(), "{}", errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"));

@@ -39,7 +39,7 @@ type Failure = Box<dyn std::error::Error>;
 
 async fn setup(client: &kube::Client) -> Result<(), Failure> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut all = butler_operator::crds::providers();
+    let mut all = butler_operator::crds::operator();
     all.extend(cert_manager_crds());
     for crd in all {
         let name = crd.name_any();

@@ -9,10 +9,12 @@
 mod kinds;
 mod spec;
 mod status;
+mod upgrade;
 
 pub use kinds::*;
 pub use spec::*;
 pub use status::*;
+pub use upgrade::*;
 
 /// The API group of the provider kinds.
 pub const GROUP: &str = "operator.butlerlabs.dev";

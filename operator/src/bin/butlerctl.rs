@@ -85,6 +85,16 @@ enum Upgrade {
     /// contracts: pause all, upgrade the core then the others, unpause, wait for Ready. Safe to
     /// run again after an interruption.
     Apply(ApplyFlags),
+    /// Approve a ProviderUpgrade (sets spec.approved: true); the operator then runs its steps.
+    Approve {
+        /// The ProviderUpgrade's name.
+        name: String,
+        /// Its namespace.
+        #[arg(long, short = 'n', value_name = "NS", default_value = "butler-system")]
+        namespace: String,
+        #[command(flatten)]
+        cluster: KubeFlags,
+    },
 }
 
 #[derive(Args)]
@@ -390,6 +400,16 @@ async fn main() -> ExitCode {
         }
         Command::Upgrade { what: Upgrade::Apply(f) } => {
             return finish(apply(f).await);
+        }
+        Command::Upgrade { what: Upgrade::Approve { name, namespace, cluster } } => {
+            let approved = async {
+                let client = cluster.client().await?;
+                let stdout = cli::upgrades::approve(&client, &namespace, &name)
+                    .await
+                    .map_err(cli::GenerateError::Cluster)?;
+                Ok(cli::Output { stdout, stderr: Vec::new() })
+            };
+            return finish(approved.await);
         }
         Command::Delete(f) => {
             return finish(delete(f).await);

@@ -71,7 +71,7 @@ pub(crate) fn provider_api(client: &kube::Client, kind: ProviderKind, namespace:
     Api::namespaced_with(client.clone(), namespace, &kind.api_resource())
 }
 
-pub(super) async fn patch(
+pub(crate) async fn patch(
     client: &kube::Client,
     kind: ProviderKind,
     namespace: &str,
@@ -111,7 +111,7 @@ async fn read(
 }
 
 /// The operator's refusal, if the provider shows one for its current generation.
-fn refusal(row: &ProviderRow) -> Option<String> {
+pub(crate) fn refusal(row: &ProviderRow) -> Option<String> {
     row.conditions.iter().find(|c| c.status == "False" && REFUSALS.contains(&c.reason.as_str())).map(|c| {
         format!("{} {}/{}: {} ({}): {}", row.kind, row.namespace, row.name, c.type_, c.reason, c.message)
     })
@@ -153,11 +153,11 @@ async fn wait_for(
     }
 }
 
-fn condition_true(row: &ProviderRow, type_: &str) -> bool {
+pub(crate) fn condition_true(row: &ProviderRow, type_: &str) -> bool {
     row.condition(type_).is_some_and(|c| c.status == "True")
 }
 
-fn installed(row: &ProviderRow, version: &str) -> bool {
+pub(crate) fn installed(row: &ProviderRow, version: &str) -> bool {
     let same = match (
         row.installed_version.as_deref().map(|v| Version::parse(v, "status")),
         Version::parse(version, "target"),
@@ -168,19 +168,47 @@ fn installed(row: &ProviderRow, version: &str) -> bool {
     same && condition_true(row, "ProviderInstalled")
 }
 
+/// The repositories of the providers an upgrade reads, as the caller reaches them (the command
+/// line with its user's credentials, the operator under its policy): every provider's for a
+/// contract, the core provider's for named versions ([`Repositories::needed`]).
+#[derive(Default)]
+pub(crate) struct Repositories(Vec<((ProviderKind, String, String), butler_repository::Repository)>);
+
+impl Repositories {
+    /// The providers whose repositories `wanted` reads.
+    pub(crate) fn needed<'a>(rows: &'a [ProviderRow], wanted: &Wanted) -> Vec<&'a ProviderRow> {
+        match wanted {
+            Wanted::Contract(_) => rows.iter().collect(),
+            Wanted::Versions(_) => rows.iter().filter(|r| r.provider_kind == ProviderKind::Core).collect(),
+        }
+    }
+
+    pub(crate) fn add(&mut self, row: &ProviderRow, repository: butler_repository::Repository) {
+        self.0.push(((row.provider_kind, row.namespace.clone(), row.name.clone()), repository));
+    }
+
+    fn of(&self, row: &ProviderRow) -> Result<&butler_repository::Repository, String> {
+        self.0
+            .iter()
+            .find(|((k, ns, n), _)| *k == row.provider_kind && *ns == row.namespace && *n == row.name)
+            .map(|(_, r)| r)
+            .ok_or_else(|| {
+                format!("{} {}/{}: its repository was not read", row.kind, row.namespace, row.name)
+            })
+    }
+}
+
 /// The moves `wanted` asks for, from the providers and their repositories.
-async fn moves(
-    client: &kube::Client,
+pub(crate) async fn moves(
     rows: &[ProviderRow],
     wanted: &Wanted,
-    config: &ClusterctlConfig,
-    base: &RemoteOptions,
+    repositories: &Repositories,
 ) -> Result<Vec<Move>, String> {
     let mut out = Vec::new();
     match wanted {
         Wanted::Contract(contract) => {
             for row in rows {
-                let repo = super::plan::repository(client, row, base, config).await?;
+                let repo = repositories.of(row)?;
                 let to = repo.latest_for_contract(contract).await.map_err(|e| {
                     format!(
                         "{} {}/{} cannot move to contract {contract}: {e}",
@@ -222,13 +250,11 @@ async fn moves(
 
 /// The core provider's contract after the moves: the contract asked for, else that of the
 /// core provider's new version, else its contract now.
-async fn target_contract(
-    client: &kube::Client,
+pub(crate) async fn target_contract(
     core: &ProviderRow,
     wanted: &Wanted,
     moves: &[Move],
-    config: &ClusterctlConfig,
-    base: &RemoteOptions,
+    repositories: &Repositories,
 ) -> Result<Option<String>, String> {
     if let Wanted::Contract(c) = wanted {
         return Ok(Some(c.clone()));
@@ -236,7 +262,7 @@ async fn target_contract(
     let Some(core_move) = moves.iter().find(|m| m.kind == ProviderKind::Core) else {
         return Ok(core.contract.clone());
     };
-    let repo = super::plan::repository(client, core, base, config).await?;
+    let repo = repositories.of(core)?;
     let version = Version::parse(&core_move.to, "the core provider's target").map_err(|e| e.to_string())?;
     Ok(Some(repo.contract_of(&version).await.map_err(|e| e.to_string())?))
 }
@@ -261,13 +287,17 @@ pub async fn upgrade_apply(
     if !rows.iter().any(|r| r.provider_kind == ProviderKind::Core) {
         return Err("no CoreProvider in the cluster: nothing to upgrade; install the providers first (butlerctl init)".into());
     }
-    let moves = moves(client, &rows, wanted, config, base).await?;
+    let mut repositories = Repositories::default();
+    for row in Repositories::needed(&rows, wanted) {
+        repositories.add(row, super::plan::repository(client, row, base, config).await?);
+    }
+    let moves = moves(&rows, wanted, &repositories).await?;
     // An interrupted contract change shows in the annotations this command left.
     let mut in_progress: Vec<String> = rows.iter().filter_map(|r| r.upgrade_mark.clone()).collect();
     in_progress.sort();
     in_progress.dedup();
     let core = rows.iter().find(|r| r.provider_kind == ProviderKind::Core).expect("checked above");
-    let target = target_contract(client, core, wanted, &moves, config, base).await?;
+    let target = target_contract(core, wanted, &moves, &repositories).await?;
     // A contract change runs the whole sequence; one left unfinished is finished first.
     let contract = match in_progress.as_slice() {
         [] => target.filter(|t| core.contract.as_deref() != Some(t.as_str())),

@@ -147,6 +147,8 @@ mod tests {
             upgrade_mark: None,
             provider_kind: kind,
             spec: ProviderSpec::default(),
+            observed: true,
+            annotations: Default::default(),
         }
     }
 

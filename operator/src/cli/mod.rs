@@ -15,6 +15,7 @@ pub mod plan;
 pub mod provider_ref;
 pub mod providers;
 mod publish;
+pub mod upgrades;
 mod variables;
 
 pub use generate::{

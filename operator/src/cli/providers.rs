@@ -32,6 +32,12 @@ pub struct ProviderRow {
     pub provider_kind: ProviderKind,
     #[serde(skip)]
     pub spec: ProviderSpec,
+    /// The status describes the current spec (the operator observed its generation).
+    #[serde(skip)]
+    pub observed: bool,
+    /// The object's annotations.
+    #[serde(skip)]
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 impl ProviderRow {
@@ -54,7 +60,10 @@ impl ProviderRow {
         status: Option<ProviderStatus>,
     ) -> ProviderRow {
         let status = status.unwrap_or_default();
+        let observed = status.observed_generation.is_some() && status.observed_generation == meta.generation;
         ProviderRow {
+            observed,
+            annotations: meta.annotations.clone().unwrap_or_default(),
             kind: kind.kind().to_string(),
             namespace: meta.namespace.clone().unwrap_or_default(),
             name: meta.name.clone().unwrap_or_default(),

@@ -22,6 +22,7 @@ pub mod run;
 pub mod status;
 pub mod storage;
 pub mod triggers;
+pub mod upgrades;
 pub mod users;
 pub mod vocabulary;
 

@@ -150,6 +150,19 @@ where
         .graceful_shutdown_on(shutdown.clone())
 }
 
+/// How long reconciles under way may take to finish once the process is asked to stop.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Resolves [`SHUTDOWN_GRACE`] after `shutdown`: a controller whose graceful stop has not
+/// ended by then (seen with an idle kube-runtime controller now and then) is stopped.
+fn grace_over(shutdown: &Shutdown) -> impl std::future::Future<Output = ()> + Send + Sync + 'static {
+    let shutdown = shutdown.clone();
+    async move {
+        shutdown.await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    }
+}
+
 /// The objects of a kind in the operator's namespace, or in every namespace.
 fn scoped<K>(client: &kube::Client, options: &Options) -> Api<K>
 where
@@ -161,12 +174,13 @@ where
     }
 }
 
-fn drive<K>(controller: Controller<K>, ctx: Arc<Context>) -> BoxFuture<'static, ()>
+fn drive<K>(controller: Controller<K>, ctx: Arc<Context>, shutdown: &Shutdown) -> BoxFuture<'static, ()>
 where
     K: ProviderObject,
 {
     controller
         .run(reconcile::<K>, error_policy::<K>, ctx)
+        .take_until(grace_over(shutdown))
         .for_each(|result| {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "controller");
@@ -199,6 +213,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         addon: addon.store(),
         ipam: ipam.store(),
     };
+    let upgrades_api: Api<ProviderUpgrade> = scoped(&client, &options);
     let (deployments, writer) = reflector::store::<Deployment>();
     let deployments_api: Api<Deployment> = scoped(&client, &options);
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
@@ -279,13 +294,25 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     });
     ctx.watches.ensure("repository-configmaps", &configmaps, None, on_configmap);
     let watches = ctx.clone();
+    let upgrades = Controller::new(upgrades_api, watcher::Config::default().any_semantic())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(super::upgrades::reconcile, super::upgrades::error_policy, ctx.clone())
+        .take_until(grace_over(&shutdown))
+        .for_each(|result| {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "upgrade controller");
+            }
+            futures::future::ready(())
+        })
+        .boxed();
     let controllers = futures::future::join_all([
-        drive(core, ctx.clone()),
-        drive(infrastructure, ctx.clone()),
-        drive(bootstrap, ctx.clone()),
-        drive(control_plane, ctx.clone()),
-        drive(addon, ctx.clone()),
-        drive(ipam, ctx.clone()),
+        upgrades,
+        drive(core, ctx.clone(), &shutdown),
+        drive(infrastructure, ctx.clone(), &shutdown),
+        drive(bootstrap, ctx.clone(), &shutdown),
+        drive(control_plane, ctx.clone(), &shutdown),
+        drive(addon, ctx.clone(), &shutdown),
+        drive(ipam, ctx.clone(), &shutdown),
     ]);
     let run = async move {
         // The watches run until the controllers have stopped.

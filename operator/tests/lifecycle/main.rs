@@ -15,3 +15,4 @@ mod restart;
 mod storage;
 mod support;
 mod upgrade;
+mod upgrades;

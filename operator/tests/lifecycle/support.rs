@@ -53,7 +53,7 @@ impl Scenario {
     pub async fn new(base: &str) -> Scenario {
         init_logging();
         let cluster = Cluster::connect().await;
-        for crd in butler_operator::crds::providers() {
+        for crd in butler_operator::crds::operator() {
             cluster.install_crd(&crd).await;
         }
         // Providers' ClusterRoles and CRDs have one name per cluster: on a real cluster the

@@ -1,0 +1,328 @@
+//! The steps of an upgrade and what comes next, decided from the steps recorded so far and the
+//! provider objects as they are: no I/O, so every decision is tested without a cluster. A step
+//! starts by changing provider objects (patches that can be sent twice), then waits until they
+//! show it done, so that an operator killed anywhere starts the same step again, or finds it
+//! done.
+
+use serde_json::{Value, json};
+
+use crate::api::{PlannedMove, ProviderKind, StepAction, StepState, UpgradeStep};
+use crate::cli::apply::{condition_true, installed, refusal};
+use crate::cli::providers::ProviderRow;
+
+/// The annotation on a provider that an upgrade paused: its value names the upgrade, which
+/// alone unpauses it.
+pub const PAUSED_BY: &str = "operator.butlerlabs.dev/paused-by-upgrade";
+
+/// The steps of a plan, in the contract's order: with a contract change every provider is
+/// paused first and unpaused after; the core provider moves before the others; last, every
+/// running provider must be Ready.
+pub fn steps(plan: &[PlannedMove], contract_change: bool) -> Vec<UpgradeStep> {
+    let step = |name: String, action: StepAction| UpgradeStep { name, action, ..Default::default() };
+    let mut steps = Vec::new();
+    if contract_change {
+        steps.push(step("Pause every provider".into(), StepAction::Pause));
+    }
+    let mut ordered: Vec<&PlannedMove> = plan.iter().collect();
+    ordered.sort_by_key(|m| m.kind != "CoreProvider");
+    for m in ordered {
+        steps.push(UpgradeStep {
+            kind: Some(m.kind.clone()),
+            provider: Some(m.name.clone()),
+            version: Some(m.to.clone()),
+            ..step(format!("Upgrade {} {} to {}", m.kind, m.name, m.to), StepAction::Upgrade)
+        });
+    }
+    if contract_change {
+        steps.push(step("Unpause the providers this upgrade paused".into(), StepAction::Unpause));
+    }
+    steps.push(step("Every provider Ready".into(), StepAction::Ready));
+    steps
+}
+
+/// A change to one provider object: a merge patch of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub kind: ProviderKind,
+    pub name: String,
+    pub patch: Value,
+}
+
+/// What to do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Make these changes, then record step `index` running.
+    Start(usize, Vec<Change>),
+    /// Step `index` is done.
+    Finish(usize),
+    /// Step `index` failed, for this reason.
+    Fail(usize, String),
+    /// Step `index` runs; look again soon. The message says what it waits for.
+    Wait(usize, String),
+    /// Every step succeeded.
+    Done,
+    /// A step failed before: nothing more runs.
+    Stopped,
+}
+
+fn row_of<'a>(rows: &'a [ProviderRow], kind: &str, name: &str) -> Option<&'a ProviderRow> {
+    rows.iter().find(|r| r.kind == kind && r.name == name)
+}
+
+/// The next move of the upgrade `upgrade`, whose steps are `steps`, with the providers `rows`;
+/// `elapsed` is how long the running step has run, `timeout` how long it may.
+pub fn next(
+    upgrade: &str,
+    steps: &[UpgradeStep],
+    rows: &[ProviderRow],
+    elapsed: Option<std::time::Duration>,
+    timeout: std::time::Duration,
+) -> Next {
+    if steps.iter().any(|s| s.state == StepState::Failed) {
+        return Next::Stopped;
+    }
+    let Some((index, step)) = steps.iter().enumerate().find(|(_, s)| s.state != StepState::Succeeded) else {
+        return Next::Done;
+    };
+    if step.state == StepState::Pending {
+        return Next::Start(index, changes(upgrade, step, rows));
+    }
+    // Running: done, refused, out of time, or still waiting.
+    match progress(upgrade, step, rows) {
+        Ok(()) => Next::Finish(index),
+        Err(Waiting::Refused(why)) => Next::Fail(index, why),
+        Err(Waiting::For(what)) if elapsed.is_some_and(|e| e > timeout) => {
+            Next::Fail(index, format!("not done within {}s: still waiting for {what}", timeout.as_secs()))
+        }
+        Err(Waiting::For(what)) => Next::Wait(index, what),
+    }
+}
+
+/// The provider objects a step changes as it starts.
+fn changes(upgrade: &str, step: &UpgradeStep, rows: &[ProviderRow]) -> Vec<Change> {
+    let change =
+        |row: &ProviderRow, patch: Value| Change { kind: row.provider_kind, name: row.name.clone(), patch };
+    match step.action {
+        // Those running now are paused, marked as this upgrade's to unpause.
+        StepAction::Pause => rows
+            .iter()
+            .filter(|r| !r.paused)
+            .map(|r| {
+                change(
+                    r,
+                    json!({"metadata": {"annotations": {PAUSED_BY: upgrade}}, "spec": {"paused": true}}),
+                )
+            })
+            .collect(),
+        StepAction::Upgrade => {
+            let target =
+                step.kind.as_deref().zip(step.provider.as_deref()).and_then(|(k, n)| row_of(rows, k, n));
+            target
+                .map(|r| change(r, json!({"spec": {"version": step.version.clone().unwrap_or_default()}})))
+                .into_iter()
+                .collect()
+        }
+        StepAction::Unpause => rows
+            .iter()
+            .filter(|r| paused_by(r) == Some(upgrade))
+            .map(|r| {
+                change(r, json!({"metadata": {"annotations": {PAUSED_BY: null}}, "spec": {"paused": false}}))
+            })
+            .collect(),
+        StepAction::Ready => Vec::new(),
+    }
+}
+
+fn paused_by(row: &ProviderRow) -> Option<&str> {
+    row.annotations.get(PAUSED_BY).map(String::as_str)
+}
+
+enum Waiting {
+    For(String),
+    Refused(String),
+}
+
+/// Whether a running step is done; else what it waits for, or the operator's refusal.
+fn progress(upgrade: &str, step: &UpgradeStep, rows: &[ProviderRow]) -> Result<(), Waiting> {
+    let describe = |r: &ProviderRow| format!("{} {}", r.kind, r.name);
+    // Only a status that describes the current spec counts.
+    let unseen: Vec<String> = rows.iter().filter(|r| !r.observed).map(describe).collect();
+    match step.action {
+        StepAction::Pause => {
+            let running: Vec<String> =
+                rows.iter().filter(|r| !condition_true(r, "Paused")).map(describe).collect();
+            match running.is_empty() {
+                true => Ok(()),
+                false => Err(Waiting::For(format!("held at 0 replicas: {}", running.join(", ")))),
+            }
+        }
+        StepAction::Upgrade => {
+            let (kind, name) =
+                (step.kind.as_deref().unwrap_or_default(), step.provider.as_deref().unwrap_or_default());
+            let version = step.version.as_deref().unwrap_or_default();
+            let Some(row) = row_of(rows, kind, name) else {
+                return Err(Waiting::Refused(format!("{kind} {name} is gone")));
+            };
+            if !row.observed {
+                return Err(Waiting::For(format!("the operator to see {kind} {name} at {version}")));
+            }
+            if installed(row, version) {
+                return Ok(());
+            }
+            match refusal(row) {
+                Some(why) => Err(Waiting::Refused(format!("the operator refused: {why}"))),
+                None => Err(Waiting::For(format!("{kind} {name} installed at {version}"))),
+            }
+        }
+        StepAction::Unpause => {
+            let still: Vec<String> =
+                rows.iter().filter(|r| paused_by(r) == Some(upgrade)).map(describe).collect();
+            match still.is_empty() {
+                true => Ok(()),
+                false => Err(Waiting::For(format!("unpaused: {}", still.join(", ")))),
+            }
+        }
+        StepAction::Ready => {
+            if !unseen.is_empty() {
+                return Err(Waiting::For(format!("the operator to see {}", unseen.join(", "))));
+            }
+            if let Some(why) = rows.iter().find_map(refusal) {
+                return Err(Waiting::Refused(format!("the operator refused: {why}")));
+            }
+            let waiting: Vec<String> = rows
+                .iter()
+                .filter(|r| !r.paused && (!condition_true(r, "Ready") || condition_true(r, "Paused")))
+                .map(describe)
+                .collect();
+            match waiting.is_empty() {
+                true => Ok(()),
+                false => Err(Waiting::For(format!("Ready: {}", waiting.join(", ")))),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ProviderSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    fn condition(type_: &str, status: &str, reason: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            observed_generation: None,
+        }
+    }
+
+    fn row(kind: ProviderKind, name: &str, installed: &str, conditions: Vec<Condition>) -> ProviderRow {
+        ProviderRow {
+            kind: kind.type_name().into(),
+            namespace: "butler-system".into(),
+            name: name.into(),
+            version: None,
+            installed_version: Some(installed.into()),
+            contract: Some("v1beta1".into()),
+            paused: false,
+            conditions,
+            upgrade_mark: None,
+            provider_kind: kind,
+            spec: ProviderSpec::default(),
+            observed: true,
+            annotations: Default::default(),
+        }
+    }
+
+    fn plan() -> Vec<PlannedMove> {
+        vec![
+            PlannedMove {
+                kind: "InfrastructureProvider".into(),
+                name: "widget".into(),
+                from: Some("v1.0.0".into()),
+                to: "v2.0.0".into(),
+            },
+            PlannedMove {
+                kind: "CoreProvider".into(),
+                name: "butler".into(),
+                from: Some("v1.0.0".into()),
+                to: "v2.0.0".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_contract_change_pauses_first_moves_the_core_first_and_unpauses_last() {
+        let names: Vec<String> = steps(&plan(), true).into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "Pause every provider",
+                "Upgrade CoreProvider butler to v2.0.0",
+                "Upgrade InfrastructureProvider widget to v2.0.0",
+                "Unpause the providers this upgrade paused",
+                "Every provider Ready",
+            ]
+        );
+        let within: Vec<StepAction> = steps(&plan(), false).into_iter().map(|s| s.action).collect();
+        assert_eq!(within, [StepAction::Upgrade, StepAction::Upgrade, StepAction::Ready]);
+    }
+
+    #[test]
+    fn steps_start_with_their_changes_wait_and_finish_from_what_the_providers_show() {
+        let timeout = std::time::Duration::from_secs(600);
+        let mut steps = steps(&plan(), true);
+        let mut rows = vec![
+            row(ProviderKind::Core, "butler", "v1.0.0", vec![condition("Ready", "True", "Ready")]),
+            row(ProviderKind::Infrastructure, "widget", "v1.0.0", vec![condition("Ready", "True", "Ready")]),
+        ];
+        // The pause marks both providers as this upgrade's.
+        let Next::Start(0, changes) = next("u1", &steps, &rows, None, timeout) else { panic!() };
+        assert_eq!(changes.len(), 2);
+        assert_eq!(changes[0].patch["metadata"]["annotations"][PAUSED_BY], "u1");
+        steps[0].state = StepState::Running;
+        assert!(matches!(next("u1", &steps, &rows, None, timeout), Next::Wait(0, _)));
+        for r in rows.iter_mut() {
+            r.paused = true;
+            r.annotations.insert(PAUSED_BY.into(), "u1".into());
+            r.conditions.push(condition("Paused", "True", "Paused"));
+        }
+        assert_eq!(next("u1", &steps, &rows, None, timeout), Next::Finish(0));
+        steps[0].state = StepState::Succeeded;
+        // The core provider moves; a refusal fails the step; time running out does too.
+        let Next::Start(1, changes) = next("u1", &steps, &rows, None, timeout) else { panic!() };
+        assert_eq!(
+            changes,
+            [Change {
+                kind: ProviderKind::Core,
+                name: "butler".into(),
+                patch: json!({"spec": {"version": "v2.0.0"}})
+            }]
+        );
+        steps[1].state = StepState::Running;
+        let late = Some(std::time::Duration::from_secs(601));
+        assert!(
+            matches!(next("u1", &steps, &rows, late, timeout), Next::Fail(1, why) if why.contains("CoreProvider butler installed at v2.0.0"))
+        );
+        rows[0].conditions.push(condition("ProviderUpgraded", "False", "ContractChangeNeedsPause"));
+        assert!(
+            matches!(next("u1", &steps, &rows, None, timeout), Next::Fail(1, why) if why.contains("ContractChangeNeedsPause"))
+        );
+        rows[0].conditions.retain(|c| c.type_ != "ProviderUpgraded");
+        rows[0].installed_version = Some("v2.0.0".into());
+        rows[0].conditions.push(condition("ProviderInstalled", "True", "Installed"));
+        assert_eq!(next("u1", &steps, &rows, None, timeout), Next::Finish(1));
+        // Only what this upgrade paused is unpaused.
+        steps[1].state = StepState::Succeeded;
+        steps[2].state = StepState::Succeeded;
+        rows[1].annotations.insert(PAUSED_BY.into(), "someone-else".into());
+        let Next::Start(3, changes) = next("u1", &steps, &rows, None, timeout) else { panic!() };
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].name, "butler");
+        steps[3].state = StepState::Failed;
+        assert_eq!(next("u1", &steps, &rows, None, timeout), Next::Stopped);
+    }
+}

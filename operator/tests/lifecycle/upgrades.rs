@@ -1,0 +1,206 @@
+//! Upgrades as objects: a ProviderUpgrade is planned into its status, waits for approval, and
+//! runs its steps in the contract's order.
+
+use std::time::{Duration, Instant};
+
+use butler_operator::api::{CoreProvider, InfrastructureProvider, ProviderUpgrade, StepState};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use crate::fixtures::{components, publish};
+use crate::support::{Scenario, is};
+use crate::upgrade::{installed, spec};
+
+fn upgrades(s: &Scenario) -> Api<ProviderUpgrade> {
+    Api::namespaced(s.client.clone(), &s.namespace)
+}
+
+async fn create(s: &Scenario, name: &str, spec: serde_json::Value) {
+    let upgrade: ProviderUpgrade = serde_json::from_value(json!({
+        "apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": "ProviderUpgrade",
+        "metadata": {"name": name, "namespace": s.namespace}, "spec": spec,
+    }))
+    .unwrap();
+    upgrades(s).create(&PostParams::default(), &upgrade).await.unwrap();
+}
+
+/// Waits until `check` holds for the upgrade; panics after 60 s with its status.
+async fn wait_upgrade(
+    s: &Scenario,
+    name: &str,
+    what: &str,
+    check: impl Fn(&ProviderUpgrade) -> bool,
+) -> ProviderUpgrade {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = upgrades(s).get(name).await.unwrap();
+        if check(&found) {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ProviderUpgrade {name}: {what} did not happen within 60s; status: {}",
+            serde_json::to_string_pretty(&found.status).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn condition(u: &ProviderUpgrade, type_: &str) -> Option<(String, String)> {
+    let status = u.status.as_ref()?;
+    status.conditions.iter().find(|c| c.type_ == type_).map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+async fn publish_releases(s: &Scenario) {
+    for version in ["v1.0.0", "v1.1.0", "v2.0.0"] {
+        publish(s, "butler", "core-components.yaml", version, &components("butler", version, &[])).await;
+        let widget = components("widget", version, &[]);
+        publish(s, "infrastructure-widget", "infrastructure-components.yaml", version, &widget).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_waits_for_approval_then_runs_the_core_first() {
+    let mut s = Scenario::new("upgrade-object").await;
+    publish_releases(&s).await;
+    s.start_operator();
+    let marking = crate::cli::keep_marking_available(&s);
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+
+    create(
+        &s,
+        "to-1-1",
+        json!({"providers": [
+            {"kind": "InfrastructureProvider", "name": "widget", "version": "v1.1.0"},
+            {"kind": "CoreProvider", "name": "butler", "version": "v1.1.0"},
+        ]}),
+    )
+    .await;
+    let planned = wait_upgrade(&s, "to-1-1", "planned and waiting for approval", |u| {
+        condition(u, "Planned").is_some_and(|c| c.0 == "True")
+            && condition(u, "Approved").is_some_and(|c| c.1 == "WaitingForApproval")
+    })
+    .await;
+    let status = planned.status.unwrap();
+    let names: Vec<&str> = status.steps.iter().map(|st| st.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Upgrade CoreProvider butler to v1.1.0",
+            "Upgrade InfrastructureProvider widget to v1.1.0",
+            "Every provider Ready"
+        ]
+    );
+    assert_eq!(status.plan.len(), 2);
+    assert_eq!(status.plan[0].from.as_deref(), Some("v1.0.0"));
+    // Nothing moves before the approval.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let core = s.api::<CoreProvider>().get("butler").await.unwrap();
+    assert_eq!(core.spec.version.as_deref(), Some("v1.0.0"));
+
+    let said = butler_operator::cli::upgrades::approve(&s.client, &s.namespace, "to-1-1").await.unwrap();
+    assert!(said.contains("Upgrade CoreProvider butler to v1.1.0"), "{said}");
+    let approved = upgrades(&s).get("to-1-1").await.unwrap();
+    assert_eq!(approved.spec.approved, Some(true), "approving is the spec field a GitOps commit sets");
+    let done =
+        wait_upgrade(&s, "to-1-1", "Succeeded", |u| condition(u, "Succeeded").is_some_and(|c| c.0 == "True"))
+            .await;
+    let steps = done.status.unwrap().steps;
+    assert!(
+        steps
+            .iter()
+            .all(|st| st.state == StepState::Succeeded && st.started.is_some() && st.finished.is_some()),
+        "{steps:#?}"
+    );
+    assert!(steps[0].finished <= steps[1].started, "the core provider moves first: {steps:#?}");
+    let widget = s.wait_for::<InfrastructureProvider>("widget", "v1.1.0", installed("v1.1.0")).await;
+    assert_eq!(widget.spec.version.as_deref(), Some("v1.1.0"));
+    s.wait_for::<CoreProvider>("butler", "v1.1.0", installed("v1.1.0")).await;
+    marking.abort();
+    s.stop_operator().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contract_upgrade_through_the_object_pauses_everything_first_and_survives_restarts() {
+    let mut s = Scenario::new("upgrade-contract").await;
+    publish_releases(&s).await;
+    s.start_operator();
+    let marking = crate::cli::keep_marking_available(&s);
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+
+    create(&s, "to-v1beta2", json!({"contract": "v1beta2", "approval": "Automatic"})).await;
+    // The operator is stopped and started again while the steps run: they go on.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        s.kill_operator().await;
+        s.start_operator();
+    }
+    let done = wait_upgrade(&s, "to-v1beta2", "Succeeded", |u| {
+        condition(u, "Succeeded").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let status = done.status.unwrap();
+    assert_eq!(
+        (status.from_contract.as_deref(), status.to_contract.as_deref()),
+        (Some("v1beta1"), Some("v1beta2"))
+    );
+    let names: Vec<&str> = status.steps.iter().map(|st| st.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Pause every provider",
+            "Upgrade CoreProvider butler to v2.0.0",
+            "Upgrade InfrastructureProvider widget to v2.0.0",
+            "Unpause the providers this upgrade paused",
+            "Every provider Ready",
+        ]
+    );
+    for pair in status.steps.windows(2) {
+        assert!(pair[0].finished <= pair[1].started, "{} before {}", pair[0].name, pair[1].name);
+    }
+    let widget = s.wait_for::<InfrastructureProvider>("widget", "v2.0.0", installed("v2.0.0")).await;
+    assert_eq!(widget.spec.paused, Some(false));
+    assert!(
+        !widget
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("operator.butlerlabs.dev/paused-by-upgrade")
+    );
+    s.wait_for::<CoreProvider>("butler", "Ready at v2.0.0", |p| {
+        installed("v2.0.0")(p) && is(p, "Ready", "True")
+    })
+    .await;
+    marking.abort();
+    s.stop_operator().await;
+}
+
+/// An upgrade changes provider objects with the operator's rights: one written where provider
+/// objects are not honoured changes nothing (else whoever may write an upgrade there could
+/// change providers they may not touch).
+#[tokio::test]
+async fn an_upgrade_where_providers_are_not_honoured_changes_nothing() {
+    let mut s = Scenario::new("upgrade-elsewhere").await;
+    publish_releases(&s).await;
+    s.start_operator_with_options(|o| o.policy.provider_namespaces = Some(vec!["somewhere-else".into()]));
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    create(
+        &s,
+        "sneaky",
+        json!({"approval": "Automatic", "providers": [{"kind": "CoreProvider", "name": "butler", "version": "v2.0.0"}]}),
+    )
+    .await;
+    let refused = wait_upgrade(&s, "sneaky", "refused", |u| {
+        condition(u, "Planned").is_some_and(|c| c.1 == "NamespaceNotAllowed")
+    })
+    .await;
+    assert!(refused.status.unwrap().steps.is_empty());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let core = s.api::<CoreProvider>().get("butler").await.unwrap();
+    assert_eq!(core.spec.version.as_deref(), Some("v1.0.0"));
+    s.stop_operator().await;
+}
