@@ -1,6 +1,8 @@
 //! [`ProviderUpgrade`]: an upgrade of the providers of a namespace as an object, planned by the
 //! operator, approved by a person (or by itself), and run step by step in the contract's order.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -115,6 +117,29 @@ pub struct PlannedMove {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     pub to: String,
+    /// What the move does to the provider's objects, both versions rendered as the operator
+    /// renders them; none when they could not be compared (`Planned` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects: Option<ObjectChanges>,
+}
+
+/// The objects a move adds, changes and removes, counted by kind.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectChanges {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub added: BTreeMap<String, i64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub changed: BTreeMap<String, i64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub removed: BTreeMap<String, i64>,
+    /// CRDs the new version no longer has: kept, with their objects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_crds: Vec<String>,
+    /// CRDs whose storage version moves (`gadgets.x.io: v1alpha1 -> v1beta1`); their stored
+    /// objects are written again after the move.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage_versions: Vec<String>,
 }
 
 /// One step of the upgrade.

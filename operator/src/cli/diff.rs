@@ -53,6 +53,53 @@ pub fn diff(current: &[Value], next: &[Value]) -> ObjectDiff {
     out
 }
 
+/// The CRDs of both renderings whose storage version differs, as `name: old -> new`.
+pub fn storage_changes(current: &[Value], next: &[Value]) -> Vec<String> {
+    let storage = |crd: &Value| {
+        crd["spec"]["versions"].as_array()?.iter().find(|v| v["storage"] == true)?["name"]
+            .as_str()
+            .map(String::from)
+    };
+    let crds = |set: &[Value]| -> Vec<(String, Option<String>)> {
+        set.iter()
+            .filter(|o| o["kind"] == "CustomResourceDefinition")
+            .map(|o| (o["metadata"]["name"].as_str().unwrap_or_default().to_string(), storage(o)))
+            .collect()
+    };
+    let before = crds(current);
+    crds(next)
+        .into_iter()
+        .filter_map(|(name, after)| {
+            let (_, was) = before.iter().find(|(n, _)| *n == name)?;
+            (was != &after).then(|| {
+                format!("{name}: {} -> {}", was.as_deref().unwrap_or("-"), after.as_deref().unwrap_or("-"))
+            })
+        })
+        .collect()
+}
+
+/// The diff counted by kind, for an upgrade's plan.
+pub fn counted(diff: &ObjectDiff, storage: Vec<String>) -> crate::api::ObjectChanges {
+    let by_kind = |keys: &[String]| {
+        let mut counts = std::collections::BTreeMap::new();
+        for k in keys {
+            *counts.entry(k.split(' ').next().unwrap_or_default().to_string()).or_insert(0) += 1;
+        }
+        counts
+    };
+    crate::api::ObjectChanges {
+        added: by_kind(&diff.added),
+        changed: by_kind(&diff.changed),
+        removed: by_kind(&diff.deleted),
+        kept_crds: diff
+            .kept
+            .iter()
+            .map(|k| k.trim_start_matches("CustomResourceDefinition ").to_string())
+            .collect(),
+        storage_versions: storage,
+    }
+}
+
 /// The objects of `version` as the operator would apply them for `row`.
 pub async fn render(
     client: &kube::Client,
@@ -92,6 +139,29 @@ pub async fn render(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn storage_version_moves_are_named_and_counted_by_kind() {
+        let crd = |storage: &str| {
+            json!({"kind": "CustomResourceDefinition", "metadata": {"name": "gadgets.x.io"},
+                   "spec": {"versions": [{"name": "v1alpha1", "storage": storage == "v1alpha1"}, {"name": "v1beta1", "storage": storage == "v1beta1"}]}})
+        };
+        assert_eq!(
+            storage_changes(&[crd("v1alpha1")], &[crd("v1beta1")]),
+            ["gadgets.x.io: v1alpha1 -> v1beta1"]
+        );
+        assert!(storage_changes(&[crd("v1beta1")], &[crd("v1beta1")]).is_empty());
+        let diff = ObjectDiff {
+            added: vec!["Secret ns/a".into(), "Secret ns/b".into()],
+            changed: vec!["Deployment ns/m".into()],
+            deleted: vec![],
+            kept: vec!["CustomResourceDefinition gadgets.x.io".into()],
+        };
+        let counted = counted(&diff, vec![]);
+        assert_eq!(counted.added.get("Secret"), Some(&2));
+        assert_eq!(counted.changed.get("Deployment"), Some(&1));
+        assert_eq!(counted.kept_crds, ["gadgets.x.io"]);
+    }
 
     #[test]
     fn added_changed_deleted_and_kept_crds() {

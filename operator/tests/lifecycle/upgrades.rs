@@ -95,6 +95,10 @@ async fn an_upgrade_waits_for_approval_then_runs_the_core_first() {
     );
     assert_eq!(status.plan.len(), 2);
     assert_eq!(status.plan[0].from.as_deref(), Some("v1.0.0"));
+    // Each move says what it does to the provider's objects: a new image in the Deployment.
+    let objects = status.plan[0].objects.clone().expect("the object changes of the move");
+    assert_eq!(objects.changed.get("Deployment"), Some(&1), "{objects:?}");
+    assert!(objects.added.is_empty() && objects.removed.is_empty(), "{objects:?}");
     // Nothing moves before the approval.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let core = s.api::<CoreProvider>().get("butler").await.unwrap();

@@ -244,12 +244,14 @@ mod tests {
                 name: "widget".into(),
                 from: Some("v1.0.0".into()),
                 to: "v2.0.0".into(),
+                objects: None,
             },
             PlannedMove {
                 kind: "CoreProvider".into(),
                 name: "butler".into(),
                 from: Some("v1.0.0".into()),
                 to: "v2.0.0".into(),
+                objects: None,
             },
         ]
     }

@@ -22,9 +22,11 @@ use self::engine::Next;
 use super::context::Context;
 use super::error::Error;
 use crate::api::{
-    Approval, KindNames, PlannedMove, ProviderKind, ProviderUpgrade, ProviderUpgradeStatus, StepState,
+    Approval, KindNames, ObjectChanges, PlannedMove, ProviderKind, ProviderUpgrade, ProviderUpgradeStatus,
+    StepState,
 };
 use crate::cli::apply::{Repositories, Wanted as Target, moves, target_contract};
+use crate::cli::diff::{counted, diff, render, storage_changes};
 use crate::cli::providers::{self, ProviderRow};
 
 const PLANNED: &str = "Planned";
@@ -207,16 +209,28 @@ async fn plan(
     let planned = moves(rows, &target, &repositories).await?;
     let to_contract = target_contract(core, &target, &planned, &repositories).await?;
     let change = to_contract.is_some() && to_contract != core.contract;
-    let plan: Vec<PlannedMove> = planned
-        .iter()
-        .filter(|m| m.from.as_deref() != Some(m.to.as_str()))
-        .map(|m| PlannedMove {
+    let mut plan: Vec<PlannedMove> = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
+    for m in planned.iter().filter(|m| m.from.as_deref() != Some(m.to.as_str())) {
+        let row = rows
+            .iter()
+            .find(|r| r.provider_kind == m.kind && r.name == m.name)
+            .expect("moves come from the rows");
+        let objects = match object_changes(ctx, row, m.from.as_deref(), &m.to, &config).await {
+            Ok(changes) => Some(changes),
+            Err(why) => {
+                unknown.push(format!("{} {}: {why}", m.kind.kind(), m.name));
+                None
+            }
+        };
+        plan.push(PlannedMove {
             kind: m.kind.kind().to_string(),
             name: m.name.clone(),
             from: m.from.clone(),
             to: m.to.clone(),
-        })
-        .collect();
+            objects,
+        });
+    }
     let summary: Vec<String> = plan
         .iter()
         .map(|m| format!("{} {} {} -> {}", m.kind, m.name, m.from.as_deref().unwrap_or("-"), m.to))
@@ -231,6 +245,10 @@ async fn plan(
         ),
         (false, false) => summary.join("; "),
     };
+    let message = match unknown.is_empty() {
+        true => message,
+        false => format!("{message} (object changes not known for {})", unknown.join("; ")),
+    };
     let mut status = upgrade.status.clone().unwrap_or_default();
     status.steps = engine::steps(&plan, change);
     status.plan = plan;
@@ -240,6 +258,24 @@ async fn plan(
     let wanted = [Wanted::new(PLANNED, true, "Planned", message)];
     status.conditions = merge(&status.conditions, &wanted, upgrade.meta().generation, &now(), &ORDER);
     Ok(status)
+}
+
+/// What moving `row` from `from` to `to` does to its objects, both rendered as the operator
+/// renders them.
+async fn object_changes(
+    ctx: &Context,
+    row: &ProviderRow,
+    from: Option<&str>,
+    to: &str,
+    config: &ClusterctlConfig,
+) -> Result<ObjectChanges, String> {
+    let repo = repository_of(ctx, row, config).await?;
+    let before = match from {
+        Some(from) => render(&ctx.client, row, &repo, from, config).await?,
+        None => Vec::new(),
+    };
+    let after = render(&ctx.client, row, &repo, to, config).await?;
+    Ok(counted(&diff(&before, &after), storage_changes(&before, &after)))
 }
 
 /// A provider's repository as the provider's own reconcile reaches it: its config Secret, the
