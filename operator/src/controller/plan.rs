@@ -146,6 +146,10 @@ pub struct InstallInput<'a> {
     pub policy: &'a super::policy::Policy,
     /// The YAML of `spec.additionalManifests`, applied with the components.
     pub additional: Option<&'a str>,
+    /// The version a ProviderUpgrade rolls this provider back to (its annotation
+    /// [`super::upgrades::engine::ROLLBACK_TO`]): that one downgrade is allowed, and the CRDs
+    /// stay as the newer version left them.
+    pub rollback_to: Option<&'a str>,
 }
 
 /// The outcome of planning an install or upgrade.
@@ -188,9 +192,14 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         plan
     };
 
-    // No downgrade across minor versions.
+    // No downgrade across minor versions, but the roll-back of a failed upgrade.
+    let rolling_back = input
+        .rollback_to
+        .and_then(|v| Version::parse(v, "rollback").ok())
+        .is_some_and(|v| v == fetched.version);
     if let Some(installed) = me.installed_version.as_deref().and_then(|v| Version::parse(v, "status").ok())
         && (fetched.version.major(), fetched.version.minor()) < (installed.major(), installed.minor())
+        && !rolling_back
     {
         return keep(
             plan,
@@ -336,6 +345,12 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     }
 
     let refs: Vec<ObjectRef> = objects.iter().map(ObjectRef::of).collect();
+    // Rolled back, the CRDs stay as the newer version left them: their objects may be stored at
+    // a version the older CRDs do not list (they would not apply), and the older controller
+    // reads them through the versions the newer CRDs still serve. They stay listed.
+    if rolling_back {
+        objects.retain(|o| o["kind"] != "CustomResourceDefinition");
+    }
     let digest = sha256_hex(serde_json::to_string(&objects).expect("objects serialize").as_bytes());
     let previous = input.inventory.cloned().unwrap_or_default();
     plan.delete = dropped_out(&previous.objects, &refs, &["CustomResourceDefinition", "Namespace"]);

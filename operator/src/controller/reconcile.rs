@@ -86,6 +86,8 @@ where
         observed.values.variables.get(name).or_else(|| operator_config.variables.get(name)).cloned()
     };
     let images = super::config::merged_images(&operator_config.images, &observed.values.images);
+    let rollback_to =
+        object.meta().annotations.as_ref().and_then(|a| a.get(super::upgrades::engine::ROLLBACK_TO)).cloned();
     let plan_with = |me: &ProviderView, all: &[ProviderView]| {
         plan::plan_install(&InstallInput {
             me,
@@ -98,6 +100,7 @@ where
             images: &images,
             policy: &ctx.policy,
             additional: observed.additional.as_deref(),
+            rollback_to: rollback_to.as_deref(),
         })
     };
     // An unpause and a contract change depend on the other providers: they are decided again

@@ -208,3 +208,84 @@ async fn an_upgrade_where_providers_are_not_honoured_changes_nothing() {
     assert_eq!(core.spec.version.as_deref(), Some("v1.0.0"));
     s.stop_operator().await;
 }
+
+/// A step whose provider is not Ready in time fails the upgrade and rolls that provider back
+/// to its version before, over the operator's no-downgrade rule, with the CRDs left as the
+/// newer version made them (their objects are stored at its storage version by then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_not_ready_in_time_fails_and_rolls_its_provider_back() {
+    let mut s = Scenario::new("upgrade-rollback").await;
+    let group = format!("{}.test.io", s.namespace);
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let crd = |versions: &str, storage: &str| {
+        format!(
+            "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: gadgets.{group}}}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}}\n  versions:\n{}",
+            versions
+                .split(',')
+                .map(|v| format!("    - {{name: {v}, served: true, storage: {}, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}\n", v == storage))
+                .collect::<String>()
+        )
+    };
+    let good = components("widget", "v1.0.0", &[]) + &crd("v1alpha1", "v1alpha1");
+    // v1.1.0 moves the CRD's storage version, and its manager never becomes Available.
+    let broken = components("widget", "v1.1.0", &[]).replace(
+        "    control-plane: widget\nspec:",
+        "    control-plane: widget\n    broken: \"true\"\nspec:",
+    ) + &crd("v1alpha1,v1beta1", "v1beta1");
+    publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &good).await;
+    publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.1.0", &broken).await;
+    s.start_operator();
+    let (client, namespace, in_memory) = (s.client.clone(), s.namespace.clone(), s.cluster.is_in_memory());
+    // Where no kubelet runs, every provider Deployment but the broken one becomes Available.
+    let marking = tokio::spawn(async move {
+        if !in_memory {
+            return;
+        }
+        let selector = format!("{},!broken", butler_operator::controller::vocabulary::LABEL_NAME);
+        loop {
+            let _ =
+                butler_apiserver::stand_ins::mark_deployments_available(&client, &namespace, &selector).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+
+    create(
+        &s,
+        "to-broken",
+        json!({"approval": "Automatic", "stepTimeout": "3s",
+               "providers": [{"kind": "InfrastructureProvider", "name": "widget", "version": "v1.1.0"}]}),
+    )
+    .await;
+    let failed = wait_upgrade(&s, "to-broken", "Failed", |u| {
+        condition(u, "Succeeded").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    let status = failed.status.unwrap();
+    let step = &status.steps[0];
+    assert_eq!(step.state, StepState::Failed);
+    let message = step.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("not done within 3s")
+            && message.contains("InfrastructureProvider widget rolled back to v1.0.0"),
+        "{message}"
+    );
+    // Back at v1.0.0 (a downgrade across minor versions, allowed for this roll-back), Ready,
+    // with the CRD as v1.1.0 left it.
+    let widget = s
+        .wait_for::<InfrastructureProvider>("widget", "rolled back and Ready", |p| {
+            installed("v1.0.0")(p) && is(p, "Ready", "True")
+        })
+        .await;
+    assert_eq!(widget.spec.version.as_deref(), Some("v1.0.0"));
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(s.client.clone());
+    let crd = crds.get(&format!("gadgets.{group}")).await.unwrap();
+    let storage = crd.spec.versions.iter().find(|v| v.storage).map(|v| v.name.clone());
+    assert_eq!(storage.as_deref(), Some("v1beta1"));
+    marking.abort();
+    s.stop_operator().await;
+}

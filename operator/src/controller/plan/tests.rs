@@ -45,6 +45,7 @@ fn plan(
         images: &images,
         policy: &Default::default(),
         additional: None,
+        rollback_to: None,
     })
 }
 
@@ -390,6 +391,7 @@ fn a_missing_variable_says_where_the_operator_takes_variables_from() {
         images: &images,
         policy: &Default::default(),
         additional: None,
+        rollback_to: None,
     });
     let installed = condition(&p, INSTALLED);
     assert_eq!(installed.reason, "RenderFailed");

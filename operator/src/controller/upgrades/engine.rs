@@ -13,6 +13,9 @@ use crate::cli::providers::ProviderRow;
 /// The annotation on a provider that an upgrade paused: its value names the upgrade, which
 /// alone unpauses it.
 pub const PAUSED_BY: &str = "operator.butlerlabs.dev/paused-by-upgrade";
+/// The annotation on a provider that a failed upgrade rolled back: the version it goes back to,
+/// the one downgrade the operator then allows.
+pub const ROLLBACK_TO: &str = "operator.butlerlabs.dev/rollback-to";
 
 /// The steps of a plan, in the contract's order: with a contract change every provider is
 /// paused first and unpaused after; the core provider moves before the others; last, every
@@ -55,8 +58,8 @@ pub enum Next {
     Start(usize, Vec<Change>),
     /// Step `index` is done.
     Finish(usize),
-    /// Step `index` failed, for this reason.
-    Fail(usize, String),
+    /// Step `index` failed, for this reason; these changes roll its provider back.
+    Fail(usize, String, Vec<Change>),
     /// Step `index` runs; look again soon. The message says what it waits for.
     Wait(usize, String),
     /// Every step succeeded.
@@ -73,6 +76,7 @@ fn row_of<'a>(rows: &'a [ProviderRow], kind: &str, name: &str) -> Option<&'a Pro
 /// `elapsed` is how long the running step has run, `timeout` how long it may.
 pub fn next(
     upgrade: &str,
+    plan: &[PlannedMove],
     steps: &[UpgradeStep],
     rows: &[ProviderRow],
     elapsed: Option<std::time::Duration>,
@@ -90,12 +94,35 @@ pub fn next(
     // Running: done, refused, out of time, or still waiting.
     match progress(upgrade, step, rows) {
         Ok(()) => Next::Finish(index),
-        Err(Waiting::Refused(why)) => Next::Fail(index, why),
-        Err(Waiting::For(what)) if elapsed.is_some_and(|e| e > timeout) => {
-            Next::Fail(index, format!("not done within {}s: still waiting for {what}", timeout.as_secs()))
-        }
+        Err(Waiting::Refused(why)) => Next::Fail(index, why, rollback(step, rows, plan_from(step, plan))),
+        Err(Waiting::For(what)) if elapsed.is_some_and(|e| e > timeout) => Next::Fail(
+            index,
+            format!("not done within {}s: still waiting for {what}", timeout.as_secs()),
+            rollback(step, rows, plan_from(step, plan)),
+        ),
         Err(Waiting::For(what)) => Next::Wait(index, what),
     }
+}
+
+/// The version an `Upgrade` step's provider had when the plan was made.
+fn plan_from<'a>(step: &UpgradeStep, plan: &'a [PlannedMove]) -> Option<&'a str> {
+    let (kind, name) = (step.kind.as_deref()?, step.provider.as_deref()?);
+    plan.iter().find(|m| m.kind == kind && m.name == name)?.from.as_deref()
+}
+
+/// The changes that put a failed `Upgrade` step's provider back at its version before, the one
+/// downgrade its annotation allows.
+fn rollback(step: &UpgradeStep, rows: &[ProviderRow], from: Option<&str>) -> Vec<Change> {
+    let (Some(from), StepAction::Upgrade) = (from, step.action) else { return Vec::new() };
+    let target = step.kind.as_deref().zip(step.provider.as_deref()).and_then(|(k, n)| row_of(rows, k, n));
+    target
+        .map(|r| Change {
+            kind: r.provider_kind,
+            name: r.name.clone(),
+            patch: json!({"metadata": {"annotations": {ROLLBACK_TO: from}}, "spec": {"version": from}}),
+        })
+        .into_iter()
+        .collect()
 }
 
 /// The provider objects a step changes as it starts.
@@ -166,11 +193,16 @@ fn progress(upgrade: &str, step: &UpgradeStep, rows: &[ProviderRow]) -> Result<(
             if !row.observed {
                 return Err(Waiting::For(format!("the operator to see {kind} {name} at {version}")));
             }
-            if installed(row, version) {
+            // Installed, and Ready unless it is held paused (across contracts).
+            let ready = row.paused || (condition_true(row, "Ready") && !condition_true(row, "Paused"));
+            if installed(row, version) && ready {
                 return Ok(());
             }
             match refusal(row) {
                 Some(why) => Err(Waiting::Refused(format!("the operator refused: {why}"))),
+                None if installed(row, version) => {
+                    Err(Waiting::For(format!("{kind} {name} Ready at {version}")))
+                }
                 None => Err(Waiting::For(format!("{kind} {name} installed at {version}"))),
             }
         }
@@ -282,20 +314,20 @@ mod tests {
             row(ProviderKind::Infrastructure, "widget", "v1.0.0", vec![condition("Ready", "True", "Ready")]),
         ];
         // The pause marks both providers as this upgrade's.
-        let Next::Start(0, changes) = next("u1", &steps, &rows, None, timeout) else { panic!() };
+        let Next::Start(0, changes) = next("u1", &plan(), &steps, &rows, None, timeout) else { panic!() };
         assert_eq!(changes.len(), 2);
         assert_eq!(changes[0].patch["metadata"]["annotations"][PAUSED_BY], "u1");
         steps[0].state = StepState::Running;
-        assert!(matches!(next("u1", &steps, &rows, None, timeout), Next::Wait(0, _)));
+        assert!(matches!(next("u1", &plan(), &steps, &rows, None, timeout), Next::Wait(0, _)));
         for r in rows.iter_mut() {
             r.paused = true;
             r.annotations.insert(PAUSED_BY.into(), "u1".into());
             r.conditions.push(condition("Paused", "True", "Paused"));
         }
-        assert_eq!(next("u1", &steps, &rows, None, timeout), Next::Finish(0));
+        assert_eq!(next("u1", &plan(), &steps, &rows, None, timeout), Next::Finish(0));
         steps[0].state = StepState::Succeeded;
         // The core provider moves; a refusal fails the step; time running out does too.
-        let Next::Start(1, changes) = next("u1", &steps, &rows, None, timeout) else { panic!() };
+        let Next::Start(1, changes) = next("u1", &plan(), &steps, &rows, None, timeout) else { panic!() };
         assert_eq!(
             changes,
             [Change {
@@ -306,25 +338,35 @@ mod tests {
         );
         steps[1].state = StepState::Running;
         let late = Some(std::time::Duration::from_secs(601));
-        assert!(
-            matches!(next("u1", &steps, &rows, late, timeout), Next::Fail(1, why) if why.contains("CoreProvider butler installed at v2.0.0"))
+        let Next::Fail(1, why, rollback) = next("u1", &plan(), &steps, &rows, late, timeout) else {
+            panic!()
+        };
+        assert!(why.contains("CoreProvider butler installed at v2.0.0"), "{why}");
+        // The provider goes back to its version before, the one downgrade its annotation allows.
+        assert_eq!(
+            rollback,
+            [Change {
+                kind: ProviderKind::Core,
+                name: "butler".into(),
+                patch: json!({"metadata": {"annotations": {ROLLBACK_TO: "v1.0.0"}}, "spec": {"version": "v1.0.0"}}),
+            }]
         );
         rows[0].conditions.push(condition("ProviderUpgraded", "False", "ContractChangeNeedsPause"));
         assert!(
-            matches!(next("u1", &steps, &rows, None, timeout), Next::Fail(1, why) if why.contains("ContractChangeNeedsPause"))
+            matches!(next("u1", &plan(), &steps, &rows, None, timeout), Next::Fail(1, why, _) if why.contains("ContractChangeNeedsPause"))
         );
         rows[0].conditions.retain(|c| c.type_ != "ProviderUpgraded");
         rows[0].installed_version = Some("v2.0.0".into());
         rows[0].conditions.push(condition("ProviderInstalled", "True", "Installed"));
-        assert_eq!(next("u1", &steps, &rows, None, timeout), Next::Finish(1));
+        assert_eq!(next("u1", &plan(), &steps, &rows, None, timeout), Next::Finish(1));
         // Only what this upgrade paused is unpaused.
         steps[1].state = StepState::Succeeded;
         steps[2].state = StepState::Succeeded;
         rows[1].annotations.insert(PAUSED_BY.into(), "someone-else".into());
-        let Next::Start(3, changes) = next("u1", &steps, &rows, None, timeout) else { panic!() };
+        let Next::Start(3, changes) = next("u1", &plan(), &steps, &rows, None, timeout) else { panic!() };
         assert_eq!(changes.len(), 1);
         assert_eq!(changes[0].name, "butler");
         steps[3].state = StepState::Failed;
-        assert_eq!(next("u1", &steps, &rows, None, timeout), Next::Stopped);
+        assert_eq!(next("u1", &plan(), &steps, &rows, None, timeout), Next::Stopped);
     }
 }

@@ -107,55 +107,77 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
     let running = status.steps.iter().find(|s| s.state == StepState::Running);
     let elapsed = running.and_then(|s| s.started.as_deref()).and_then(since);
     let stamp = || now().0.to_string();
-    let (action, progressing) = match engine::next(&name, &status.steps, &rows, elapsed, timeout) {
-        Next::Start(index, changes) => {
-            for change in changes {
-                patch_provider(&ctx, change.kind, &namespace, &change.name, change.patch).await?;
+    let (action, progressing) =
+        match engine::next(&name, &status.plan, &status.steps, &rows, elapsed, timeout) {
+            Next::Start(index, changes) => {
+                for change in changes {
+                    patch_provider(&ctx, change.kind, &namespace, &change.name, change.patch).await?;
+                }
+                let step = &mut status.steps[index];
+                step.state = StepState::Running;
+                step.started = Some(stamp());
+                status.current_step = Some(step.name.clone());
+                (
+                    Action::requeue(Duration::from_millis(500)),
+                    Wanted::new(PROGRESSING, true, "Running", status.steps[index].name.clone()),
+                )
             }
-            let step = &mut status.steps[index];
-            step.state = StepState::Running;
-            step.started = Some(stamp());
-            status.current_step = Some(step.name.clone());
-            (
-                Action::requeue(Duration::from_millis(500)),
-                Wanted::new(PROGRESSING, true, "Running", status.steps[index].name.clone()),
-            )
-        }
-        Next::Finish(index) => {
-            let step = &mut status.steps[index];
-            step.state = StepState::Succeeded;
-            step.finished = Some(stamp());
-            step.message = None;
-            (
-                Action::requeue(Duration::from_millis(100)),
-                Wanted::new(PROGRESSING, true, "Running", step.name.clone()),
-            )
-        }
-        Next::Wait(index, what) => {
-            let step = &mut status.steps[index];
-            step.message = Some(format!("waiting for {what}"));
-            (
-                Action::requeue(Duration::from_secs(2)),
-                Wanted::new(PROGRESSING, true, "Running", step.name.clone()),
-            )
-        }
-        Next::Fail(index, why) => {
-            let step = &mut status.steps[index];
-            step.state = StepState::Failed;
-            step.finished = Some(stamp());
-            step.message = Some(why.clone());
-            let failed = Wanted::new(SUCCEEDED, false, "StepFailed", format!("{}: {why}", step.name));
-            status.conditions = merge(&status.conditions, &[failed], generation, &now(), &ORDER);
-            (Action::await_change(), Wanted::new(PROGRESSING, false, "Failed", why))
-        }
-        Next::Done => {
-            status.current_step = None;
-            let done = Wanted::new(SUCCEEDED, true, "Succeeded", "every step succeeded");
-            status.conditions = merge(&status.conditions, &[done], generation, &now(), &ORDER);
-            (Action::await_change(), Wanted::new(PROGRESSING, false, "Done", "every step succeeded"))
-        }
-        Next::Stopped => return Ok(Action::await_change()),
-    };
+            Next::Finish(index) => {
+                let step = &mut status.steps[index];
+                step.state = StepState::Succeeded;
+                step.finished = Some(stamp());
+                step.message = None;
+                (
+                    Action::requeue(Duration::from_millis(100)),
+                    Wanted::new(PROGRESSING, true, "Running", step.name.clone()),
+                )
+            }
+            Next::Wait(index, what) => {
+                let step = &mut status.steps[index];
+                step.message = Some(format!("waiting for {what}"));
+                (
+                    Action::requeue(Duration::from_secs(2)),
+                    Wanted::new(PROGRESSING, true, "Running", step.name.clone()),
+                )
+            }
+            Next::Fail(index, why, rollback) => {
+                let rolled_back: Vec<String> = rollback
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{} {} rolled back to {}",
+                            c.kind.kind(),
+                            c.name,
+                            c.patch["spec"]["version"].as_str().unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                for change in rollback {
+                    patch_provider(&ctx, change.kind, &namespace, &change.name, change.patch).await?;
+                }
+                let why = match rolled_back.is_empty() {
+                    true => why,
+                    false => format!(
+                        "{why}; {} (its CRDs stay as the newer version left them)",
+                        rolled_back.join(", ")
+                    ),
+                };
+                let step = &mut status.steps[index];
+                step.state = StepState::Failed;
+                step.finished = Some(stamp());
+                step.message = Some(why.clone());
+                let failed = Wanted::new(SUCCEEDED, false, "StepFailed", format!("{}: {why}", step.name));
+                status.conditions = merge(&status.conditions, &[failed], generation, &now(), &ORDER);
+                (Action::await_change(), Wanted::new(PROGRESSING, false, "Failed", why))
+            }
+            Next::Done => {
+                status.current_step = None;
+                let done = Wanted::new(SUCCEEDED, true, "Succeeded", "every step succeeded");
+                status.conditions = merge(&status.conditions, &[done], generation, &now(), &ORDER);
+                (Action::await_change(), Wanted::new(PROGRESSING, false, "Done", "every step succeeded"))
+            }
+            Next::Stopped => return Ok(Action::await_change()),
+        };
     status.conditions = merge(&status.conditions, &[progressing], generation, &now(), &ORDER);
     write(&ctx, &upgrade, &status).await?;
     Ok(action)
