@@ -32,7 +32,7 @@ async fn the_workspace_crds_accept_every_document_example() {
         cluster.install_crd(&crd).await;
         crds.push(crd);
     }
-    assert_eq!(crds.len(), 11);
+    assert_eq!(crds.len(), 12);
     let ns = cluster.namespace("examples").await;
     let mut created = 0;
     for dir in ["butler-core/tests/fixtures", "operator/tests/fixtures"] {
@@ -85,6 +85,12 @@ async fn the_workspace_crds_accept_every_document_example() {
             "InfrastructureProvider",
             serde_json::json!({"fetchConfig": {"url": "oci://ghcr.io/o/infrastructure-x", "oci": "ghcr.io/o/infrastructure-x"}}),
             "fetchConfig needs exactly one of url, oci or selector",
+        ),
+        (
+            "providerupgrades",
+            "ProviderUpgrade",
+            serde_json::json!({"contract": "v1beta2", "providers": [{"kind": "CoreProvider", "name": "butler", "version": "v0.2.0"}]}),
+            "give spec.contract or spec.providers, one of them",
         ),
     ];
     for (plural, kind, spec, message) in refusals {

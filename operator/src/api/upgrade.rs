@@ -39,6 +39,10 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.contract) != has(self.providers)",
+    "message": "give spec.contract or spec.providers, one of them"
+}]))]
 pub struct ProviderUpgradeSpec {
     /// Every provider of the namespace to its newest release of this contract (for example
     /// `v1beta2`). Give this or `providers`.
