@@ -59,6 +59,10 @@ pub struct ProviderUpgradeSpec {
     /// Approves the plan; a GitOps commit can set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved: Option<bool>,
+    /// The upgrade this one rolls back (`butlerctl upgrade rollback` writes it): each provider
+    /// goes back to the version it had before that one, a downgrade the operator allows for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<String>,
     /// How long one step may take before the upgrade fails, as a Go duration (`10m` by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
@@ -160,6 +164,9 @@ pub struct UpgradeStep {
     pub provider: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The move is a roll-back: the provider may go back across minor versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downgrade: Option<bool>,
     pub state: StepState,
     /// RFC 3339 time it started.
     #[serde(default, skip_serializing_if = "Option::is_none")]

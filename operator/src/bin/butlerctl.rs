@@ -85,6 +85,17 @@ enum Upgrade {
     /// contracts: pause all, upgrade the core then the others, unpause, wait for Ready. Safe to
     /// run again after an interruption.
     Apply(ApplyFlags),
+    /// Roll back a ProviderUpgrade: a new one, NAME-rollback, moves each provider back to its
+    /// version before, in the contract's order.
+    Rollback {
+        /// The ProviderUpgrade to roll back.
+        name: String,
+        /// Its namespace.
+        #[arg(long, short = 'n', value_name = "NS", default_value = "butler-system")]
+        namespace: String,
+        #[command(flatten)]
+        cluster: KubeFlags,
+    },
     /// Approve a ProviderUpgrade (sets spec.approved: true); the operator then runs its steps.
     Approve {
         /// The ProviderUpgrade's name.
@@ -400,6 +411,16 @@ async fn main() -> ExitCode {
         }
         Command::Upgrade { what: Upgrade::Apply(f) } => {
             return finish(apply(f).await);
+        }
+        Command::Upgrade { what: Upgrade::Rollback { name, namespace, cluster } } => {
+            let rolled = async {
+                let client = cluster.client().await?;
+                let stdout = cli::upgrades::rollback(&client, &namespace, &name)
+                    .await
+                    .map_err(cli::GenerateError::Cluster)?;
+                Ok(cli::Output { stdout, stderr: Vec::new() })
+            };
+            return finish(rolled.await);
         }
         Command::Upgrade { what: Upgrade::Approve { name, namespace, cluster } } => {
             let approved = async {

@@ -28,3 +28,48 @@ pub async fn approve(client: &kube::Client, namespace: &str, name: &str) -> Resu
     let steps: Vec<String> = status.steps.iter().map(|s| format!("  {}\n", s.name)).collect();
     Ok(format!("ProviderUpgrade {namespace}/{name} approved; its steps:\n{}", steps.concat()))
 }
+
+/// Rolls back the upgrade `name`: a ProviderUpgrade `{name}-rollback` that moves each provider
+/// it moved back to the version it had before, in the contract's order, approved (asking for
+/// it is the approval).
+pub async fn rollback(client: &kube::Client, namespace: &str, name: &str) -> Result<String, String> {
+    let api: Api<ProviderUpgrade> = Api::namespaced(client.clone(), namespace);
+    let failed = |e: kube::Error| {
+        format!("ProviderUpgrade {namespace}/{name}: {}", butler_runtime::error::describe(&e))
+    };
+    let upgrade = api.get_opt(name).await.map_err(failed)?.ok_or_else(|| {
+        format!("no ProviderUpgrade {namespace}/{name}; kubectl get providerupgrades -A lists them")
+    })?;
+    let plan = upgrade.status.map(|s| s.plan).unwrap_or_default();
+    let back: Vec<serde_json::Value> = plan
+        .iter()
+        .filter_map(|m| m.from.as_ref().map(|from| json!({"kind": m.kind, "name": m.name, "version": from})))
+        .collect();
+    if back.is_empty() {
+        return Err(format!(
+            "ProviderUpgrade {namespace}/{name} moved no installed provider: nothing to roll back"
+        ));
+    }
+    let rollback_name = format!("{name}-rollback");
+    let object: ProviderUpgrade = serde_json::from_value(json!({
+        "apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": "ProviderUpgrade",
+        "metadata": {"name": rollback_name, "namespace": namespace},
+        "spec": {"providers": back, "rollbackOf": name, "approval": "Automatic"},
+    }))
+    .map_err(|e| e.to_string())?;
+    let params = kube::api::PostParams { field_manager: Some("butlerctl".into()), ..Default::default() };
+    match api.create(&params, &object).await {
+        Ok(_) => {}
+        // Asked before: the same roll-back, under way or done.
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => return Err(failed(e)),
+    }
+    let moves: Vec<String> = plan
+        .iter()
+        .filter_map(|m| m.from.as_ref().map(|from| format!("  {} {} {} -> {from}\n", m.kind, m.name, m.to)))
+        .collect();
+    Ok(format!(
+        "ProviderUpgrade {namespace}/{rollback_name} rolls back {name}; follow it with kubectl get providerupgrade {rollback_name} -n {namespace}:\n{}",
+        moves.concat()
+    ))
+}

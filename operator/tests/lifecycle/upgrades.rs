@@ -122,6 +122,24 @@ async fn an_upgrade_waits_for_approval_then_runs_the_core_first() {
     let widget = s.wait_for::<InfrastructureProvider>("widget", "v1.1.0", installed("v1.1.0")).await;
     assert_eq!(widget.spec.version.as_deref(), Some("v1.1.0"));
     s.wait_for::<CoreProvider>("butler", "v1.1.0", installed("v1.1.0")).await;
+
+    // Rolled back as a whole: a new upgrade moves both back, across the minor version.
+    let said = butler_operator::cli::upgrades::rollback(&s.client, &s.namespace, "to-1-1").await.unwrap();
+    assert!(said.contains("to-1-1-rollback"), "{said}");
+    let back = wait_upgrade(&s, "to-1-1-rollback", "Succeeded", |u| {
+        condition(u, "Succeeded").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let names: Vec<String> = back.status.unwrap().steps.into_iter().map(|st| st.name).collect();
+    assert_eq!(names[0], "Upgrade CoreProvider butler to v1.0.0");
+    s.wait_for::<CoreProvider>("butler", "back at v1.0.0", |p| {
+        installed("v1.0.0")(p) && is(p, "Ready", "True")
+    })
+    .await;
+    s.wait_for::<InfrastructureProvider>("widget", "back at v1.0.0", |p| {
+        installed("v1.0.0")(p) && is(p, "Ready", "True")
+    })
+    .await;
     marking.abort();
     s.stop_operator().await;
 }

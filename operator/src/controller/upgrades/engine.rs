@@ -20,7 +20,7 @@ pub const ROLLBACK_TO: &str = "operator.butlerlabs.dev/rollback-to";
 /// The steps of a plan, in the contract's order: with a contract change every provider is
 /// paused first and unpaused after; the core provider moves before the others; last, every
 /// running provider must be Ready.
-pub fn steps(plan: &[PlannedMove], contract_change: bool) -> Vec<UpgradeStep> {
+pub fn steps(plan: &[PlannedMove], contract_change: bool, downgrade: bool) -> Vec<UpgradeStep> {
     let step = |name: String, action: StepAction| UpgradeStep { name, action, ..Default::default() };
     let mut steps = Vec::new();
     if contract_change {
@@ -33,6 +33,7 @@ pub fn steps(plan: &[PlannedMove], contract_change: bool) -> Vec<UpgradeStep> {
             kind: Some(m.kind.clone()),
             provider: Some(m.name.clone()),
             version: Some(m.to.clone()),
+            downgrade: downgrade.then_some(true),
             ..step(format!("Upgrade {} {} to {}", m.kind, m.name, m.to), StepAction::Upgrade)
         });
     }
@@ -144,10 +145,15 @@ fn changes(upgrade: &str, step: &UpgradeStep, rows: &[ProviderRow]) -> Vec<Chang
         StepAction::Upgrade => {
             let target =
                 step.kind.as_deref().zip(step.provider.as_deref()).and_then(|(k, n)| row_of(rows, k, n));
-            target
-                .map(|r| change(r, json!({"spec": {"version": step.version.clone().unwrap_or_default()}})))
-                .into_iter()
-                .collect()
+            let version = step.version.clone().unwrap_or_default();
+            // A roll-back names the version it may go back to, the one downgrade allowed.
+            let patch = match step.downgrade {
+                Some(true) => {
+                    json!({"metadata": {"annotations": {ROLLBACK_TO: version}}, "spec": {"version": version}})
+                }
+                _ => json!({"spec": {"version": version}}),
+            };
+            target.map(|r| change(r, patch)).into_iter().collect()
         }
         StepAction::Unpause => rows
             .iter()
@@ -290,7 +296,7 @@ mod tests {
 
     #[test]
     fn a_contract_change_pauses_first_moves_the_core_first_and_unpauses_last() {
-        let names: Vec<String> = steps(&plan(), true).into_iter().map(|s| s.name).collect();
+        let names: Vec<String> = steps(&plan(), true, false).into_iter().map(|s| s.name).collect();
         assert_eq!(
             names,
             [
@@ -301,14 +307,14 @@ mod tests {
                 "Every provider Ready",
             ]
         );
-        let within: Vec<StepAction> = steps(&plan(), false).into_iter().map(|s| s.action).collect();
+        let within: Vec<StepAction> = steps(&plan(), false, false).into_iter().map(|s| s.action).collect();
         assert_eq!(within, [StepAction::Upgrade, StepAction::Upgrade, StepAction::Ready]);
     }
 
     #[test]
     fn steps_start_with_their_changes_wait_and_finish_from_what_the_providers_show() {
         let timeout = std::time::Duration::from_secs(600);
-        let mut steps = steps(&plan(), true);
+        let mut steps = steps(&plan(), true, false);
         let mut rows = vec![
             row(ProviderKind::Core, "butler", "v1.0.0", vec![condition("Ready", "True", "Ready")]),
             row(ProviderKind::Infrastructure, "widget", "v1.0.0", vec![condition("Ready", "True", "Ready")]),

@@ -272,7 +272,7 @@ async fn plan(
         false => format!("{message} (object changes not known for {})", unknown.join("; ")),
     };
     let mut status = upgrade.status.clone().unwrap_or_default();
-    status.steps = engine::steps(&plan, change);
+    status.steps = engine::steps(&plan, change, spec.rollback_of.is_some());
     status.plan = plan;
     status.from_contract = core.contract.clone();
     status.to_contract = to_contract;
