@@ -145,7 +145,7 @@ async fn an_upgrade_waits_for_approval_then_runs_the_core_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_contract_upgrade_through_the_object_pauses_everything_first_and_survives_restarts() {
+async fn a_contract_upgrade_through_the_object_pauses_everything_first_and_survives_a_kill_at_every_step() {
     let mut s = Scenario::new("upgrade-contract").await;
     publish_releases(&s).await;
     s.start_operator();
@@ -155,9 +155,15 @@ async fn a_contract_upgrade_through_the_object_pauses_everything_first_and_survi
     s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
 
     create(&s, "to-v1beta2", json!({"contract": "v1beta2", "approval": "Automatic"})).await;
-    // The operator is stopped and started again while the steps run: they go on.
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    // The operator is killed as each step starts (or as soon after as it is seen) and started
+    // again: every step goes on from where the cluster shows it.
+    for index in 0..5 {
+        wait_upgrade(&s, "to-v1beta2", &format!("step {index} started"), |u| {
+            u.status
+                .as_ref()
+                .is_some_and(|st| st.steps.get(index).is_some_and(|step| step.state != StepState::Pending))
+        })
+        .await;
         s.kill_operator().await;
         s.start_operator();
     }
