@@ -119,7 +119,7 @@ pub fn render(rows: &[ProviderRow], format: Format, now: jiff::Timestamp, color:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{ProviderKind, ProviderSpec};
+    use crate::api::ProviderKind;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
     fn condition(type_: &str, status: &str, reason: &str, seconds_ago: i64, message: &str) -> Condition {
@@ -135,21 +135,7 @@ mod tests {
     }
 
     fn row(kind: ProviderKind, name: &str, conditions: Vec<Condition>) -> ProviderRow {
-        ProviderRow {
-            kind: kind.type_name().into(),
-            namespace: "butler-system".into(),
-            name: name.into(),
-            version: None,
-            installed_version: Some("v0.1.0".into()),
-            contract: Some("v1beta1".into()),
-            paused: false,
-            conditions,
-            upgrade_mark: None,
-            provider_kind: kind,
-            spec: ProviderSpec::default(),
-            observed: true,
-            annotations: Default::default(),
-        }
+        ProviderRow::sample(kind, name, "v0.1.0", conditions)
     }
 
     #[test]

@@ -51,6 +51,33 @@ impl ProviderRow {
     }
 }
 
+#[cfg(test)]
+impl ProviderRow {
+    /// A provider in `butler-system` installed at `installed` (contract v1beta1), for tests.
+    pub(crate) fn sample(
+        kind: ProviderKind,
+        name: &str,
+        installed: &str,
+        conditions: Vec<Condition>,
+    ) -> ProviderRow {
+        ProviderRow {
+            kind: kind.kind().into(),
+            namespace: "butler-system".into(),
+            name: name.into(),
+            version: None,
+            installed_version: Some(installed.into()),
+            contract: Some("v1beta1".into()),
+            paused: false,
+            conditions,
+            upgrade_mark: None,
+            provider_kind: kind,
+            spec: ProviderSpec::default(),
+            observed: true,
+            annotations: Default::default(),
+        }
+    }
+}
+
 impl ProviderRow {
     /// The row of a provider object of `kind`, from its parts.
     fn new(

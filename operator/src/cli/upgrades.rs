@@ -6,15 +6,28 @@ use serde_json::json;
 
 use crate::api::ProviderUpgrade;
 
-/// Approves the upgrade and says what it will do.
-pub async fn approve(client: &kube::Client, namespace: &str, name: &str) -> Result<String, String> {
+fn failed(namespace: &str, name: &str, e: kube::Error) -> String {
+    format!("ProviderUpgrade {namespace}/{name}: {}", butler_runtime::error::describe(&e))
+}
+
+/// The upgrade `namespace/name`, and the API that reads it; a clear error when it is not there.
+async fn read(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(Api<ProviderUpgrade>, ProviderUpgrade), String> {
     let api: Api<ProviderUpgrade> = Api::namespaced(client.clone(), namespace);
-    let failed = |e: kube::Error| {
-        format!("ProviderUpgrade {namespace}/{name}: {}", butler_runtime::error::describe(&e))
-    };
-    let upgrade = api.get_opt(name).await.map_err(failed)?.ok_or_else(|| {
+    let found = api.get_opt(name).await.map_err(|e| failed(namespace, name, e))?;
+    let upgrade = found.ok_or_else(|| {
         format!("no ProviderUpgrade {namespace}/{name}; kubectl get providerupgrades -A lists them")
     })?;
+    Ok((api, upgrade))
+}
+
+/// Approves the upgrade and says what it will do.
+pub async fn approve(client: &kube::Client, namespace: &str, name: &str) -> Result<String, String> {
+    let (api, upgrade) = read(client, namespace, name).await?;
+    let failed = |e: kube::Error| failed(namespace, name, e);
     let status = upgrade.status.unwrap_or_default();
     let planned = status.conditions.iter().find(|c| c.type_ == "Planned");
     if planned.is_none_or(|c| c.status != "True") {
@@ -33,13 +46,8 @@ pub async fn approve(client: &kube::Client, namespace: &str, name: &str) -> Resu
 /// it moved back to the version it had before, in the contract's order, approved (asking for
 /// it is the approval).
 pub async fn rollback(client: &kube::Client, namespace: &str, name: &str) -> Result<String, String> {
-    let api: Api<ProviderUpgrade> = Api::namespaced(client.clone(), namespace);
-    let failed = |e: kube::Error| {
-        format!("ProviderUpgrade {namespace}/{name}: {}", butler_runtime::error::describe(&e))
-    };
-    let upgrade = api.get_opt(name).await.map_err(failed)?.ok_or_else(|| {
-        format!("no ProviderUpgrade {namespace}/{name}; kubectl get providerupgrades -A lists them")
-    })?;
+    let (api, upgrade) = read(client, namespace, name).await?;
+    let failed = |e: kube::Error| failed(namespace, name, e);
     let plan = upgrade.status.map(|s| s.plan).unwrap_or_default();
     let back: Vec<serde_json::Value> = plan
         .iter()

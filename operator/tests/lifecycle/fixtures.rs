@@ -85,8 +85,27 @@ data:
     text
 }
 
-/// The CRD of the kind Gadget (`gadgets.{group}`), of `scope`, any fields allowed.
+/// The CRD of the kind Gadget (`gadgets.{group}`), of `scope`, version v1, any fields allowed.
 pub fn gadget_crd(group: &str, scope: &str) -> String {
+    crd_of_versions(group, scope, &["v1"])
+}
+
+/// The namespaced Gadget CRD of `group` listing `versions` (any fields allowed), the last one
+/// the storage version.
+pub fn versioned_gadget_crd(group: &str, versions: &[&str]) -> String {
+    crd_of_versions(group, "Namespaced", versions)
+}
+
+fn crd_of_versions(group: &str, scope: &str, versions: &[&str]) -> String {
+    let listed: Vec<String> = versions
+        .iter()
+        .map(|v| {
+            format!(
+                "    - name: {v}\n      served: true\n      storage: {}\n      schema:\n        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n",
+                Some(v) == versions.last()
+            )
+        })
+        .collect();
     format!(
         "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -97,12 +116,8 @@ spec:
   scope: {scope}
   names: {{kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}}
   versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
-"
+{}",
+        listed.concat()
     )
 }
 

@@ -6,35 +6,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::json;
 
-use crate::fixtures::{components, publish};
+use crate::fixtures::{components, publish, versioned_gadget_crd};
 use crate::support::Scenario;
 use crate::upgrade::{installed, spec};
-
-/// The Gadget CRD of `group` listing `versions`, the last one the storage version.
-fn gadget_crd(group: &str, versions: &[&str]) -> String {
-    let listed: Vec<String> = versions
-        .iter()
-        .map(|v| {
-            format!(
-                "    - name: {v}\n      served: true\n      storage: {}\n      schema:\n        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n",
-                Some(v) == versions.last()
-            )
-        })
-        .collect();
-    format!(
-        "apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.{group}
-spec:
-  group: {group}
-  scope: Namespaced
-  names: {{kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}}
-  versions:
-{}",
-        listed.concat()
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_stored_at_an_old_version_are_migrated_so_a_release_without_it_installs() {
@@ -44,7 +18,8 @@ async fn objects_stored_at_an_old_version_are_migrated_so_a_release_without_it_i
     for (version, versions) in
         [("v1.0.0", vec!["v1alpha1"]), ("v1.1.0", vec!["v1alpha1", "v1beta1"]), ("v1.1.1", vec!["v1beta1"])]
     {
-        let text = format!("{}---\n{}", components("widget", version, &[]), gadget_crd(&group, &versions));
+        let text =
+            format!("{}---\n{}", components("widget", version, &[]), versioned_gadget_crd(&group, &versions));
         publish(&s, "infrastructure-widget", "infrastructure-components.yaml", version, &text).await;
     }
     s.start_operator();

@@ -7,7 +7,7 @@ use butler_operator::api::{CoreProvider, InfrastructureProvider, ProviderUpgrade
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::fixtures::{components, publish};
+use crate::fixtures::{components, publish, versioned_gadget_crd};
 use crate::support::{Scenario, is};
 use crate::upgrade::{installed, spec};
 
@@ -51,6 +51,14 @@ fn condition(u: &ProviderUpgrade, type_: &str) -> Option<(String, String)> {
     status.conditions.iter().find(|c| c.type_ == type_).map(|c| (c.status.clone(), c.reason.clone()))
 }
 
+/// The core provider `butler` and the infrastructure provider `widget` installed at v1.0.0,
+/// and Ready.
+async fn both_ready_at_v1(s: &Scenario) {
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+}
+
 async fn publish_releases(s: &Scenario) {
     for version in ["v1.0.0", "v1.1.0", "v2.0.0"] {
         publish(s, "butler", "core-components.yaml", version, &components("butler", version, &[])).await;
@@ -65,9 +73,7 @@ async fn an_upgrade_waits_for_approval_then_runs_the_core_first() {
     publish_releases(&s).await;
     s.start_operator();
     let marking = crate::cli::keep_marking_available(&s);
-    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
-    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
-    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+    both_ready_at_v1(&s).await;
 
     create(
         &s,
@@ -150,9 +156,7 @@ async fn a_contract_upgrade_through_the_object_pauses_everything_first_and_survi
     publish_releases(&s).await;
     s.start_operator();
     let marking = crate::cli::keep_marking_available(&s);
-    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
-    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
-    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+    both_ready_at_v1(&s).await;
 
     create(&s, "to-v1beta2", json!({"contract": "v1beta2", "approval": "Automatic"})).await;
     // The operator is killed as each step starts (or as soon after as it is seen) and started
@@ -241,21 +245,13 @@ async fn a_step_not_ready_in_time_fails_and_rolls_its_provider_back() {
     let mut s = Scenario::new("upgrade-rollback").await;
     let group = format!("{}.test.io", s.namespace);
     publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
-    let crd = |versions: &str, storage: &str| {
-        format!(
-            "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: gadgets.{group}}}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}}\n  versions:\n{}",
-            versions
-                .split(',')
-                .map(|v| format!("    - {{name: {v}, served: true, storage: {}, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}\n", v == storage))
-                .collect::<String>()
-        )
-    };
-    let good = components("widget", "v1.0.0", &[]) + &crd("v1alpha1", "v1alpha1");
+    let crd = |versions: &[&str]| format!("---\n{}", versioned_gadget_crd(&group, versions));
+    let good = components("widget", "v1.0.0", &[]) + &crd(&["v1alpha1"]);
     // v1.1.0 moves the CRD's storage version, and its manager never becomes Available.
     let broken = components("widget", "v1.1.0", &[]).replace(
         "    control-plane: widget\nspec:",
         "    control-plane: widget\n    broken: \"true\"\nspec:",
-    ) + &crd("v1alpha1,v1beta1", "v1beta1");
+    ) + &crd(&["v1alpha1", "v1beta1"]);
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &good).await;
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.1.0", &broken).await;
     s.start_operator();
@@ -272,9 +268,7 @@ async fn a_step_not_ready_in_time_fails_and_rolls_its_provider_back() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
-    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
-    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
-    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+    both_ready_at_v1(&s).await;
 
     create(
         &s,

@@ -243,7 +243,6 @@ fn progress(upgrade: &str, step: &UpgradeStep, rows: &[ProviderRow]) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ProviderSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
     fn condition(type_: &str, status: &str, reason: &str) -> Condition {
@@ -258,21 +257,7 @@ mod tests {
     }
 
     fn row(kind: ProviderKind, name: &str, installed: &str, conditions: Vec<Condition>) -> ProviderRow {
-        ProviderRow {
-            kind: kind.type_name().into(),
-            namespace: "butler-system".into(),
-            name: name.into(),
-            version: None,
-            installed_version: Some(installed.into()),
-            contract: Some("v1beta1".into()),
-            paused: false,
-            conditions,
-            upgrade_mark: None,
-            provider_kind: kind,
-            spec: ProviderSpec::default(),
-            observed: true,
-            annotations: Default::default(),
-        }
+        ProviderRow::sample(kind, name, installed, conditions)
     }
 
     fn plan() -> Vec<PlannedMove> {
