@@ -81,9 +81,9 @@ enum Upgrade {
         #[command(flatten)]
         cluster: KubeFlags,
     },
-    /// Upgrade: every provider to the newest release of a contract, or the versions named. Across
-    /// contracts: pause all, upgrade the core then the others, unpause, wait for Ready. Safe to
-    /// run again after an interruption.
+    /// Upgrade: every provider to the newest release of a contract, or the versions named, as a
+    /// ProviderUpgrade the operator runs (pause all across contracts, the core, the others,
+    /// unpause, Ready), followed here. Run again after an interruption, it follows the same one.
     Apply(ApplyFlags),
     /// Roll back a ProviderUpgrade: a new one, NAME-rollback, moves each provider back to its
     /// version before, in the contract's order.
@@ -118,12 +118,9 @@ struct ApplyFlags {
     /// Only the providers of this namespace; the whole cluster by default.
     #[arg(long, short = 'n', value_name = "NS")]
     namespace: Option<String>,
-    /// How long each step may take, in seconds.
+    /// How long the upgrade may go without a step moving on, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     timeout: u64,
-    /// The clusterctl config file.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
     #[command(flatten)]
     cluster: KubeFlags,
 }
@@ -551,21 +548,14 @@ async fn apply(f: ApplyFlags) -> Result<cli::Output, cli::GenerateError> {
             cli::apply::Wanted::Versions(list)
         }
     };
-    let config = butler_repository::ClusterctlConfig::load(f.config.as_deref())?;
     let client = f.cluster.client().await?;
     let waits = cli::apply::Waits {
         timeout: std::time::Duration::from_secs(f.timeout),
         poll: std::time::Duration::from_millis(500),
     };
-    let stdout = cli::apply::upgrade_apply(
-        &client,
-        namespace.as_deref(),
-        &wanted,
-        &config,
-        &butler_repository::RemoteOptions::from_env(),
-        waits,
-        &|line| eprintln!("{line}"),
-    )
+    let stdout = cli::follow::upgrade_apply(&client, namespace.as_deref(), &wanted, waits, &|line| {
+        eprintln!("{line}")
+    })
     .await
     .map_err(cli::GenerateError::Cluster)?;
     Ok(cli::Output { stdout, stderr: Vec::new() })

@@ -1,21 +1,15 @@
-//! `butlerctl upgrade apply`: within a contract, bump the versions and wait; across contracts,
-//! the operator's sequence in one command: pause every provider, wait until each is held at 0,
-//! upgrade the core provider then the others, wait for each to install, unpause, wait for
-//! Ready. Each step is read back from the cluster, so a second run after an interruption goes on
-//! from what the cluster shows: the providers this command paused carry an annotation naming
-//! the contract, and only they are unpaused at the end.
+//! What upgrades share: what is asked for ([`Wanted`]), the moves it makes from the providers'
+//! repositories, the contract they end at, and reading and waiting on provider objects (the
+//! operator's upgrade engine and the commands that follow providers use them).
 
 use std::time::{Duration, Instant};
 
-use butler_repository::{ClusterctlConfig, RemoteOptions, Version};
+use butler_repository::Version;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use serde_json::json;
 
-use super::providers::{self, ProviderRow};
+use super::providers::ProviderRow;
 use crate::api::{KindNames, ProviderKind};
 
-/// Marks a provider this command paused for a contract change; its value is the contract.
-pub const UPGRADE_ANNOTATION: &str = "butlerctl.butlerlabs.dev/upgrade-contract";
 const FIELD_MANAGER: &str = "butlerctl";
 
 /// Reasons the operator gives when it will not do what was asked until something changes: the
@@ -271,106 +265,4 @@ pub(crate) async fn target_contract(
 /// proves nothing), stopping at the operator's refusal.
 pub(crate) async fn wait_ready(client: &kube::Client, m: &Move, waits: Waits) -> Result<(), String> {
     wait_for(client, m, "Ready", waits, |r| condition_true(r, "Ready") && !condition_true(r, "Paused")).await
-}
-
-/// Runs the upgrade, reporting each step through `progress`; returns the summary.
-pub async fn upgrade_apply(
-    client: &kube::Client,
-    namespace: Option<&str>,
-    wanted: &Wanted,
-    config: &ClusterctlConfig,
-    base: &RemoteOptions,
-    waits: Waits,
-    progress: &(dyn Fn(&str) + Sync),
-) -> Result<String, String> {
-    let rows = providers::list(client, namespace).await?;
-    if !rows.iter().any(|r| r.provider_kind == ProviderKind::Core) {
-        return Err("no CoreProvider in the cluster: nothing to upgrade; install the providers first (butlerctl init)".into());
-    }
-    let mut repositories = Repositories::default();
-    for row in Repositories::needed(&rows, wanted) {
-        repositories.add(row, super::plan::repository(client, row, base, config).await?);
-    }
-    let moves = moves(&rows, wanted, &repositories).await?;
-    // An interrupted contract change shows in the annotations this command left.
-    let mut in_progress: Vec<String> = rows.iter().filter_map(|r| r.upgrade_mark.clone()).collect();
-    in_progress.sort();
-    in_progress.dedup();
-    let core = rows.iter().find(|r| r.provider_kind == ProviderKind::Core).expect("checked above");
-    let target = target_contract(core, wanted, &moves, &repositories).await?;
-    // A contract change runs the whole sequence; one left unfinished is finished first.
-    let contract = match in_progress.as_slice() {
-        [] => target.filter(|t| core.contract.as_deref() != Some(t.as_str())),
-        [running] if target.as_deref() == Some(running.as_str()) => Some(running.clone()),
-        running => {
-            return Err(format!(
-                "a contract change to {} is in progress (providers carry {UPGRADE_ANNOTATION}); finish it first: butlerctl upgrade apply --contract {}",
-                running.join(", "),
-                running[0]
-            ));
-        }
-    };
-    let summary: Vec<String> = moves
-        .iter()
-        .map(|m| format!("{} {} -> {}", m.describe(), m.from.as_deref().unwrap_or("-"), m.to))
-        .collect();
-    match &contract {
-        Some(c) => progress(&format!("Upgrading across contracts, to {c}: pause, upgrade, unpause")),
-        None => progress("Upgrading within the contract"),
-    }
-    for line in &summary {
-        progress(&format!("  {line}"));
-    }
-
-    if let Some(contract) = &contract {
-        // Pause every provider not paused already; the annotation says this command did it.
-        let everyone: Vec<Move> = rows
-            .iter()
-            .map(|r| Move {
-                kind: r.provider_kind,
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
-                from: r.installed_version.clone(),
-                to: String::new(),
-            })
-            .collect();
-        for (row, m) in rows.iter().zip(&everyone) {
-            if !row.paused {
-                patch(client, m.kind, &m.namespace, &m.name, json!({"metadata": {"annotations": {UPGRADE_ANNOTATION: contract}}, "spec": {"paused": true}})).await?;
-            }
-        }
-        for m in &everyone {
-            progress(&format!("Pausing {}...", m.describe()));
-            wait_for(client, m, "paused (held at 0 replicas)", waits, |r| condition_true(r, "Paused"))
-                .await?;
-        }
-    }
-    for m in &moves {
-        progress(&format!("Upgrading {} to {}...", m.describe(), m.to));
-        patch(client, m.kind, &m.namespace, &m.name, json!({"spec": {"version": m.to}})).await?;
-        wait_for(client, m, &format!("installed at {}", m.to), waits, |r| installed(r, &m.to)).await?;
-    }
-    if contract.is_some() {
-        for row in providers::list(client, namespace).await? {
-            if row.upgrade_mark.is_some() {
-                progress(&format!("Unpausing {} {}/{}...", row.kind, row.namespace, row.name));
-                patch(client, row.provider_kind, &row.namespace, &row.name, json!({"metadata": {"annotations": {UPGRADE_ANNOTATION: null}}, "spec": {"paused": false}})).await?;
-            }
-        }
-    }
-    for row in providers::list(client, namespace).await? {
-        if row.paused {
-            continue;
-        }
-        let m = Move {
-            kind: row.provider_kind,
-            namespace: row.namespace.clone(),
-            name: row.name.clone(),
-            from: None,
-            to: String::new(),
-        };
-        progress(&format!("Waiting for {} to be Ready...", m.describe()));
-        wait_ready(client, &m, waits).await?;
-    }
-    Ok(summary.iter().map(|l| format!("{l}\n")).collect())
 }

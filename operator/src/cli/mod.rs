@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod delete;
 pub mod describe;
 pub mod diff;
+pub mod follow;
 mod generate;
 pub mod init;
 pub mod migrate;

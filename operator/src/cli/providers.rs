@@ -25,9 +25,6 @@ pub struct ProviderRow {
     pub contract: Option<String>,
     pub paused: bool,
     pub conditions: Vec<Condition>,
-    /// The contract of an unfinished `upgrade apply` that paused this provider, if any.
-    #[serde(skip)]
-    pub upgrade_mark: Option<String>,
     #[serde(skip)]
     pub provider_kind: ProviderKind,
     #[serde(skip)]
@@ -69,7 +66,6 @@ impl ProviderRow {
             contract: Some("v1beta1".into()),
             paused: false,
             conditions,
-            upgrade_mark: None,
             provider_kind: kind,
             spec: ProviderSpec::default(),
             observed: true,
@@ -99,11 +95,6 @@ impl ProviderRow {
             contract: status.contract,
             paused: spec.paused.unwrap_or(false),
             conditions: status.conditions,
-            upgrade_mark: meta
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(super::apply::UPGRADE_ANNOTATION))
-                .cloned(),
             provider_kind: kind,
             spec,
         }

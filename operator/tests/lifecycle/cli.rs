@@ -155,17 +155,7 @@ async fn upgrade(
     wanted: butler_operator::cli::apply::Wanted,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<String, String> {
-    let config = ClusterctlConfig::default();
-    butler_operator::cli::apply::upgrade_apply(
-        client,
-        Some(namespace),
-        &wanted,
-        &config,
-        &remote(),
-        waits(),
-        progress,
-    )
-    .await
+    butler_operator::cli::follow::upgrade_apply(client, Some(namespace), &wanted, waits(), progress).await
 }
 
 fn waits() -> butler_operator::cli::apply::Waits {
@@ -196,7 +186,8 @@ pub(crate) fn keep_marking_available(s: &Scenario) -> tokio::task::JoinHandle<()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interruption() {
-    use butler_operator::cli::apply::{UPGRADE_ANNOTATION, Wanted};
+    use butler_operator::cli::apply::Wanted;
+    use butler_operator::controller::upgrades::engine::PAUSED_BY;
     let mut s = Scenario::new("cli-apply").await;
     publish_releases(&s).await;
     s.start_operator();
@@ -228,15 +219,18 @@ async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interrupti
     first.abort();
     let _ = first.await;
     let core = s.api::<CoreProvider>().get("butler").await.unwrap();
-    assert_eq!(
-        core.metadata.annotations.as_ref().unwrap()[UPGRADE_ANNOTATION],
-        "v1beta2",
-        "the cluster shows the upgrade in progress"
-    );
+    let paused_by = core.metadata.annotations.as_ref().unwrap()[PAUSED_BY].clone();
+    assert!(paused_by.starts_with("butlerctl-"), "the cluster shows the upgrade in progress: {paused_by}");
 
-    // Another contract is refused while this one is unfinished.
+    // Another upgrade is refused while this one is unfinished.
     let err = upgrade(&s.client, &s.namespace, Wanted::Contract("v1beta1".into()), &quiet).await.unwrap_err();
-    assert!(err.contains("a contract change to v1beta2 is in progress"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "ProviderUpgrade {}/{paused_by} (to contract v1beta2) is in progress",
+            s.namespace
+        )),
+        "{err}"
+    );
 
     // Run again: it goes on from what the cluster shows.
     let lines = std::sync::Mutex::new(Vec::new());
@@ -254,7 +248,7 @@ async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interrupti
         assert_eq!(p["status"]["installedVersion"], "v2.0.0", "{p}");
         assert_eq!(p["status"]["contract"], "v1beta2");
         assert_eq!(p["spec"]["paused"], false, "unpaused");
-        assert!(p["metadata"]["annotations"].get(UPGRADE_ANNOTATION).is_none(), "the mark is gone");
+        assert!(p["metadata"]["annotations"].get(PAUSED_BY).is_none(), "the mark is gone");
     }
     // No kubelet here: the Deployments are marked Available again and again, so Ready is
     // waited for rather than read once.
@@ -263,7 +257,10 @@ async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interrupti
     // A step the operator refuses stops the command with the operator's message.
     let back = Wanted::Versions(vec![("infrastructure-widget".into(), "v1.1.0".into())]);
     let err = upgrade(&s.client, &s.namespace, back, &quiet).await.unwrap_err();
-    assert!(err.starts_with("the operator refused: InfrastructureProvider"), "{err}");
+    assert!(
+        err.contains("the operator refused: InfrastructureProvider") && err.contains("DowngradeRefused"),
+        "{err}"
+    );
     marker.abort();
     s.stop_operator().await;
 }
