@@ -220,12 +220,7 @@ pub(crate) async fn moves(
         }
         Wanted::Versions(list) => {
             for (label, version) in list {
-                let row = rows.iter().find(|r| r.label() == *label).ok_or_else(|| {
-                    format!(
-                        "no provider {label} in the cluster; the providers are {}",
-                        rows.iter().map(|r| r.label()).collect::<Vec<_>>().join(", ")
-                    )
-                })?;
+                let row = super::providers::by_label(rows, label)?;
                 Version::parse(version, &format!("the version of {label}")).map_err(|e| e.to_string())?;
                 out.push(Move {
                     kind: row.provider_kind,

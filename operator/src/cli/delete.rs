@@ -27,12 +27,7 @@ pub fn order(rows: &[ProviderRow], which: &Which) -> Result<Vec<ProviderRow>, St
         Which::Labels(labels) => {
             let mut out = Vec::new();
             for label in labels {
-                let row = rows.iter().find(|r| r.label() == *label).ok_or_else(|| {
-                    format!(
-                        "no provider {label} in the cluster; the providers are {}",
-                        rows.iter().map(|r| r.label()).collect::<Vec<_>>().join(", ")
-                    )
-                })?;
+                let row = providers::by_label(rows, label)?;
                 out.push(row.clone());
             }
             out

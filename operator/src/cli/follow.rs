@@ -20,12 +20,7 @@ pub fn spec_for(rows: &[ProviderRow], wanted: &Wanted) -> Result<Value, String> 
         Wanted::Versions(list) => {
             let mut targets = Vec::new();
             for (label, version) in list {
-                let row = rows.iter().find(|r| r.label() == *label).ok_or_else(|| {
-                    format!(
-                        "no provider {label} in the cluster; the providers are {}",
-                        rows.iter().map(|r| r.label()).collect::<Vec<_>>().join(", ")
-                    )
-                })?;
+                let row = providers::by_label(rows, label)?;
                 targets.push(json!({"kind": row.provider_kind.kind(), "name": row.name, "version": version}));
             }
             Ok(json!({"providers": targets, "approval": "Automatic"}))

@@ -116,6 +116,17 @@ impl ProviderRow {
     }
 }
 
+/// The provider of `rows` whose label (`butler`, `infrastructure-aws`) is `label`; an error
+/// that lists the providers there are.
+pub fn by_label<'a>(rows: &'a [ProviderRow], label: &str) -> Result<&'a ProviderRow, String> {
+    rows.iter().find(|r| r.label() == label).ok_or_else(|| {
+        format!(
+            "no provider {label} in the cluster; the providers are {}",
+            rows.iter().map(|r| r.label()).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
 async fn list_kind<K: ProviderObject>(
     client: &kube::Client,
     namespace: Option<&str>,
