@@ -181,7 +181,7 @@ impl Repositories {
         self.0.push(((row.provider_kind, row.namespace.clone(), row.name.clone()), repository));
     }
 
-    fn of(&self, row: &ProviderRow) -> Result<&butler_repository::Repository, String> {
+    pub(crate) fn of(&self, row: &ProviderRow) -> Result<&butler_repository::Repository, String> {
         self.0
             .iter()
             .find(|((k, ns, n), _)| *k == row.provider_kind && *ns == row.namespace && *n == row.name)

@@ -238,12 +238,26 @@ async fn plan(
             .iter()
             .find(|r| r.provider_kind == m.kind && r.name == m.name)
             .expect("moves come from the rows");
-        let objects = match object_changes(ctx, row, m.from.as_deref(), &m.to, &config).await {
-            Ok(changes) => Some(changes),
-            Err(why) => {
-                unknown.push(format!("{} {}: {why}", m.kind.kind(), m.name));
-                None
+        // The repositories read for the plan serve the comparison too; a provider named by
+        // version alone is read now.
+        if repositories.of(row).is_err() {
+            match repository_of(ctx, row, &config).await {
+                Ok(repository) => repositories.add(row, repository),
+                Err(why) => unknown.push(format!("{} {}: {why}", m.kind.kind(), m.name)),
             }
+        }
+        let objects = match repositories.of(row) {
+            Ok(repository) => {
+                match object_changes(ctx, row, repository, m.from.as_deref(), &m.to, &config).await {
+                    Ok(changes) => Some(changes),
+                    Err(why) => {
+                        unknown.push(format!("{} {}: {why}", m.kind.kind(), m.name));
+                        None
+                    }
+                }
+            }
+            // Unread, said above.
+            Err(_) => None,
         };
         plan.push(PlannedMove {
             kind: m.kind.kind().to_string(),
@@ -287,16 +301,16 @@ async fn plan(
 async fn object_changes(
     ctx: &Context,
     row: &ProviderRow,
+    repo: &Repository,
     from: Option<&str>,
     to: &str,
     config: &ClusterctlConfig,
 ) -> Result<ObjectChanges, String> {
-    let repo = repository_of(ctx, row, config).await?;
     let before = match from {
-        Some(from) => render(&ctx.client, row, &repo, from, config).await?,
+        Some(from) => render(&ctx.client, row, repo, from, config).await?,
         None => Vec::new(),
     };
-    let after = render(&ctx.client, row, &repo, to, config).await?;
+    let after = render(&ctx.client, row, repo, to, config).await?;
     Ok(counted(&diff(&before, &after), storage_changes(&before, &after)))
 }
 
