@@ -151,8 +151,7 @@ pub async fn migrate(
     }
     for step in steps.iter().filter(|s| s.carried.object.is_some()) {
         let object = step.carried.object.as_ref().expect("filtered");
-        let kind = ProviderKind::from_kind(object["kind"].as_str().unwrap_or_default())
-            .expect("carried kinds are ours");
+        let kind = kind_of(object);
         let m = Move {
             kind,
             namespace: step.old.namespace.clone(),
@@ -180,6 +179,11 @@ pub async fn migrate(
         ));
     }
     Ok(out.join("\n") + "\n")
+}
+
+/// The kind of a carried-over object (only kinds of this operator are carried).
+fn kind_of(object: &Value) -> ProviderKind {
+    ProviderKind::from_kind(object["kind"].as_str().unwrap_or_default()).expect("carried kinds are ours")
 }
 
 fn describe_new(object: &Value) -> String {
@@ -381,8 +385,7 @@ async fn scale_down(
 
 /// This operator's provider object of the name `object` has, if any.
 async fn existing(client: &kube::Client, object: &Value) -> Result<Option<DynamicObject>, String> {
-    let kind =
-        ProviderKind::from_kind(object["kind"].as_str().unwrap_or_default()).expect("carried kinds are ours");
+    let kind = kind_of(object);
     let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     match provider_api(client, kind, namespace).get_opt(name).await {
@@ -396,8 +399,7 @@ async fn existing(client: &kube::Client, object: &Value) -> Result<Option<Dynami
 }
 
 async fn create(client: &kube::Client, object: &Value) -> Result<(), String> {
-    let kind =
-        ProviderKind::from_kind(object["kind"].as_str().unwrap_or_default()).expect("carried kinds are ours");
+    let kind = kind_of(object);
     let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
     let wanted: DynamicObject = serde_json::from_value(object.clone()).map_err(|e| e.to_string())?;
     let params = PostParams { field_manager: Some("butlerctl".into()), ..Default::default() };

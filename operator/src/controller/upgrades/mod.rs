@@ -89,7 +89,9 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
         write(&ctx, &upgrade, &status).await?;
         return Ok(Action::await_change());
     }
-    if let Some(other) = another_running(&ctx, &namespace, &name).await? {
+    // Once one of its steps ran, this upgrade holds the namespace's turn: no need to look.
+    let has_turn = status.steps.iter().any(|s| s.state != StepState::Pending);
+    if !has_turn && let Some(other) = another_running(&ctx, &namespace, &name).await? {
         let wanted = Wanted::new(
             PROGRESSING,
             false,
