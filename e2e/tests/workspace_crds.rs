@@ -92,6 +92,12 @@ async fn the_workspace_crds_accept_every_document_example() {
             serde_json::json!({"contract": "v1beta2", "providers": [{"kind": "CoreProvider", "name": "butler", "version": "v0.2.0"}]}),
             "give spec.contract or spec.providers, one of them",
         ),
+        (
+            "infrastructureproviders",
+            "InfrastructureProvider",
+            serde_json::json!({"upgradePolicy": {"follow": "Patch"}}),
+            "spec.upgradePolicy follows releases from spec.version: set spec.version too",
+        ),
     ];
     for (plural, kind, spec, message) in refusals {
         let crd = crds.iter().find(|c| c.spec.names.plural == plural).unwrap();

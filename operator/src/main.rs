@@ -105,6 +105,11 @@ struct RunArgs {
     /// from and their Deployments wake them at once.
     #[arg(long = "sync-period", value_name = "DURATION", default_value = "10m", value_parser = sync_period)]
     sync_period: std::time::Duration,
+    /// The least time between two looks into a provider's repository for releases its
+    /// spec.upgradePolicy follows, as a Go duration; a look happens on a resync, and at once
+    /// when the provider's spec changes.
+    #[arg(long = "upgrade-check-interval", value_name = "DURATION", default_value = "1h", value_parser = sync_period)]
+    upgrade_check_interval: std::time::Duration,
 }
 
 /// A Go duration of at least a second.
@@ -164,6 +169,7 @@ fn run(args: RunArgs) -> ExitCode {
                 config: args.config,
                 namespace: args.namespace.clone(),
                 sync_period: args.sync_period,
+                upgrade_check_interval: args.upgrade_check_interval,
                 policy: controller::policy::Policy {
                     cluster_roles: args.allow_cluster_roles,
                     webhook_groups: args.allow_webhook_groups,

@@ -119,6 +119,8 @@ fn operator_rules() -> Vec<Value> {
     kinds.push("providerupgrades");
     vec![
         json!({"apiGroups": ["operator.butlerlabs.dev"], "resources": kinds, "verbs": ["get", "list", "watch", "update", "patch"]}),
+        // The upgrades a provider's spec.upgradePolicy proposes.
+        json!({"apiGroups": ["operator.butlerlabs.dev"], "resources": ["providerupgrades"], "verbs": ["create"]}),
         json!({
             "apiGroups": ["operator.butlerlabs.dev"],
             "resources": kinds.iter().flat_map(|k| [format!("{k}/status"), format!("{k}/finalizers")]).collect::<Vec<_>>(),

@@ -78,6 +78,7 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
             "manifestPatches",
             "patches",
             "paused",
+            "upgradePolicy",
             "version"
         ]
     );

@@ -7,11 +7,13 @@
 #![allow(clippy::duplicated_attributes)]
 
 mod kinds;
+mod policy;
 mod spec;
 mod status;
 mod upgrade;
 
 pub use kinds::*;
+pub use policy::*;
 pub use spec::*;
 pub use status::*;
 pub use upgrade::*;

@@ -15,6 +15,10 @@ const DURATION_PATTERN: &str = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"
 /// set up, where its variables and its components come from, and whether it is paused.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.upgradePolicy) || self.upgradePolicy.follow == 'Pin' || has(self.version)",
+    "message": "spec.upgradePolicy follows releases from spec.version: set spec.version too"
+}]))]
 pub struct ProviderSpec {
     /// Version of the provider to install, with the leading `v` (for example `v1.2.0`). When
     /// empty, the newest version that speaks the core provider's contract; the version chosen is
@@ -65,6 +69,10 @@ pub struct ProviderSpec {
     /// operations (a list), as YAML; applied after `manifestPatches`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patches: Option<Vec<ProviderPatch>>,
+    /// Which newer releases the operator looks for and proposes as ProviderUpgrades, and when
+    /// they may run. Without it (or with `follow: Pin`) the provider stays at spec.version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_policy: Option<super::UpgradePolicy>,
 }
 
 /// A patch of some of a provider's rendered objects.

@@ -67,6 +67,10 @@ pub struct ProviderUpgradeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
     pub step_timeout: Option<String>,
+    /// When the upgrade may start (an upgrade policy copies its own); any time when empty.
+    /// Once started, it runs to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window: Option<super::MaintenanceWindow>,
 }
 
 /// One provider to upgrade.

@@ -100,6 +100,12 @@ impl ProviderRow {
         }
     }
 
+    /// The row of a typed provider object.
+    pub(crate) fn of<K: ProviderObject>(object: &K) -> ProviderRow {
+        let (spec, status) = (object.provider_spec().clone(), object.provider_status().cloned());
+        ProviderRow::new(K::KIND, kube::Resource::meta(object), spec, status)
+    }
+
     /// The row of a provider object read as a dynamic object.
     pub fn from_dynamic(kind: ProviderKind, object: &DynamicObject) -> Result<ProviderRow, String> {
         let what = || format!("{} {}", kind.kind(), object.metadata.name.clone().unwrap_or_default());

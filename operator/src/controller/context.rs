@@ -120,6 +120,10 @@ pub struct Context {
     pub policy: super::policy::Policy,
     /// How often every provider is reconciled when nothing wakes it.
     pub sync_period: std::time::Duration,
+    /// The least time between two checks of a provider's upgrade policy.
+    pub upgrade_check_interval: std::time::Duration,
+    /// When each provider's upgrade policy was checked last, and for which generation, by UID.
+    pub upgrade_checks: Mutex<HashMap<String, (Option<i64>, std::time::Instant)>>,
 }
 
 impl Context {

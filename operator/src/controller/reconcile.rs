@@ -146,7 +146,10 @@ where
             .collect(),
         events: plan.events.iter().map(|(reason, m)| (*reason, redactor.redact(m))).collect(),
     };
+    let (installed, contract) = (outcome.installed_version.clone(), outcome.contract.clone());
     status::write(&ctx, object, outcome).await?;
+    super::upgrades::found::check(&ctx, object, installed.as_deref(), contract.as_deref(), &operator_config)
+        .await;
     Ok(Action::requeue(ctx.sync_period))
 }
 

@@ -52,6 +52,9 @@ pub struct Options {
     pub policy: super::policy::Policy,
     /// How often every provider is reconciled when nothing wakes it (`--sync-period`).
     pub sync_period: std::time::Duration,
+    /// The least time between two checks of a provider's upgrade policy
+    /// (`--upgrade-check-interval`); a check happens on a resync.
+    pub upgrade_check_interval: std::time::Duration,
 }
 
 impl Options {
@@ -69,6 +72,8 @@ impl Options {
             namespace: None,
             policy: Default::default(),
             sync_period: super::status::RESYNC,
+            // Tests publish a release and expect the next reconcile to see it.
+            upgrade_check_interval: std::time::Duration::ZERO,
         }
     }
 }
@@ -243,6 +248,8 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         namespace: options.namespace.clone(),
         policy: options.policy.clone(),
         sync_period: options.sync_period,
+        upgrade_check_interval: options.upgrade_check_interval,
+        upgrade_checks: Mutex::new(HashMap::new()),
     });
 
     let watch_deployments = {

@@ -15,4 +15,5 @@ mod restart;
 mod storage;
 mod support;
 mod upgrade;
+mod upgrade_policy;
 mod upgrades;

@@ -11,7 +11,7 @@ use crate::fixtures::{components, publish, versioned_gadget_crd};
 use crate::support::{Scenario, is};
 use crate::upgrade::{installed, spec};
 
-fn upgrades(s: &Scenario) -> Api<ProviderUpgrade> {
+pub(crate) fn upgrades(s: &Scenario) -> Api<ProviderUpgrade> {
     Api::namespaced(s.client.clone(), &s.namespace)
 }
 
@@ -31,22 +31,36 @@ async fn wait_upgrade(
     what: &str,
     check: impl Fn(&ProviderUpgrade) -> bool,
 ) -> ProviderUpgrade {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    wait_upgrade_within(s, name, what, Duration::from_secs(60), check).await
+}
+
+/// Waits until the upgrade exists and `check` holds for it; panics after `limit` with its
+/// status.
+pub(crate) async fn wait_upgrade_within(
+    s: &Scenario,
+    name: &str,
+    what: &str,
+    limit: Duration,
+    check: impl Fn(&ProviderUpgrade) -> bool,
+) -> ProviderUpgrade {
+    let deadline = Instant::now() + limit;
     loop {
-        let found = upgrades(s).get(name).await.unwrap();
-        if check(&found) {
-            return found;
+        let found = upgrades(s).get_opt(name).await.unwrap();
+        if let Some(found) = &found
+            && check(found)
+        {
+            return found.clone();
         }
         assert!(
             Instant::now() < deadline,
-            "ProviderUpgrade {name}: {what} did not happen within 60s; status: {}",
-            serde_json::to_string_pretty(&found.status).unwrap()
+            "ProviderUpgrade {name}: {what} did not happen within {limit:?}; status: {}",
+            serde_json::to_string_pretty(&found.map(|f| f.status)).unwrap()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
-fn condition(u: &ProviderUpgrade, type_: &str) -> Option<(String, String)> {
+pub(crate) fn condition(u: &ProviderUpgrade, type_: &str) -> Option<(String, String)> {
     let status = u.status.as_ref()?;
     status.conditions.iter().find(|c| c.type_ == type_).map(|c| (c.status.clone(), c.reason.clone()))
 }

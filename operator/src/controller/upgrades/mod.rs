@@ -5,6 +5,9 @@
 //! One upgrade runs at a time in a namespace.
 
 pub mod engine;
+pub mod follow;
+pub mod found;
+pub mod window;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,11 +22,12 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use self::engine::Next;
+use self::window::{State, Window};
 use super::context::Context;
 use super::error::Error;
 use crate::api::{
-    Approval, KindNames, ObjectChanges, PlannedMove, ProviderKind, ProviderUpgrade, ProviderUpgradeStatus,
-    StepState,
+    Approval, Follow, KindNames, ObjectChanges, PlannedMove, ProviderKind, ProviderUpgrade,
+    ProviderUpgradeStatus, StepState,
 };
 use crate::cli::apply::{Repositories, Wanted as Target, moves, target_contract};
 use crate::cli::diff::{counted, diff, render, storage_changes};
@@ -89,8 +93,14 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
         write(&ctx, &upgrade, &status).await?;
         return Ok(Action::await_change());
     }
-    // Once one of its steps ran, this upgrade holds the namespace's turn: no need to look.
+    // Once one of its steps ran, this upgrade holds the namespace's turn: no need to look, nor
+    // at the window (an upgrade that started runs to its end).
     let has_turn = status.steps.iter().any(|s| s.state != StepState::Pending);
+    if !has_turn && let Some((wanted, action)) = outside_window(&upgrade) {
+        status.conditions = merge(&status.conditions, &[wanted], generation, &now(), &ORDER);
+        write(&ctx, &upgrade, &status).await?;
+        return Ok(action);
+    }
     if !has_turn && let Some(other) = another_running(&ctx, &namespace, &name).await? {
         let wanted = Wanted::new(
             PROGRESSING,
@@ -185,6 +195,38 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
     Ok(action)
 }
 
+/// When the upgrade has a maintenance window that is closed now: why it waits, and when to
+/// look again (as it opens).
+fn outside_window(upgrade: &ProviderUpgrade) -> Option<(Wanted, Action)> {
+    let window = upgrade.spec.maintenance_window.as_ref()?;
+    match Window::read(window, "spec.maintenanceWindow").and_then(|w| w.at(jiff::Timestamp::now())) {
+        Ok(State::Open(_)) => None,
+        Ok(State::Closed(opens)) => {
+            let wait = jiff::Timestamp::now().duration_until(opens.timestamp());
+            // A second late rather than early; an hour at most, in case the clock moves.
+            let wait = Duration::try_from(wait).unwrap_or_default().min(Duration::from_secs(3600))
+                + Duration::from_secs(1);
+            let message = format!(
+                "the maintenance window opens at {opens} (spec.maintenanceWindow.schedule {:?})",
+                window.schedule
+            );
+            Some((
+                Wanted::new(PROGRESSING, false, "WaitingForMaintenanceWindow", message),
+                Action::requeue(wait),
+            ))
+        }
+        Err(why) => {
+            Some((Wanted::new(PROGRESSING, false, "InvalidMaintenanceWindow", why), Action::await_change()))
+        }
+    }
+}
+
+/// Whether an upgrade finished: `Some(true)` succeeded, `Some(false)` failed, `None` not yet.
+pub(crate) fn finished(upgrade: &ProviderUpgrade) -> Option<bool> {
+    let status = upgrade.status.as_ref()?;
+    status.conditions.iter().find(|c| c.type_ == SUCCEEDED).map(|c| c.status == "True")
+}
+
 /// Retries after a failure of the API server.
 pub fn error_policy(upgrade: Arc<ProviderUpgrade>, error: &Error, _: Arc<Context>) -> Action {
     tracing::warn!(upgrade = %upgrade.name_any(), "{error}");
@@ -231,6 +273,9 @@ async fn plan(
         repositories.add(row, repository_of(ctx, row, &config).await?);
     }
     let planned = moves(rows, &target, &repositories).await?;
+    if spec.rollback_of.is_none() {
+        pinned(rows, &planned)?;
+    }
     let to_contract = target_contract(core, &target, &planned, &repositories).await?;
     let change = to_contract.is_some() && to_contract != core.contract;
     let mut plan: Vec<PlannedMove> = Vec::new();
@@ -296,6 +341,24 @@ async fn plan(
     let wanted = [Wanted::new(PLANNED, true, "Planned", message)];
     status.conditions = merge(&status.conditions, &wanted, upgrade.meta().generation, &now(), &ORDER);
     Ok(status)
+}
+
+/// Refuses a plan that moves a pinned provider (`spec.upgradePolicy.follow: Pin`); a roll-back
+/// moves it back all the same.
+fn pinned(rows: &[ProviderRow], planned: &[crate::cli::apply::Move]) -> Result<(), String> {
+    let held: Vec<String> = planned
+        .iter()
+        .filter(|m| m.from.as_deref() != Some(m.to.as_str()))
+        .filter_map(|m| rows.iter().find(|r| r.provider_kind == m.kind && r.name == m.name))
+        .filter(|r| r.spec.upgrade_policy.as_ref().is_some_and(|p| p.follow == Follow::Pin))
+        .map(|r| format!("{} {} is pinned at {}", r.kind, r.name, r.version.as_deref().unwrap_or("-")))
+        .collect();
+    match held.is_empty() {
+        true => Ok(()),
+        false => {
+            Err(format!("{} (spec.upgradePolicy.follow: Pin): change its policy to move it", held.join("; ")))
+        }
+    }
 }
 
 /// What moving `row` from `from` to `to` does to its objects, both rendered as the operator
@@ -407,4 +470,40 @@ fn since(time: &str) -> Option<Duration> {
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let parsed: kube::core::Duration = text.parse().map_err(|e| format!("{text}: {e}"))?;
     Ok(parsed.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::UpgradePolicy;
+    use crate::cli::apply::Move;
+
+    #[test]
+    fn a_plan_that_moves_a_pinned_provider_is_refused_naming_it() {
+        let mut aws = ProviderRow::sample(ProviderKind::Infrastructure, "aws", "v2.5.0", Vec::new());
+        aws.version = Some("v2.5.0".into());
+        aws.spec.upgrade_policy = Some(UpgradePolicy { follow: Follow::Pin, ..Default::default() });
+        let core = ProviderRow::sample(ProviderKind::Core, "butler", "v0.1.0", Vec::new());
+        let step = |kind, name: &str, from: &str, to: &str| Move {
+            kind,
+            namespace: "butler-system".into(),
+            name: name.into(),
+            from: Some(from.into()),
+            to: to.into(),
+        };
+        let rows = [core, aws];
+        let moving = [
+            step(ProviderKind::Core, "butler", "v0.1.0", "v0.2.0"),
+            step(ProviderKind::Infrastructure, "aws", "v2.5.0", "v2.6.0"),
+        ];
+        assert_eq!(
+            pinned(&rows, &moving).unwrap_err(),
+            "InfrastructureProvider aws is pinned at v2.5.0 (spec.upgradePolicy.follow: Pin): change its policy to move it"
+        );
+        let staying = [
+            step(ProviderKind::Core, "butler", "v0.1.0", "v0.2.0"),
+            step(ProviderKind::Infrastructure, "aws", "v2.5.0", "v2.5.0"),
+        ];
+        assert_eq!(pinned(&rows, &staying), Ok(()));
+    }
 }
