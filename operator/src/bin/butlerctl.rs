@@ -67,17 +67,28 @@ enum Describe {
 #[derive(Subcommand)]
 enum Upgrade {
     /// The versions each provider would move to, per contract, and the command that applies them.
+    ///
+    /// With a target (--contract, or the providers and versions), the operator plans that
+    /// upgrade as a ProviderUpgrade waiting for approval, and its plan is shown: approve it, or
+    /// run the same upgrade apply, to run it.
     Plan {
+        #[command(flatten)]
+        target: TargetFlags,
         /// Only the providers of this namespace (an operator limited to it); the whole cluster
         /// by default.
         #[arg(long, short = 'n', value_name = "NS")]
         namespace: Option<String>,
-        /// Also show, per provider, the objects the step would add (+), change (~) and delete (-).
+        /// Also show, per provider, the objects the step would add (+), change (~) and delete
+        /// (-). Without a target only: a ProviderUpgrade's plan counts them always.
         #[arg(long)]
         diff: bool,
         /// The clusterctl config file (where providers without a fetchConfig come from, tokens).
+        /// Without a target only: the operator plans a target with its own.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// How long the operator may take to plan a target, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        timeout: u64,
         #[command(flatten)]
         cluster: KubeFlags,
     },
@@ -110,11 +121,8 @@ enum Upgrade {
 
 #[derive(Args)]
 struct ApplyFlags {
-    /// Every provider to its newest release of this contract (see upgrade plan).
-    #[arg(long, value_name = "CONTRACT", conflicts_with_all = ["core", "infrastructure", "bootstrap", "control_plane", "addon", "ipam"])]
-    contract: Option<String>,
     #[command(flatten)]
-    providers: ProviderList,
+    target: TargetFlags,
     /// Only the providers of this namespace; the whole cluster by default.
     #[arg(long, short = 'n', value_name = "NS")]
     namespace: Option<String>,
@@ -123,6 +131,46 @@ struct ApplyFlags {
     timeout: u64,
     #[command(flatten)]
     cluster: KubeFlags,
+}
+
+/// What an upgrade moves to.
+#[derive(Args)]
+struct TargetFlags {
+    /// Every provider to its newest release of this contract (see upgrade plan).
+    #[arg(long, value_name = "CONTRACT", conflicts_with_all = ["core", "infrastructure", "bootstrap", "control_plane", "addon", "ipam"])]
+    contract: Option<String>,
+    #[command(flatten)]
+    providers: ProviderList,
+}
+
+impl TargetFlags {
+    /// What is asked for, and the namespace the providers named are in (`namespace` when
+    /// given); `None` when nothing is asked for.
+    fn wanted(
+        self,
+        namespace: Option<String>,
+    ) -> Result<Option<(cli::apply::Wanted, Option<String>)>, cli::GenerateError> {
+        let usage = cli::GenerateError::CommandLine;
+        if let Some(contract) = self.contract {
+            return Ok(Some((cli::apply::Wanted::Contract(contract), namespace)));
+        }
+        let mut list = Vec::new();
+        let mut named = Vec::new();
+        for (type_, item) in self.providers.items() {
+            let one = cli::provider_ref::parse(&item).map_err(usage)?;
+            let version = one
+                .version
+                .clone()
+                .ok_or_else(|| usage(format!("{item:?}: give NAME:VERSION, for example harvester:v0.2.0")))?;
+            list.push((type_.label(&one.name), version));
+            named.push(one);
+        }
+        if list.is_empty() {
+            return Ok(None);
+        }
+        let namespace = cli::provider_ref::one_namespace(namespace, &named).map_err(usage)?;
+        Ok(Some((cli::apply::Wanted::Versions(list), namespace)))
+    }
 }
 
 #[derive(Args)]
@@ -403,8 +451,8 @@ async fn main() -> ExitCode {
         Command::Describe { what: Describe::Providers { namespace, output, cluster } } => {
             return finish(describe(namespace, &output, &cluster).await);
         }
-        Command::Upgrade { what: Upgrade::Plan { namespace, diff, config, cluster } } => {
-            return finish(plan(namespace, diff, config, &cluster).await);
+        Command::Upgrade { what: Upgrade::Plan { target, namespace, diff, config, timeout, cluster } } => {
+            return finish(plan(target, namespace, diff, config, timeout, &cluster).await);
         }
         Command::Upgrade { what: Upgrade::Apply(f) } => {
             return finish(apply(f).await);
@@ -505,11 +553,29 @@ async fn describe(
 }
 
 async fn plan(
+    target: TargetFlags,
     namespace: Option<String>,
     diff: bool,
     config: Option<PathBuf>,
+    timeout: u64,
     cluster: &KubeFlags,
 ) -> Result<cli::Output, cli::GenerateError> {
+    if let Some((wanted, namespace)) = target.wanted(namespace.clone())? {
+        if diff || config.is_some() {
+            return Err(cli::GenerateError::CommandLine(
+                "--diff and --config belong to the overview: with a target the operator plans, with its own config, and counts the object changes always".into(),
+            ));
+        }
+        let client = cluster.client().await?;
+        let waits = cli::apply::Waits {
+            timeout: std::time::Duration::from_secs(timeout),
+            poll: std::time::Duration::from_millis(500),
+        };
+        let stdout = cli::follow::upgrade_plan(&client, namespace.as_deref(), &wanted, waits)
+            .await
+            .map_err(cli::GenerateError::Cluster)?;
+        return Ok(cli::Output { stdout, stderr: Vec::new() });
+    }
     let config = butler_repository::ClusterctlConfig::load(config.as_deref())?;
     let client = cluster.client().await?;
     eprintln!("Checking new release availability...\n");
@@ -526,27 +592,10 @@ async fn plan(
 }
 
 async fn apply(f: ApplyFlags) -> Result<cli::Output, cli::GenerateError> {
-    let usage = cli::GenerateError::CommandLine;
-    let mut namespace = f.namespace.clone();
-    let wanted = match f.contract {
-        Some(contract) => cli::apply::Wanted::Contract(contract),
-        None => {
-            let mut list = Vec::new();
-            let mut named = Vec::new();
-            for (type_, item) in f.providers.items() {
-                let one = cli::provider_ref::parse(&item).map_err(usage)?;
-                let version = one.version.clone().ok_or_else(|| {
-                    usage(format!("{item:?}: give NAME:VERSION, for example harvester:v0.2.0"))
-                })?;
-                list.push((type_.label(&one.name), version));
-                named.push(one);
-            }
-            if list.is_empty() {
-                return Err(usage("give --contract CONTRACT, or the providers to upgrade (--core NAME:VERSION, --infrastructure NAME:VERSION, ...)".into()));
-            }
-            namespace = cli::provider_ref::one_namespace(f.namespace.clone(), &named).map_err(usage)?;
-            cli::apply::Wanted::Versions(list)
-        }
+    let Some((wanted, namespace)) = f.target.wanted(f.namespace.clone())? else {
+        return Err(cli::GenerateError::CommandLine(
+            "give --contract CONTRACT, or the providers to upgrade (--core NAME:VERSION, --infrastructure NAME:VERSION, ...)".into(),
+        ));
     };
     let client = f.cluster.client().await?;
     let waits = cli::apply::Waits {

@@ -197,7 +197,25 @@ async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interrupti
     s.wait_for::<InfrastructureProvider>("widget", "v1.0.0 installed", installed("v1.0.0")).await;
     let quiet = |_: &str| {};
 
-    // Within the contract: versions bumped, nothing paused.
+    // Planned first: the operator's plan, waiting for approval; nothing moves.
+    let planned = butler_operator::cli::follow::upgrade_plan(
+        &s.client,
+        Some(&s.namespace),
+        &Wanted::Contract("v1beta1".into()),
+        waits(),
+    )
+    .await
+    .unwrap();
+    assert!(planned.contains("within the contract"), "{planned}");
+    assert!(planned.contains("InfrastructureProvider widget v1.0.0 -> v1.1.0: "), "{planned}");
+    assert!(planned.contains("Steps:\n  1. Upgrade InfrastructureProvider widget to v1.1.0\n"), "{planned}");
+    assert!(planned.contains("It waits for approval: butlerctl upgrade approve butlerctl-"), "{planned}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let widget = s.api::<InfrastructureProvider>().get("widget").await.unwrap();
+    assert_eq!(widget.spec.version.as_deref(), Some("v1.0.0"), "a plan moves nothing");
+
+    // Within the contract, the same request applied: the plan approved and run; versions
+    // bumped, nothing paused.
     let done = upgrade(&s.client, &s.namespace, Wanted::Contract("v1beta1".into()), &quiet).await.unwrap();
     assert!(done.contains("InfrastructureProvider") && done.contains("v1.0.0 -> v1.1.0"), "{done}");
     let widget = s.api::<InfrastructureProvider>().get("widget").await.unwrap();

@@ -222,7 +222,7 @@ fn outside_window(upgrade: &ProviderUpgrade) -> Option<(Wanted, Action)> {
 }
 
 /// Whether an upgrade finished: `Some(true)` succeeded, `Some(false)` failed, `None` not yet.
-pub(crate) fn finished(upgrade: &ProviderUpgrade) -> Option<bool> {
+pub fn finished(upgrade: &ProviderUpgrade) -> Option<bool> {
     let status = upgrade.status.as_ref()?;
     status.conditions.iter().find(|c| c.type_ == SUCCEEDED).map(|c| c.status == "True")
 }
