@@ -85,8 +85,10 @@ fn bench(c: &mut Criterion) {
                     let server = stale_cluster().await;
                     let client = server.client_as(AGENT);
                     let started = Instant::now();
-                    let done =
-                        storage::migrate_named(&client, &format!("gadgets.{GROUP}")).await.unwrap().unwrap();
+                    let done = storage::migrate_named(&client, &format!("gadgets.{GROUP}"), &|_, _| {})
+                        .await
+                        .unwrap()
+                        .unwrap();
                     let elapsed = started.elapsed();
                     assert_eq!(done.rewritten, OBJECTS);
                     let crd = Api::<CustomResourceDefinition>::all(server.client())

@@ -108,6 +108,10 @@ pub struct ProviderUpgradeStatus {
     /// The steps in the order they run, each with when it ran and how it ended.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<UpgradeStep>,
+    /// The stored objects of the moved providers' CRDs written again at a new storage version,
+    /// as the migrations go.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage_migrations: Vec<StorageMigration>,
     /// The step under way, for `kubectl get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_step: Option<String>,
@@ -152,6 +156,23 @@ pub struct ObjectChanges {
     /// objects are written again after the move.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub storage_versions: Vec<String>,
+}
+
+/// The migration of one CRD's stored objects to its storage version.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct StorageMigration {
+    /// The CRD (`gadgets.x.io`).
+    pub crd: String,
+    /// The provider whose upgrade moved it: `InfrastructureProvider widget`.
+    pub provider: String,
+    /// The storage version its objects are written at.
+    pub version: String,
+    /// Objects written so far.
+    pub written: i64,
+    /// Objects deleted before their turn came.
+    pub gone: i64,
+    /// `Running` until every object is written and the CRD's storedVersions trimmed.
+    pub state: StepState,
 }
 
 /// One step of the upgrade.

@@ -120,6 +120,9 @@ pub struct Context {
     pub policy: super::policy::Policy,
     /// How often every provider is reconciled when nothing wakes it.
     pub sync_period: std::time::Duration,
+    /// Storage-version migrations this process ran or runs, by CRD name, for the upgrades'
+    /// status.
+    pub migrations: Mutex<HashMap<String, super::storage::Progress>>,
     /// The least time between two checks of a provider's upgrade policy.
     pub upgrade_check_interval: std::time::Duration,
     /// When each provider's upgrade policy was checked last, and for which generation, by UID.

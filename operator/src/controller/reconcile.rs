@@ -594,7 +594,19 @@ async fn migrate_stored<K: ProviderObject>(
         inventory::write(ctx, object, key, &record).await?;
     }
     for name in todo {
-        super::storage::migrate_named(&ctx.client, &name).await?;
+        let progress = |storage: &str, migrated: super::storage::Migrated| {
+            let entry = super::storage::Progress {
+                provider: key.clone(),
+                storage: storage.to_string(),
+                migrated,
+                done: false,
+            };
+            ctx.migrations.lock().expect("not poisoned").insert(name.clone(), entry);
+        };
+        super::storage::migrate_named(&ctx.client, &name, &progress).await?;
+        if let Some(entry) = ctx.migrations.lock().expect("not poisoned").get_mut(&name) {
+            entry.done = true;
+        }
         record.migrating.retain(|n| *n != name);
         inventory::write(ctx, object, key, &record).await?;
     }

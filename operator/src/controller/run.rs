@@ -250,6 +250,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         sync_period: options.sync_period,
         upgrade_check_interval: options.upgrade_check_interval,
         upgrade_checks: Mutex::new(HashMap::new()),
+        migrations: Mutex::new(HashMap::new()),
     });
 
     let watch_deployments = {

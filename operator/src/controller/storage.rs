@@ -65,8 +65,24 @@ pub struct Migrated {
     pub gone: usize,
 }
 
-/// Reads the CRD `name` and migrates it when it is stale; none when it is gone or current.
-pub async fn migrate_named(client: &kube::Client, name: &str) -> Result<Option<Migrated>, String> {
+/// A migration under way or done, as an upgrade shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// The provider whose CRD it is.
+    pub provider: super::vocabulary::ProviderKey,
+    /// The storage version the objects are written at.
+    pub storage: String,
+    pub migrated: Migrated,
+    pub done: bool,
+}
+
+/// Reads the CRD `name` and migrates it when it is stale, telling `progress` after each page
+/// (and with the storage version first); none when it is gone or current.
+pub async fn migrate_named(
+    client: &kube::Client,
+    name: &str,
+    progress: &(dyn Fn(&str, Migrated) + Sync),
+) -> Result<Option<Migrated>, String> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let found = crds.get_opt(name).await.map_err(|e| {
         format!("reading CustomResourceDefinition {name}: {}", butler_runtime::error::describe(&e))
@@ -74,14 +90,19 @@ pub async fn migrate_named(client: &kube::Client, name: &str) -> Result<Option<M
     let Some(crd) = found else { return Ok(None) };
     let value = serde_json::to_value(&crd).map_err(|e| e.to_string())?;
     match stale(&value) {
-        Some(stale) => migrate(client, &stale).await.map(Some),
+        Some(stale) => migrate(client, &stale, progress).await.map(Some),
         None => Ok(None),
     }
 }
 
 /// Writes every stored object of the CRD again at its storage version, then trims its
-/// `status.storedVersions` to that version.
-pub async fn migrate(client: &kube::Client, stale: &Stale) -> Result<Migrated, String> {
+/// `status.storedVersions` to that version; `progress` hears the storage version and the
+/// count after each page.
+pub async fn migrate(
+    client: &kube::Client,
+    stale: &Stale,
+    progress: &(dyn Fn(&str, Migrated) + Sync),
+) -> Result<Migrated, String> {
     let what =
         format!("migrating the objects of CustomResourceDefinition {} to {}", stale.name, stale.storage);
     let failed = |e: kube::Error| format!("{what}: {}", butler_runtime::error::describe(&e));
@@ -89,6 +110,7 @@ pub async fn migrate(client: &kube::Client, stale: &Stale) -> Result<Migrated, S
     let resource = ApiResource::from_gvk_with_plural(&gvk, &stale.plural);
     let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let mut migrated = Migrated::default();
+    progress(&stale.storage, migrated);
     let mut token: Option<String> = None;
     loop {
         let mut params = ListParams::default().limit(PAGE);
@@ -126,6 +148,7 @@ pub async fn migrate(client: &kube::Client, stale: &Stale) -> Result<Migrated, S
                 Err(e) => return Err(failed(e)),
             }
         }
+        progress(&stale.storage, migrated);
         let least = Duration::from_secs_f64(count as f64 / PER_SECOND);
         if let Some(rest) = least.checked_sub(started.elapsed()) {
             tokio::time::sleep(rest).await;

@@ -1,7 +1,7 @@
 //! Storage-version migration: objects stored at v1alpha1, a release that makes v1beta1 the
 //! storage version, and a following release that no longer lists v1alpha1.
 
-use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use butler_operator::api::{CoreProvider, InfrastructureProvider, StepState, StorageMigration};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::json;
@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::fixtures::{components, publish, versioned_gadget_crd};
 use crate::support::Scenario;
 use crate::upgrade::{installed, spec};
+use crate::upgrades::{condition, wait_upgrade_within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_stored_at_an_old_version_are_migrated_so_a_release_without_it_installs() {
@@ -43,8 +44,34 @@ async fn objects_stored_at_an_old_version_are_migrated_so_a_release_without_it_i
     let stored =
         |crd: CustomResourceDefinition| crd.status.and_then(|st| st.stored_versions).unwrap_or_default();
 
-    // v1.1.0 makes v1beta1 the storage version: the objects are written again, the list trimmed.
-    s.patch_spec::<InfrastructureProvider>("widget", json!({"version": "v1.1.0"})).await;
+    // v1.1.0 makes v1beta1 the storage version: the objects are written again, the list
+    // trimmed, and the upgrade that moved the provider shows it.
+    let marking = crate::cli::keep_marking_available(&s);
+    crate::upgrades::create(
+        &s,
+        "to-1-1",
+        json!({"approval": "Automatic", "providers": [{"kind": "InfrastructureProvider", "name": "widget", "version": "v1.1.0"}]}),
+    )
+    .await;
+    let done = wait_upgrade_within(&s, "to-1-1", "Succeeded", std::time::Duration::from_secs(60), |u| {
+        condition(u, "Succeeded").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let status = done.status.unwrap();
+    let planned = status.plan[0].objects.clone().unwrap().storage_versions;
+    assert_eq!(planned, [format!("{name}: v1alpha1 -> v1beta1")]);
+    assert_eq!(
+        status.storage_migrations,
+        [StorageMigration {
+            crd: name.clone(),
+            provider: "InfrastructureProvider widget".into(),
+            version: "v1beta1".into(),
+            written: 30,
+            gone: 0,
+            state: StepState::Succeeded,
+        }]
+    );
+    marking.abort();
     s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while stored(crds.get(&name).await.unwrap()) != ["v1beta1"] {

@@ -15,7 +15,7 @@ pub(crate) fn upgrades(s: &Scenario) -> Api<ProviderUpgrade> {
     Api::namespaced(s.client.clone(), &s.namespace)
 }
 
-async fn create(s: &Scenario, name: &str, spec: serde_json::Value) {
+pub(crate) async fn create(s: &Scenario, name: &str, spec: serde_json::Value) {
     let upgrade: ProviderUpgrade = serde_json::from_value(json!({
         "apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": "ProviderUpgrade",
         "metadata": {"name": name, "namespace": s.namespace}, "spec": spec,

@@ -7,6 +7,7 @@
 pub mod engine;
 pub mod follow;
 pub mod found;
+pub mod progress;
 pub mod window;
 
 use std::sync::Arc;
@@ -191,6 +192,9 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
             Next::Stopped => return Ok(Action::await_change()),
         };
     status.conditions = merge(&status.conditions, &[progressing], generation, &now(), &ORDER);
+    let running = ctx.migrations.lock().expect("not poisoned").clone();
+    status.storage_migrations =
+        progress::storage_migrations(&namespace, &status.plan, &status.storage_migrations, &running);
     write(&ctx, &upgrade, &status).await?;
     Ok(action)
 }
