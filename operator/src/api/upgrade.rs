@@ -192,6 +192,10 @@ pub struct UpgradeStep {
     /// The move is a roll-back: the provider may go back across minor versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub downgrade: Option<bool>,
+    /// The release the provider ran before, kept in its namespace as the step started, for a
+    /// roll-back without network (a release from the cluster or compiled in needs none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<KeptRelease>,
     pub state: StepState,
     /// RFC 3339 time it started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,6 +206,17 @@ pub struct UpgradeStep {
     /// How it ended, or why it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// A release kept for a roll-back.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptRelease {
+    /// The ConfigMap, in the provider's namespace, that keeps it.
+    pub config_map: String,
+    pub version: String,
+    /// The sha256 of what it keeps: a roll-back uses it only if it still holds that.
+    pub sha256: String,
 }
 
 /// What a step does.

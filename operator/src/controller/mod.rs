@@ -13,6 +13,7 @@ pub mod drift;
 pub mod error;
 pub mod fetch;
 pub mod inventory;
+pub mod keep;
 pub mod patches;
 pub mod plan;
 pub mod policy;

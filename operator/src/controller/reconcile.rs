@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use butler_repository::{ClusterctlConfig, RemoteOptions};
+use butler_repository::{ClusterctlConfig, RemoteOptions, Version};
 use butler_runtime::apply::Made;
 use butler_runtime::conditions::Wanted;
 use butler_runtime::inventory::while_applying;
@@ -67,7 +67,10 @@ where
     let passed = Reason::Passed.wanted(true, "the preflight checks passed");
 
     // Observe the rest: the config Secret, the release, the inventory and the Deployments.
-    let observed = match observe(&ctx, &key, &me, &all, spec, &operator_config).await {
+    let annotation = |name: &str| object.meta().annotations.as_ref().and_then(|a| a.get(name)).cloned();
+    // A roll-back names the release an upgrade kept: that one needs no network.
+    let kept = annotation(super::upgrades::engine::ROLLBACK_TO).zip(annotation(super::keep::ROLLBACK_SHA256));
+    let observed = match observe(&ctx, &key, &me, &all, spec, &operator_config, kept.as_ref()).await {
         Ok(o) => o,
         Err(Unobserved::Failed(e)) => return Err(e),
         Err(Unobserved::Stop(stop, redactor)) => {
@@ -86,8 +89,7 @@ where
         observed.values.variables.get(name).or_else(|| operator_config.variables.get(name)).cloned()
     };
     let images = super::config::merged_images(&operator_config.images, &observed.values.images);
-    let rollback_to =
-        object.meta().annotations.as_ref().and_then(|a| a.get(super::upgrades::engine::ROLLBACK_TO)).cloned();
+    let rollback_to = annotation(super::upgrades::engine::ROLLBACK_TO);
     let plan_with = |me: &ProviderView, all: &[ProviderView]| {
         plan::plan_install(&InstallInput {
             me,
@@ -176,6 +178,7 @@ async fn observe(
     all: &[ProviderView],
     spec: &ProviderSpec,
     operator_config: &ClusterctlConfig,
+    kept: Option<&(String, String)>,
 ) -> Result<Observed, Unobserved> {
     // The Secret's messages name keys, never values: nothing to redact yet.
     let values = config::load(
@@ -190,8 +193,9 @@ async fn observe(
         let nothing = Redactor::new(&Default::default(), &Default::default());
         Unobserved::Stop(Stop::new(Reason::ConfigSecretUnreadable, message), nothing)
     })?;
-    let fetched =
-        fetch_release(ctx, key, me, all, spec, &values.remote, operator_config).await.map_err(|message| {
+    let fetched = fetch_release(ctx, key, me, all, spec, &values.remote, operator_config, kept)
+        .await
+        .map_err(|message| {
             let stop =
                 Stop::new(Reason::FetchFailed, format!("cannot fetch the provider's release: {message}"));
             Unobserved::Stop(stop, Redactor::new(&values.variables, &operator_config.variables))
@@ -234,6 +238,7 @@ async fn additional_manifests(
 
 /// Fetches the release the spec and the installed state ask for. Releases of remote URLs are
 /// kept in memory, since a published release does not change.
+#[allow(clippy::too_many_arguments)]
 async fn fetch_release(
     ctx: &Context,
     key: &ProviderKey,
@@ -242,6 +247,7 @@ async fn fetch_release(
     spec: &ProviderSpec,
     remote: &RemoteOptions,
     operator_config: &ClusterctlConfig,
+    kept: Option<&(String, String)>,
 ) -> Result<Fetched, String> {
     let repo = fetch::repository(
         &ctx.client,
@@ -274,7 +280,16 @@ async fn fetch_release(
     {
         return Ok(hit);
     }
-    let fetched = fetch::release(&repo, version).await?;
+    let from_kept = match kept {
+        Some((to, sha256)) if Version::parse(to, "rollback-to").ok().as_ref() == Some(&version) => {
+            super::keep::read(&ctx.client, key, to, sha256).await
+        }
+        _ => None,
+    };
+    let fetched = match from_kept {
+        Some(fetched) => fetched,
+        None => fetch::release(&repo, version).await?,
+    };
     if let Some(k) = cache_key {
         let mut releases = ctx.releases.lock().expect("not poisoned");
         // Bounded: rotated credentials and old versions would otherwise pile up.

@@ -8,6 +8,7 @@ mod contract;
 mod delete;
 mod fixtures;
 mod install;
+mod kept;
 mod manifest;
 mod migrate;
 mod oci;

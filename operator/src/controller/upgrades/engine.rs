@@ -117,13 +117,19 @@ fn rollback(step: &UpgradeStep, rows: &[ProviderRow], from: Option<&str>) -> Vec
     let (Some(from), StepAction::Upgrade) = (from, step.action) else { return Vec::new() };
     let target = step.kind.as_deref().zip(step.provider.as_deref()).and_then(|(k, n)| row_of(rows, k, n));
     target
-        .map(|r| Change {
-            kind: r.provider_kind,
-            name: r.name.clone(),
-            patch: json!({"metadata": {"annotations": {ROLLBACK_TO: from}}, "spec": {"version": from}}),
-        })
+        .map(|r| Change { kind: r.provider_kind, name: r.name.clone(), patch: back_to(from, step) })
         .into_iter()
         .collect()
+}
+
+/// The patch that moves a provider back to `version`: the one downgrade its annotation allows,
+/// from the release the step kept when it is that version (else from the repository).
+fn back_to(version: &str, step: &UpgradeStep) -> Value {
+    let kept = step.kept.as_ref().filter(|k| k.version == version).map(|k| k.sha256.clone());
+    json!({
+        "metadata": {"annotations": {ROLLBACK_TO: version, crate::controller::keep::ROLLBACK_SHA256: kept}},
+        "spec": {"version": version},
+    })
 }
 
 /// The provider objects a step changes as it starts.
@@ -148,9 +154,7 @@ fn changes(upgrade: &str, step: &UpgradeStep, rows: &[ProviderRow]) -> Vec<Chang
             let version = step.version.clone().unwrap_or_default();
             // A roll-back names the version it may go back to, the one downgrade allowed.
             let patch = match step.downgrade {
-                Some(true) => {
-                    json!({"metadata": {"annotations": {ROLLBACK_TO: version}}, "spec": {"version": version}})
-                }
+                Some(true) => back_to(&version, step),
                 _ => json!({"spec": {"version": version}}),
             };
             target.map(|r| change(r, patch)).into_iter().collect()
@@ -243,6 +247,7 @@ fn progress(upgrade: &str, step: &UpgradeStep, rows: &[ProviderRow]) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::KeptRelease;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
     fn condition(type_: &str, status: &str, reason: &str) -> Condition {
@@ -333,15 +338,24 @@ mod tests {
             panic!()
         };
         assert!(why.contains("CoreProvider butler installed at v2.0.0"), "{why}");
-        // The provider goes back to its version before, the one downgrade its annotation allows.
+        // The provider goes back to its version before, the one downgrade its annotation allows
+        // (from the release the step kept, when it kept one).
+        let sha = "operator.butlerlabs.dev/rollback-sha256";
         assert_eq!(
             rollback,
             [Change {
                 kind: ProviderKind::Core,
                 name: "butler".into(),
-                patch: json!({"metadata": {"annotations": {ROLLBACK_TO: "v1.0.0"}}, "spec": {"version": "v1.0.0"}}),
+                patch: json!({"metadata": {"annotations": {ROLLBACK_TO: "v1.0.0", sha: null}}, "spec": {"version": "v1.0.0"}}),
             }]
         );
+        steps[1].kept = Some(KeptRelease {
+            config_map: "kept-butler-v1.0.0".into(),
+            version: "v1.0.0".into(),
+            sha256: "ab".into(),
+        });
+        let Next::Fail(1, _, rollback) = next("u1", &plan(), &steps, &rows, late, timeout) else { panic!() };
+        assert_eq!(rollback[0].patch["metadata"]["annotations"][sha], "ab");
         rows[0].conditions.push(condition("ProviderUpgraded", "False", "ContractChangeNeedsPause"));
         assert!(
             matches!(next("u1", &plan(), &steps, &rows, None, timeout), Next::Fail(1, why, _) if why.contains("ContractChangeNeedsPause"))

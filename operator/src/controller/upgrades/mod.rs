@@ -8,6 +8,7 @@ pub mod engine;
 pub mod follow;
 pub mod found;
 pub mod progress;
+pub mod rollback;
 pub mod window;
 
 use std::sync::Arc;
@@ -27,8 +28,8 @@ use self::window::{State, Window};
 use super::context::Context;
 use super::error::Error;
 use crate::api::{
-    Approval, Follow, KindNames, ObjectChanges, PlannedMove, ProviderKind, ProviderUpgrade,
-    ProviderUpgradeStatus, StepState,
+    Approval, Follow, KeptRelease, KindNames, ObjectChanges, PlannedMove, ProviderKind, ProviderUpgrade,
+    ProviderUpgradeStatus, StepAction, StepState,
 };
 use crate::cli::apply::{Repositories, Wanted as Target, moves, target_contract};
 use crate::cli::diff::{counted, diff, render, storage_changes};
@@ -123,6 +124,7 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
     let (action, progressing) =
         match engine::next(&name, &status.plan, &status.steps, &rows, elapsed, timeout) {
             Next::Start(index, changes) => {
+                status.steps[index].kept = keep_before(&ctx, &upgrade, &status, index, &rows).await;
                 for change in changes {
                     patch_provider(&ctx, change.kind, &namespace, &change.name, change.patch).await?;
                 }
@@ -248,6 +250,9 @@ async fn plan(
     rows: &[ProviderRow],
 ) -> Result<ProviderUpgradeStatus, String> {
     let spec = &upgrade.spec;
+    if let Some(original) = &spec.rollback_of {
+        return rollback_planned(ctx, upgrade, original, rows).await;
+    }
     let target = match (&spec.contract, &spec.providers) {
         (Some(contract), None) => Target::Contract(contract.clone()),
         (None, Some(list)) if !list.is_empty() => {
@@ -266,12 +271,7 @@ async fn plan(
         .iter()
         .find(|r| r.provider_kind == ProviderKind::Core)
         .ok_or("no CoreProvider in this namespace: nothing to upgrade")?;
-    let config = match &ctx.config_path {
-        Some(path) => {
-            ClusterctlConfig::load(Some(path)).map_err(|e| format!("the operator's config file: {e}"))?
-        }
-        None => ClusterctlConfig::default(),
-    };
+    let config = operator_config(ctx)?;
     let mut repositories = Repositories::default();
     for row in Repositories::needed(rows, &target) {
         repositories.add(row, repository_of(ctx, row, &config).await?);
@@ -361,6 +361,100 @@ fn pinned(rows: &[ProviderRow], planned: &[crate::cli::apply::Move]) -> Result<(
         true => Ok(()),
         false => {
             Err(format!("{} (spec.upgradePolicy.follow: Pin): change its policy to move it", held.join("; ")))
+        }
+    }
+}
+
+/// A roll-back's plan ([`rollback`]), written as every plan is.
+async fn rollback_planned(
+    ctx: &Context,
+    upgrade: &ProviderUpgrade,
+    original: &str,
+    rows: &[ProviderRow],
+) -> Result<ProviderUpgradeStatus, String> {
+    let planned = rollback::plan(ctx, upgrade, original, rows).await?;
+    let moves: Vec<String> = planned
+        .plan
+        .iter()
+        .map(|m| format!("{} {} {} -> {}", m.kind, m.name, m.from.as_deref().unwrap_or("-"), m.to))
+        .collect();
+    let message = match moves.is_empty() {
+        true => format!("rolls back {original}: every provider is back already"),
+        false => format!("rolls back {original}: {}", moves.join("; ")),
+    };
+    let mut status = upgrade.status.clone().unwrap_or_default();
+    status.conditions = merge(
+        &status.conditions,
+        &[Wanted::new(PLANNED, true, "Planned", message)],
+        upgrade.meta().generation,
+        &now(),
+        &ORDER,
+    );
+    Ok(ProviderUpgradeStatus { conditions: status.conditions, ..planned })
+}
+
+fn operator_config(ctx: &Context) -> Result<ClusterctlConfig, String> {
+    match &ctx.config_path {
+        Some(path) => {
+            ClusterctlConfig::load(Some(path)).map_err(|e| format!("the operator's config file: {e}"))
+        }
+        None => Ok(ClusterctlConfig::default()),
+    }
+}
+
+/// Keeps the release an `Upgrade` step's provider runs before the step moves it, when it comes
+/// from a remote repository (one in the cluster or compiled in needs no keeping); a release
+/// that cannot be kept is said in an event, and a roll-back would read the repository.
+async fn keep_before(
+    ctx: &Context,
+    upgrade: &ProviderUpgrade,
+    status: &ProviderUpgradeStatus,
+    index: usize,
+    rows: &[ProviderRow],
+) -> Option<KeptRelease> {
+    let step = &status.steps[index];
+    if step.action != StepAction::Upgrade || step.downgrade == Some(true) {
+        return step.kept.clone();
+    }
+    let (kind, name) = (step.kind.as_deref()?, step.provider.as_deref()?);
+    let row = rows.iter().find(|r| r.kind == kind && r.name == name)?;
+    let from = status.plan.iter().find(|m| m.kind == kind && m.name == name)?.from.clone()?;
+    let kept = async {
+        let config = operator_config(ctx)?;
+        if super::fetch::remote_url(&row.spec, &config, row.provider_kind, &row.name).is_none() {
+            return Ok(None);
+        }
+        let repository = repository_of(ctx, row, &config).await?;
+        let version =
+            butler_repository::Version::parse(&from, "the version before").map_err(|e| e.to_string())?;
+        let fetched = super::fetch::release(&repository, version).await?;
+        let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: ProviderUpgrade::api_version(&()).into(),
+            kind: ProviderUpgrade::kind(&()).into(),
+            name: upgrade.name_any(),
+            uid: upgrade.uid().unwrap_or_default(),
+            ..Default::default()
+        };
+        let key = super::vocabulary::ProviderKey::new(row.provider_kind, &row.namespace, &row.name);
+        super::keep::keep(&ctx.client, &key, &fetched, owner).await.map(Some)
+    };
+    match kept.await {
+        Ok(kept) => kept,
+        Err(why) => {
+            let note =
+                format!("{kind} {name} {from} could not be kept for a roll-back without network: {why}");
+            tracing::warn!(upgrade = %upgrade.name_any(), "{note}");
+            let event = kube::runtime::events::Event {
+                type_: kube::runtime::events::EventType::Warning,
+                reason: "ReleaseNotKept".into(),
+                note: Some(note),
+                action: "Upgrade".into(),
+                secondary: None,
+            };
+            if let Err(e) = ctx.recorder.publish(&event, &upgrade.object_ref(&())).await {
+                tracing::warn!(upgrade = %upgrade.name_any(), error = %e, "cannot publish an event");
+            }
+            None
         }
     }
 }
