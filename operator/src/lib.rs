@@ -7,4 +7,5 @@ pub mod controller;
 pub mod crds;
 pub mod manifest;
 pub mod metrics;
+pub mod reference;
 pub mod release;

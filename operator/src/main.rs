@@ -31,6 +31,9 @@ enum Command {
         /// `{group}_{plural}.yaml`, and remove files of CRDs that no longer exist.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Also write the book's API reference, generated from the CRDs, into this file.
+        #[arg(long, value_name = "FILE")]
+        reference: Option<PathBuf>,
     },
     /// Write the release shapes of Butler's provider repository (GitHub assets, a clusterctl
     /// local repository, air-gap ConfigMaps) from the repository this build carries.
@@ -196,7 +199,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(*args),
-        Command::Crds { dir: None } => {
+        Command::Crds { reference: Some(file), .. }
+            if let Err(e) = std::fs::write(
+                &file,
+                butler_operator::reference::api_reference(&butler_operator::crds::all()),
+            ) =>
+        {
+            eprintln!("error: cannot write the API reference into {}: {e}", file.display());
+            ExitCode::FAILURE
+        }
+        Command::Crds { dir: None, .. } => {
             print!("{}", butler_runtime::crds::render_all(&butler_operator::crds::all()));
             ExitCode::SUCCESS
         }
@@ -210,7 +222,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Crds { dir: Some(dir) } => match butler_operator::crds::write_dir(&dir) {
+        Command::Crds { dir: Some(dir), .. } => match butler_operator::crds::write_dir(&dir) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: cannot write the CRD files into {}: {e}", dir.display());

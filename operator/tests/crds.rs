@@ -17,6 +17,21 @@ fn crds_folder_matches_the_code() {
 }
 
 #[test]
+fn the_books_api_reference_matches_the_code() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/reference/api.md");
+    let found = std::fs::read_to_string(&path).unwrap_or_default();
+    let wanted = butler_operator::reference::api_reference(&all());
+    assert!(found == wanted, "docs/src/reference/api.md is out of date with the API types: run `make crds`");
+    for field in [
+        "`spec.upgradePolicy.maintenanceWindow.schedule`",
+        "`spec.network.poolRefs[].name`",
+        "## ProviderUpgrade",
+    ] {
+        assert!(wanted.contains(field), "{field} is missing from the reference");
+    }
+}
+
+#[test]
 fn every_crd_of_the_workspace_is_structural() {
     let crds = all();
     assert_eq!(crds.len(), 12);
