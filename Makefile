@@ -1,7 +1,7 @@
 # Butler provider operator. `make help` lists the targets.
 CARGO ?= cargo
 
-.PHONY: help run sandbox build test fmt lint unit e2e crds release image readme bench test-tools
+.PHONY: help run sandbox build test fmt lint unit e2e crds release image docs docs-generate bench test-tools
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
@@ -40,8 +40,8 @@ e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBE
 	$(CARGO) test -p butler-operator --test attacks
 	$(CARGO) test -p butler-controller --test scenarios
 
-crds: ## Regenerate crds/ from the API types (one file per CRD)
-	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds --dir crds
+crds: ## Regenerate crds/ and the book's API reference from the API types
+	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds --dir crds --reference docs/src/reference/api.md
 
 release: ## Write the release shapes into out/release (VERSION=vX.Y.Z, the version of this build); with OCI=REGISTRY/PREFIX also push one artifact per provider
 	@test -n "$(VERSION)" || { echo "give the version: make release VERSION=vX.Y.Z"; exit 2; }
@@ -53,8 +53,15 @@ image: ## Build the images (VERSION=vX.Y.Z): the operator's, which the install m
 	docker build --target butler-operator -t ghcr.io/butlerdotdev/butler-operator:$(VERSION) .
 	docker build --target butler-controller -t ghcr.io/butlerdotdev/butler-controller:$(VERSION) .
 
-readme: ## Regenerate the provider variables listed in README.md
-	BUTLER_UPDATE_README=1 $(CARGO) test -q -p butler-operator --test provider_repository readme_lists_every_providers_variables
+docs-generate: ## Regenerate the book's generated pages: butlerctl's commands and the providers' variables (make crds writes the API reference)
+	BUTLER_UPDATE_DOCS=1 $(CARGO) test -q -p butler-operator --test provider_repository the_book_lists_every_providers_variables
+	BUTLER_UPDATE_DOCS=1 $(CARGO) test -q -p butler-operator --test butlerctl_docs the_book_lists_every_command_as_its_help_says
+
+docs: ## Build the book into docs/book (installs mdbook and mdbook-mermaid with cargo when missing); make test checks its links and examples
+	@command -v mdbook >/dev/null 2>&1 || $(CARGO) install --locked mdbook
+	@command -v mdbook-mermaid >/dev/null 2>&1 || $(CARGO) install --locked mdbook-mermaid
+	mdbook-mermaid install docs >/dev/null
+	mdbook build docs
 
 bench: test-tools ## Run the criterion benchmarks
 	$(CARGO) bench --workspace

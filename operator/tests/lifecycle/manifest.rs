@@ -66,7 +66,7 @@ async fn the_manifests_rbac_is_enough_to_install_upgrade_pause_and_delete_provid
         return;
     };
 
-    // The account may do what the README says, and not more: no Secrets written, no Nodes read.
+    // The account may do what the book says, and not more: no Secrets written, no Nodes read.
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(account.clone(), &s.namespace);
     let refused = secrets
         .create(
