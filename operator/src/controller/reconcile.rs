@@ -126,19 +126,28 @@ where
     }
 
     // Apply.
-    if let Err(message) = apply(&ctx, object, &key, &plan, observed.previous.as_ref()).await {
-        let preflight = plan
-            .conditions
-            .iter()
-            .find(|w| w.type_ == Reason::Passed.condition())
-            .map(|w| Wanted { message: redactor.redact(&w.message), ..w.clone() });
-        let stop = Stop::new(Reason::ApplyFailed, redactor.redact(&message));
-        return status::stopped(&ctx, object, &me, stop, false, preflight).await;
-    }
+    let applied = match apply(&ctx, object, &key, &plan, observed.previous.as_ref()).await {
+        Ok(applied) => applied,
+        Err(message) => {
+            let preflight = plan
+                .conditions
+                .iter()
+                .find(|w| w.type_ == Reason::Passed.condition())
+                .map(|w| Wanted { message: redactor.redact(&w.message), ..w.clone() });
+            let stop = Stop::new(Reason::ApplyFailed, redactor.redact(&message));
+            return status::stopped(&ctx, object, &me, stop, false, preflight).await;
+        }
+    };
 
-    // Status.
+    // Status. A Deployment this apply changed is judged as the API server answered the apply,
+    // not as observed before it: else the old rollout would make the new version Ready.
+    let mut live = observed.live.clone();
+    for d in applied {
+        live.retain(|l| (&l.namespace, &l.name) != (&d.namespace, &d.name));
+        live.push(d);
+    }
     let mut wanted = plan.conditions.clone();
-    wanted.push(plan::readiness(&plan, &observed.live));
+    wanted.push(plan::readiness(&plan, &live));
     let outcome = Outcome {
         contract: plan.contract.clone(),
         installed_version: plan.installed_version.clone(),
@@ -476,10 +485,11 @@ async fn apply<K>(
     key: &ProviderKey,
     plan: &InstallPlan,
     previous: Option<&Inventory>,
-) -> Result<(), String>
+) -> Result<Vec<LiveDeployment>, String>
 where
     K: ProviderObject,
 {
+    let mut deployments = Vec::new();
     let to_apply: Vec<&serde_json::Value> =
         plan.objects.iter().filter(|o| plan.changed || !ctx.drift.is_current(&ObjectRef::of(o))).collect();
     let recorded = |ctx: &Context| {
@@ -489,7 +499,7 @@ where
     let finished = recorded(ctx) == Some((plan.inventory.objects.len(), true));
     if to_apply.is_empty() && plan.delete.is_empty() && finished {
         // A storage-version migration cut short goes on.
-        return migrate_stored(ctx, object, key, Vec::new()).await;
+        return migrate_stored(ctx, object, key, Vec::new()).await.map(|()| Vec::new());
     }
     // Every kind the set needs is served before the first write, or nothing is written.
     let unserved = ctx.applier.unserved(&plan.objects).await;
@@ -539,6 +549,11 @@ where
                     stale_crds.push(stale.name);
                 }
                 ctx.drift.record(r.clone(), &applied.metadata);
+                if resource.kind == "Deployment"
+                    && let Ok(d) = serde_json::to_value(&applied).and_then(serde_json::from_value)
+                {
+                    deployments.push(super::context::live_deployment(&d));
+                }
                 made.push(r);
                 // Deployments are watched in full by the controller already.
                 if resource.kind != "Deployment" {
@@ -586,7 +601,8 @@ where
         inventory::write(ctx, object, key, &finished).await?;
     }
     tracing::info!(provider = %key, version = %plan.inventory.version, "applied the provider's objects");
-    migrate_stored(ctx, object, key, stale_crds).await
+    migrate_stored(ctx, object, key, stale_crds).await?;
+    Ok(deployments)
 }
 
 /// Migrates the stored objects of the CRDs `found` stale by this apply and of those the

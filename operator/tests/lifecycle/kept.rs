@@ -88,8 +88,9 @@ async fn a_failed_step_rolls_back_from_the_kept_release_with_the_repository_gone
         condition(u, "Succeeded").is_some_and(|c| c.0 == "False")
     })
     .await;
-    let message = failed.status.unwrap().steps[0].message.clone().unwrap_or_default();
-    assert!(message.contains("InfrastructureProvider widget rolled back to v1.0.0"), "{message}");
+    let steps = failed.status.unwrap().steps;
+    let message = steps[0].message.clone().unwrap_or_default();
+    assert!(message.contains("InfrastructureProvider widget rolled back to v1.0.0"), "{steps:#?}");
     let widget = s
         .wait_for::<InfrastructureProvider>("widget", "rolled back from the kept release", |p| {
             installed("v1.0.0")(p) && is(p, "Ready", "True")

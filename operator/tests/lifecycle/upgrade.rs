@@ -146,3 +146,67 @@ async fn an_upgrade_that_changes_a_field_that_cannot_change_makes_the_object_ane
     assert_eq!(selector["control-plane"], "rebuilt-v2", "the Deployment was made anew with the new selector");
     s.stop_operator().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_version_is_never_ready_before_its_own_deployments_are_available() {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let mut s = Scenario::new("upgrade-rollout").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    // v1.1.0's manager never becomes Available.
+    let broken = components("widget", "v1.1.0", &[]).replace(
+        "    control-plane: widget\nspec:",
+        "    control-plane: widget\n    broken: \"true\"\nspec:",
+    );
+    let good = components("widget", "v1.0.0", &[]);
+    publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &good).await;
+    publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.1.0", &broken).await;
+    s.start_operator();
+    let (client, namespace, in_memory) = (s.client.clone(), s.namespace.clone(), s.cluster.is_in_memory());
+    let marking = tokio::spawn(async move {
+        if !in_memory {
+            return;
+        }
+        let selector = format!("{},!broken", butler_operator::controller::vocabulary::LABEL_NAME);
+        loop {
+            let _ =
+                butler_apiserver::stand_ins::mark_deployments_available(&client, &namespace, &selector).await;
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    });
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "Ready at v1.0.0", |p| {
+        installed("v1.0.0")(p) && is(p, "Ready", "True")
+    })
+    .await;
+
+    // Every state the provider shows from here on.
+    let api = s.api::<InfrastructureProvider>();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let watching = {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            let mut states = watcher(api, watcher::Config::default().fields("metadata.name=widget"))
+                .applied_objects()
+                .boxed();
+            while let Some(Ok(p)) = states.next().await {
+                let version = p.status.as_ref().and_then(|st| st.installed_version.clone());
+                seen.lock().unwrap().push((version, is(&p, "Ready", "True")));
+            }
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    s.patch_spec::<InfrastructureProvider>("widget", json!({"version": "v1.1.0"})).await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    watching.abort();
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.iter().any(|(v, _)| v.as_deref() == Some("v1.1.0")), "{seen:?}");
+    assert!(
+        !seen.iter().any(|(v, ready)| v.as_deref() == Some("v1.1.0") && *ready),
+        "v1.1.0 was said Ready while its Deployment never became Available: {seen:?}"
+    );
+    marking.abort();
+    s.stop_operator().await;
+}
