@@ -71,6 +71,47 @@ fn camel_strings(text: &str) -> BTreeSet<String> {
     out
 }
 
+/// One-word reasons, where a reason is written: the third argument of `Wanted::new(...)` and
+/// the value of a `reason:` field, when they are string literals.
+fn reasons_in_place(text: &str) -> BTreeSet<String> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let literal = |arg: &str| {
+        let arg = arg.trim();
+        let inner = arg.strip_prefix('"')?.strip_suffix('"')?;
+        inner.chars().all(|c| c.is_ascii_alphabetic()).then(|| inner.to_string())
+    };
+    let mut out = BTreeSet::new();
+    for call in code.split("Wanted::new(").skip(1) {
+        // The arguments up to the closing parenthesis, split at the commas outside nesting.
+        let (mut depth, mut args, mut current) = (0, Vec::new(), String::new());
+        for c in call.chars() {
+            match c {
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' if depth == 0 => break,
+                ')' | ']' | '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    args.push(std::mem::take(&mut current));
+                    continue;
+                }
+                _ => {}
+            }
+            current.push(c);
+        }
+        args.push(current);
+        if let Some(reason) = args.get(2).and_then(|a| literal(a)) {
+            out.insert(reason);
+        }
+    }
+    for field in code.split("reason: ").skip(1) {
+        if let Some(reason) =
+            field.split([',', '\n', '}']).next().and_then(|v| literal(v.trim_end_matches(".into()")))
+        {
+            out.insert(reason);
+        }
+    }
+    out
+}
+
 /// The operator's typed reasons: the names of its `reasons!` table.
 fn typed_reasons() -> BTreeSet<String> {
     let text = std::fs::read_to_string(root().join("operator/src/controller/reason.rs")).unwrap();
@@ -92,7 +133,9 @@ fn every_reason_written_has_an_entry_in_the_book() {
     sources(&root().join("operator/src/controller"), &mut files);
     sources(&root().join("controller/src"), &mut files);
     for file in files {
-        reasons.extend(camel_strings(&std::fs::read_to_string(&file).unwrap()));
+        let text = std::fs::read_to_string(&file).unwrap();
+        reasons.extend(camel_strings(&text));
+        reasons.extend(reasons_in_place(&text));
     }
     let listed = entries();
     let missing: Vec<&String> =
@@ -101,6 +144,12 @@ fn every_reason_written_has_an_entry_in_the_book() {
         missing.is_empty(),
         "reasons without an entry in docs/src/operating/reasons.md (or, if one is no reason, in NOT_REASONS here): {missing:?}"
     );
+}
+
+#[test]
+fn one_word_reasons_are_found_where_reasons_are_written() {
+    let code = "Wanted::new(READY, f(a, b), \"Ready\", format!(\"x, y\"));\nEvent { reason: \"Synced\".into(), note }\nWanted::new(T, true, &reason, m)";
+    assert_eq!(reasons_in_place(code), BTreeSet::from(["Ready".to_string(), "Synced".to_string()]));
 }
 
 #[test]
