@@ -167,18 +167,26 @@ fn waits() -> butler_operator::cli::apply::Waits {
 
 /// Marks the scenario's Deployments Available while the scenario runs (no kubelet here).
 pub(crate) fn keep_marking_available(s: &Scenario) -> tokio::task::JoinHandle<()> {
+    keep_marking_available_where(s, butler_operator::controller::vocabulary::LABEL_NAME.to_string())
+}
+
+/// The same for every Deployment but those of [`crate::fixtures::broken_components`].
+pub(crate) fn keep_marking_available_but_broken(s: &Scenario) -> tokio::task::JoinHandle<()> {
+    keep_marking_available_where(
+        s,
+        format!("{},!broken", butler_operator::controller::vocabulary::LABEL_NAME),
+    )
+}
+
+fn keep_marking_available_where(s: &Scenario, selector: String) -> tokio::task::JoinHandle<()> {
     let (client, namespace, in_memory) = (s.client.clone(), s.namespace.clone(), s.cluster.is_in_memory());
     tokio::spawn(async move {
         if !in_memory {
             return;
         }
         loop {
-            let _ = butler_apiserver::stand_ins::mark_deployments_available(
-                &client,
-                &namespace,
-                butler_operator::controller::vocabulary::LABEL_NAME,
-            )
-            .await;
+            let _ =
+                butler_apiserver::stand_ins::mark_deployments_available(&client, &namespace, &selector).await;
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     })

@@ -17,6 +17,18 @@ releaseSeries:
   - {major: 2, minor: 0, contract: v1beta2}
 ";
 
+/// The components of the test provider `name` at `version` whose manager Deployment never
+/// becomes Available: it carries the label `broken`, which [`keep_marking_available_but_broken`]
+/// passes over.
+///
+/// [`keep_marking_available_but_broken`]: crate::cli::keep_marking_available_but_broken
+pub fn broken_components(name: &str, version: &str) -> String {
+    components(name, version, &[]).replace(
+        &format!("    control-plane: {name}\nspec:"),
+        &format!("    control-plane: {name}\n    broken: \"true\"\nspec:"),
+    )
+}
+
 /// What a release of a test provider holds besides its ServiceAccount and Deployment.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Part {

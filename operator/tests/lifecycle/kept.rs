@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use serde_json::json;
 
-use crate::fixtures::{METADATA, components, publish};
+use crate::fixtures::{METADATA, broken_components, components, publish};
 use crate::support::{Scenario, is};
 use crate::upgrade::{installed, spec};
 use crate::upgrades::{condition, create, wait_upgrade_within};
@@ -19,10 +19,7 @@ async fn a_failed_step_rolls_back_from_the_kept_release_with_the_repository_gone
     publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
     // The widget's releases in a folder: v1.1.0's manager never becomes Available.
     let base = tempfile::tempdir().unwrap();
-    let broken = components("widget", "v1.1.0", &[]).replace(
-        "    control-plane: widget\nspec:",
-        "    control-plane: widget\n    broken: \"true\"\nspec:",
-    );
+    let broken = broken_components("widget", "v1.1.0");
     for (version, text) in [("v1.0.0", components("widget", "v1.0.0", &[])), ("v1.1.0", broken)] {
         let dir = base.path().join("infrastructure-widget").join(version);
         std::fs::create_dir_all(&dir).unwrap();
@@ -35,18 +32,8 @@ async fn a_failed_step_rolls_back_from_the_kept_release_with_the_repository_gone
         s.start_operator_with_options(move |o| o.policy.local_root = Some(root));
     };
     start(&mut s);
-    let (client, namespace, in_memory) = (s.client.clone(), s.namespace.clone(), s.cluster.is_in_memory());
-    let marking = tokio::spawn(async move {
-        if !in_memory {
-            return;
-        }
-        let selector = format!("{},!broken", butler_operator::controller::vocabulary::LABEL_NAME);
-        loop {
-            let _ =
-                butler_apiserver::stand_ins::mark_deployments_available(&client, &namespace, &selector).await;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
+    // Where no kubelet runs, every provider Deployment but the broken one becomes Available.
+    let marking = crate::cli::keep_marking_available_but_broken(&s);
     s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
     let url =
         format!("file://{}/infrastructure-widget/latest/infrastructure-components.yaml", root.display());

@@ -7,7 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
-use crate::fixtures::{Part, components, publish, selector};
+use crate::fixtures::{Part, broken_components, components, publish, selector};
 use crate::support::{Scenario, is};
 
 /// The core provider `butler` and the infrastructure provider `widget` from ConfigMaps.
@@ -154,26 +154,13 @@ async fn a_new_version_is_never_ready_before_its_own_deployments_are_available()
     let mut s = Scenario::new("upgrade-rollout").await;
     publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
     // v1.1.0's manager never becomes Available.
-    let broken = components("widget", "v1.1.0", &[]).replace(
-        "    control-plane: widget\nspec:",
-        "    control-plane: widget\n    broken: \"true\"\nspec:",
-    );
+    let broken = broken_components("widget", "v1.1.0");
     let good = components("widget", "v1.0.0", &[]);
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &good).await;
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.1.0", &broken).await;
     s.start_operator();
-    let (client, namespace, in_memory) = (s.client.clone(), s.namespace.clone(), s.cluster.is_in_memory());
-    let marking = tokio::spawn(async move {
-        if !in_memory {
-            return;
-        }
-        let selector = format!("{},!broken", butler_operator::controller::vocabulary::LABEL_NAME);
-        loop {
-            let _ =
-                butler_apiserver::stand_ins::mark_deployments_available(&client, &namespace, &selector).await;
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-    });
+    // Where no kubelet runs, every provider Deployment but the broken one becomes Available.
+    let marking = crate::cli::keep_marking_available_but_broken(&s);
     s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
     s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
     s.wait_for::<InfrastructureProvider>("widget", "Ready at v1.0.0", |p| {

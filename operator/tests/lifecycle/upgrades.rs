@@ -7,7 +7,7 @@ use butler_operator::api::{CoreProvider, InfrastructureProvider, ProviderUpgrade
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::fixtures::{components, publish, versioned_gadget_crd};
+use crate::fixtures::{broken_components, components, publish, versioned_gadget_crd};
 use crate::support::{Scenario, is};
 use crate::upgrade::{installed, spec};
 
@@ -262,26 +262,12 @@ async fn a_step_not_ready_in_time_fails_and_rolls_its_provider_back() {
     let crd = |versions: &[&str]| format!("---\n{}", versioned_gadget_crd(&group, versions));
     let good = components("widget", "v1.0.0", &[]) + &crd(&["v1alpha1"]);
     // v1.1.0 moves the CRD's storage version, and its manager never becomes Available.
-    let broken = components("widget", "v1.1.0", &[]).replace(
-        "    control-plane: widget\nspec:",
-        "    control-plane: widget\n    broken: \"true\"\nspec:",
-    ) + &crd(&["v1alpha1", "v1beta1"]);
+    let broken = broken_components("widget", "v1.1.0") + &crd(&["v1alpha1", "v1beta1"]);
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &good).await;
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.1.0", &broken).await;
     s.start_operator();
-    let (client, namespace, in_memory) = (s.client.clone(), s.namespace.clone(), s.cluster.is_in_memory());
     // Where no kubelet runs, every provider Deployment but the broken one becomes Available.
-    let marking = tokio::spawn(async move {
-        if !in_memory {
-            return;
-        }
-        let selector = format!("{},!broken", butler_operator::controller::vocabulary::LABEL_NAME);
-        loop {
-            let _ =
-                butler_apiserver::stand_ins::mark_deployments_available(&client, &namespace, &selector).await;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
+    let marking = crate::cli::keep_marking_available_but_broken(&s);
     both_ready_at_v1(&s).await;
 
     create(
