@@ -73,10 +73,18 @@ pub async fn check<K: ProviderObject>(
         }
         checks.insert(uid, (generation, Instant::now()));
     }
-    let found = match look(ctx, &row, policy.follow, config).await {
-        Ok(Some((version, contract))) => make(ctx, object, &row, policy, &version, contract).await,
-        Ok(None) => Ok(Found::Nothing),
-        Err(why) => Err(why),
+    // Pins hold the files of one release: no other could install.
+    let pinned = row.spec.fetch_config.as_ref().is_some_and(|f| f.sha256.is_some());
+    let found = match pinned {
+        true => Ok(Found::Ignored(
+            "spec.fetchConfig.sha256 pins the files of one release, so the releases spec.upgradePolicy finds cannot install: remove the pins or the policy"
+                .into(),
+        )),
+        false => match look(ctx, &row, policy.follow, config).await {
+            Ok(Some((version, contract))) => make(ctx, object, &row, policy, &version, contract).await,
+            Ok(None) => Ok(Found::Nothing),
+            Err(why) => Err(why),
+        },
     };
     let (type_, reason, note) = match found {
         Ok(Found::Nothing) => return,
@@ -110,13 +118,7 @@ async fn look(
         return Ok(None);
     };
     let installed = Version::parse(installed, "status.installedVersion").map_err(|e| e.to_string())?;
-    if row.spec.fetch_config.as_ref().is_some_and(|f| f.sha256.is_some()) {
-        return Err(
-            "spec.fetchConfig.sha256 pins the files of one release, so no other can install: remove the pins or the policy"
-                .into(),
-        );
-    }
-    let repository = super::repository_of(ctx, row, config).await?;
+    let repository = super::planning::repository_of(ctx, row, config).await?;
     let versions = repository.versions().await.map_err(|e| e.to_string())?;
     let is_core = row.provider_kind == ProviderKind::Core;
     let views = ctx.views();
