@@ -5,9 +5,9 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 
-/// Fields below this depth (under `spec` or `status`) are Kubernetes' own types (affinity,
-/// tolerations, ...): the reference stops there and says so.
-const DEPTH: usize = 5;
+/// Fields below this depth (under `spec` or `status`) are mostly Kubernetes' own types
+/// (affinity, tolerations, ...): the reference stops there and says where to look.
+const DEPTH: usize = 6;
 
 /// The reference page of `crds`.
 pub fn api_reference(crds: &[CustomResourceDefinition]) -> String {
@@ -16,6 +16,8 @@ pub fn api_reference(crds: &[CustomResourceDefinition]) -> String {
          Every kind of the workspace's CRDs, and every field: its type, its default, what the API \
          server checks of it, and what it means. `kubectl explain` shows the same descriptions.\n",
     );
+    // Kinds of one shape (the six provider kinds) are described once.
+    let mut described: Vec<(Value, String)> = Vec::new();
     for crd in crds {
         let names = &crd.spec.names;
         for version in &crd.spec.versions {
@@ -42,12 +44,19 @@ pub fn api_reference(crds: &[CustomResourceDefinition]) -> String {
             if let Some(text) = root["description"].as_str() {
                 out.push_str(&format!("{}\n\n", one_line(text)));
             }
+            let shape = serde_json::json!([root["properties"]["spec"], root["properties"]["status"]]);
+            if let Some((_, kind)) = described.iter().find(|(s, _)| *s == shape) {
+                let anchor = kind.to_lowercase();
+                out.push_str(&format!("Its `spec` and `status` are those of [{kind}](#{anchor}).\n"));
+                continue;
+            }
+            described.push((shape, names.kind.clone()));
             out.push_str("| Field | Type | Default | Checked | Description |\n|---|---|---|---|---|\n");
             for part in ["spec", "status"] {
                 let node = &root["properties"][part];
                 if node.is_object() {
                     let required = required_of(root).contains(&part.to_string());
-                    rows(part, node, required, 0, &mut out);
+                    rows(&names.singular.clone().unwrap_or_default(), part, node, required, 0, &mut out);
                 }
             }
         }
@@ -63,7 +72,7 @@ fn required_of(node: &Value) -> Vec<String> {
 }
 
 /// The row of `node` at `path`, then its fields'.
-fn rows(path: &str, node: &Value, required: bool, depth: usize, out: &mut String) {
+fn rows(kind: &str, path: &str, node: &Value, required: bool, depth: usize, out: &mut String) {
     let mut checks = checks(node);
     if required {
         checks.insert(0, "required".into());
@@ -72,7 +81,8 @@ fn rows(path: &str, node: &Value, required: bool, depth: usize, out: &mut String
     let children = fields(node);
     let mut description = node["description"].as_str().map(one_line).unwrap_or_default();
     if !deeper && !children.is_empty() {
-        description.push_str(" (its fields are those of the Kubernetes type)");
+        let field = path.replace("[]", "").replace("{key}", "");
+        description.push_str(&format!(" (its fields: `kubectl explain {kind}.{field} --recursive`)"));
     }
     out.push_str(&format!(
         "| `{path}` | {} | {} | {} | {} |\n",
@@ -85,7 +95,7 @@ fn rows(path: &str, node: &Value, required: bool, depth: usize, out: &mut String
         return;
     }
     for (joined, child, required) in children {
-        rows(&format!("{path}{joined}"), child, required, depth + 1, out);
+        rows(kind, &format!("{path}{joined}"), child, required, depth + 1, out);
     }
 }
 
@@ -181,7 +191,7 @@ mod tests {
             }
         });
         let mut out = String::new();
-        rows("spec", &node, true, 0, &mut out);
+        rows("providerupgrade", "spec", &node, true, 0, &mut out);
         assert!(
             out.contains(
                 "| `spec.follow` | string |  | required; one of `Pin`, `Patch` | Which \\| releases. |"
