@@ -48,7 +48,7 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
     let namespace = upgrade.namespace().unwrap_or_default();
     let name = upgrade.name_any();
     let mut status = upgrade.status.clone().unwrap_or_default();
-    if status.conditions.iter().any(|c| c.type_ == SUCCEEDED) {
+    if finished(&upgrade).is_some() {
         return Ok(Action::await_change());
     }
     let generation = upgrade.meta().generation;
@@ -92,14 +92,13 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
         return Ok(Action::await_change());
     }
     // Once one of its steps ran, this upgrade holds the namespace's turn: no need to look, nor
-    // at the window (an upgrade that started runs to its end).
-    let has_turn = status.steps.iter().any(|s| s.state != StepState::Pending);
-    if !has_turn && let Some((wanted, action)) = outside_window(&upgrade) {
+    // at the window (an upgrade that started runs to its end). A new plan starts nothing.
+    if !started && let Some((wanted, action)) = outside_window(&upgrade) {
         status.conditions = merge(&status.conditions, &[wanted], generation, &now(), &ORDER);
         write(&ctx, &upgrade, &status).await?;
         return Ok(action);
     }
-    if !has_turn && let Some(other) = another_running(&ctx, &namespace, &name).await? {
+    if !started && let Some(other) = another_running(&ctx, &namespace, &name).await? {
         let wanted = Wanted::new(
             PROGRESSING,
             false,
@@ -303,7 +302,7 @@ fn since(time: &str) -> Option<Duration> {
 }
 
 /// A Go duration (`10m`, `1h30m`, `90s`).
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
     let parsed: kube::core::Duration = text.parse().map_err(|e| format!("{text}: {e}"))?;
     Ok(parsed.into())
 }

@@ -37,10 +37,10 @@ impl Window {
                 window.schedule
             )
         })?;
-        let length: kube::core::Duration = window.duration.parse().map_err(|e| {
+        let length = super::parse_duration(&window.duration).map_err(|e| {
             format!("{at}.duration {:?} is not a Go duration ({e}): for example 4h", window.duration)
         })?;
-        let length = jiff::SignedDuration::try_from(std::time::Duration::from(length))
+        let length = jiff::SignedDuration::try_from(length)
             .map_err(|e| format!("{at}.duration {:?}: {e}", window.duration))?;
         if length.is_zero() {
             return Err(format!("{at}.duration is 0: a window must stay open a while, for example 4h"));
