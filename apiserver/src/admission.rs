@@ -75,7 +75,9 @@ fn rule_matches(rule: &Value, a: &Attributes) -> bool {
         && scope_ok
 }
 
-fn selector_matches(selector: &Value, object: &Value) -> bool {
+/// Whether a JSON label selector (`matchLabels`, `matchExpressions`) selects `object`; none
+/// selects everything.
+pub(crate) fn selector_matches(selector: &Value, object: &Value) -> bool {
     if selector.is_null() {
         return true;
     }

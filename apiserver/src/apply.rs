@@ -61,7 +61,7 @@ fn write(object: &mut Value, entries: Vec<Entry>) {
             entry
         })
         .collect();
-    let metadata = object["metadata"].as_object_mut().expect("objects have metadata");
+    let metadata = object.get_mut("metadata").and_then(Value::as_object_mut).expect("objects have metadata");
     if list.is_empty() {
         metadata.remove("managedFields");
     } else {

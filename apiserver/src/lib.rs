@@ -71,6 +71,7 @@ mod apply;
 mod conversion;
 mod discovery;
 mod errors;
+mod fields;
 mod fieldset;
 mod http;
 mod patch;
@@ -179,8 +180,9 @@ impl MemoryApiServer {
             .layer(DefaultBodyLimit::max(64 * 1024 * 1024))
             .with_state(shared.clone());
         // What controllers of a real control plane do a moment later: kube-controller-manager's
-        // root-CA publisher (new namespaces get their `kube-root-ca.crt`) and apiextensions'
-        // CRD finalizer (a deleted CRD's objects go, then the CRD). It ends with the server.
+        // root-CA publisher (new namespaces get their `kube-root-ca.crt`), apiextensions' CRD
+        // finalizer (a deleted CRD's objects go, then the CRD) and the garbage collector's
+        // orphan and foreground deletions. It ends with the server.
         let store = Arc::downgrade(&shared.store);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(50));
@@ -193,6 +195,7 @@ impl MemoryApiServer {
                     store.publish_root_ca(None);
                 }
                 store.finish_crd_deletions();
+                store.finish_propagations();
             }
         });
         let (shutdown, stopped) = oneshot::channel::<()>();

@@ -241,10 +241,11 @@ fn images_and_contract(
     let fail =
         |message: String| ProcessError::Object { what: options.what.into(), object: object.into(), message };
     let Some(mut spec) = doc.get("spec").map_err(fail)? else { return Ok(()) };
-    let pod = &mut spec["template"]["spec"];
     let mut names = Vec::new();
     for list in ["containers", "initContainers"] {
-        for container in pod[list].as_array_mut().into_iter().flatten() {
+        // Read without indexing mutably: that would add `initContainers: null` to every pod.
+        let containers = spec.pointer_mut(&format!("/template/spec/{list}")).and_then(Value::as_array_mut);
+        for container in containers.into_iter().flatten() {
             if list == "containers" {
                 names.push(container["name"].as_str().unwrap_or_default().to_string());
             }

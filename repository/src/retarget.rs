@@ -67,7 +67,8 @@ impl Retarget<'_> {
         match kind {
             "CustomResourceDefinition" => {
                 if let Some(mut conversion) = doc.get_child("spec", "conversion")?
-                    && let Some(service) = conversion["webhook"]["clientConfig"]["service"].as_object_mut()
+                    && let Some(service) =
+                        conversion.pointer_mut("/webhook/clientConfig/service").and_then(Value::as_object_mut)
                 {
                     service.insert("namespace".into(), json!(self.target));
                     doc.set_child("spec", "conversion", conversion)?;
@@ -86,7 +87,9 @@ impl Retarget<'_> {
             "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
                 if let Some(mut webhooks) = doc.get("webhooks")? {
                     for webhook in webhooks.as_array_mut().into_iter().flatten() {
-                        if let Some(service) = webhook["clientConfig"]["service"].as_object_mut() {
+                        if let Some(service) =
+                            webhook.pointer_mut("/clientConfig/service").and_then(Value::as_object_mut)
+                        {
                             service.insert("namespace".into(), json!(self.target));
                         }
                     }
@@ -95,7 +98,7 @@ impl Retarget<'_> {
             }
             "Certificate" => {
                 if let Some(mut spec) = doc.get("spec")? {
-                    for name in spec["dnsNames"].as_array_mut().into_iter().flatten() {
+                    for name in spec.get_mut("dnsNames").and_then(Value::as_array_mut).into_iter().flatten() {
                         if let Some(text) = name.as_str() {
                             *name = json!(self.service_dns_name(text));
                         }

@@ -33,7 +33,7 @@ fn configurations(shared: &Shared) -> Vec<(bool, Value)> {
 
 fn reply_object(reply: Reply) -> Value {
     match reply {
-        Reply::Json(_, value) => value,
+        Reply::Json(_, value) | Reply::Warned(_, value, _) => value,
         Reply::Stream(_) => Value::Null,
     }
 }
@@ -124,7 +124,10 @@ pub(super) async fn write(
     // Write what the mutating webhooks made: created as new, or replaced at the version that
     // was admitted (a change in between is a conflict, as on a real server).
     let mut body = object;
-    let metadata = &mut body["metadata"];
+    // The object a dry run stored always has its metadata.
+    let Some(metadata) = body.get_mut("metadata") else {
+        return Err(crate::errors::ApiError::internal("the admitted object has no metadata"));
+    };
     if operation == "CREATE" {
         for field in ["uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"] {
             if let Some(m) = metadata.as_object_mut() {

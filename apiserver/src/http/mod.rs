@@ -20,6 +20,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use crate::Shared;
 use crate::discovery;
 use crate::errors::ApiError;
+use crate::fields::FieldValidation;
 use crate::patch::PatchType;
 use crate::rbac;
 use crate::registry::ResourceType;
@@ -208,6 +209,17 @@ pub async fn handle(
             json_response(code, &as_metadata(value))
         }
         Ok(Reply::Json(code, value)) => json_response(code, &value),
+        Ok(Reply::Warned(code, value, warnings)) => {
+            let mut response = json_response(code, &value);
+            for warning in warnings {
+                // The form the API server uses: code 299, no agent, the text quoted.
+                let text = format!("299 - \"{}\"", warning.replace('"', "\\\""));
+                if let Ok(header) = header::HeaderValue::from_str(&text) {
+                    response.headers_mut().append("warning", header);
+                }
+            }
+            response
+        }
         Ok(Reply::Stream(rx)) => {
             let stream = ReceiverStream::new(rx).map(move |line| {
                 let line = match metadata_only {
@@ -252,7 +264,17 @@ fn metadata_event(line: &str) -> Option<String> {
 
 enum Reply {
     Json(u16, Value),
+    /// An answer with the `Warning` headers the write earned.
+    Warned(u16, Value, Vec<String>),
     Stream(tokio::sync::mpsc::Receiver<String>),
+}
+
+fn warned(code: u16, value: Value, options: &WriteOptions) -> Reply {
+    let warnings = std::mem::take(&mut *options.warnings.lock().unwrap_or_else(|e| e.into_inner()));
+    match warnings.is_empty() {
+        true => Reply::Json(code, value),
+        false => Reply::Warned(code, value, warnings),
+    }
 }
 
 fn dispatch(
@@ -308,13 +330,18 @@ fn dispatch(
             continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
         })
     };
-    let write_options = |default_manager: bool| WriteOptions {
-        manager: query
-            .get("fieldManager")
-            .cloned()
-            .unwrap_or_else(|| if default_manager { user_agent_manager(headers) } else { String::new() }),
-        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
-        force: query.get("force").is_some_and(|f| f == "true"),
+    let write_options = |default_manager: bool| -> Result<WriteOptions, ApiError> {
+        Ok(WriteOptions {
+            manager: query
+                .get("fieldManager")
+                .cloned()
+                .unwrap_or_else(|| if default_manager { user_agent_manager(headers) } else { String::new() }),
+            dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+            force: query.get("force").is_some_and(|f| f == "true"),
+            validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str))
+                .map_err(ApiError::bad_request)?,
+            warnings: Default::default(),
+        })
     };
     let scope = (rt.namespaced && target.namespace.is_some()).then_some(namespace.as_str());
     let check_scope = |name_present: bool| -> Result<(), ApiError> {
@@ -364,26 +391,27 @@ fn dispatch(
                 )));
             }
             let object = parse_body(body)?;
-            Ok(Reply::Json(201, lock(store).create(&rt, &namespace, object, &write_options(true))?))
+            let options = write_options(true)?;
+            let created = lock(store).create(&rt, &namespace, object, &options)?;
+            Ok(warned(201, created, &options))
         }
         (Method::PUT, Some(name)) => {
             check_scope(true)?;
             let object = parse_body(body)?;
-            Ok(Reply::Json(
-                200,
-                lock(store).replace(&rt, &namespace, name, object, status_scope, &write_options(true))?,
-            ))
+            let options = write_options(true)?;
+            let replaced = lock(store).replace(&rt, &namespace, name, object, status_scope, &options)?;
+            Ok(warned(200, replaced, &options))
         }
         (Method::PATCH, Some(name)) => {
             check_scope(true)?;
             let content_type =
                 headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
             let kind = PatchType::from_content_type(content_type)?;
-            let options = write_options(kind != PatchType::Apply);
+            let options = write_options(kind != PatchType::Apply)?;
             let mut guard = lock(store);
             let existed = guard.lookup(&rt, &namespace, name).is_some();
             let result = guard.patch(&rt, &namespace, name, kind, body, status_scope, &options)?;
-            Ok(Reply::Json(if existed { 200 } else { 201 }, result))
+            Ok(warned(if existed { 200 } else { 201 }, result, &options))
         }
         (Method::DELETE, Some(name)) => {
             check_scope(true)?;

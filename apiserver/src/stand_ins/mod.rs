@@ -19,8 +19,26 @@ pub fn cert_manager_crds() -> Vec<CustomResourceDefinition> {
         .collect()
 }
 
-/// Plays the Deployment controller where no kubelet runs: every Deployment of `namespace`
-/// that matches `selector` reports its current generation Available, with all replicas ready.
+/// The labels of the one node the stand-ins play: what every Linux node carries.
+pub const NODE_LABELS: [(&str, &str); 3] =
+    [("kubernetes.io/os", "linux"), ("kubernetes.io/arch", "amd64"), ("kubernetes.io/hostname", "stand-in")];
+
+/// Whether the stand-in node could run the pods of a Deployment: each label its
+/// `nodeSelector` asks for is one the node carries. A pod no node can take stays Pending on a
+/// real cluster too, which is how a scenario makes a release that never becomes Available.
+pub fn schedulable(deployment: &Deployment) -> bool {
+    let selector = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.node_selector.clone())
+        .unwrap_or_default();
+    selector.iter().all(|(key, value)| NODE_LABELS.iter().any(|(k, v)| k == key && v == value))
+}
+
+/// Plays the Deployment controller and a kubelet where none runs: every Deployment of
+/// `namespace` that matches `selector` and whose pods the stand-in node could run
+/// ([`schedulable`]) reports its current generation Available, with all replicas ready.
 pub async fn mark_deployments_available(
     client: &kube::Client,
     namespace: &str,
@@ -28,6 +46,7 @@ pub async fn mark_deployments_available(
 ) -> Result<usize, kube::Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     let deployments = api.list(&ListParams::default().labels(selector)).await?.items;
+    let deployments: Vec<&Deployment> = deployments.iter().filter(|d| schedulable(d)).collect();
     for d in &deployments {
         let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let status = json!({"status": {

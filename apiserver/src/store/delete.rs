@@ -222,7 +222,22 @@ impl Store {
     /// The CRD finalizer's work waits for [`Store::finish_crd_deletions`]: on a real server a
     /// deleted CRD stays (Terminating) while its objects are removed.
     pub(super) fn collect_garbage(&mut self) {
-        self.collect(false);
+        self.collect(false, false);
+    }
+
+    /// What the garbage collector does a moment after an orphan or foreground deletion (here:
+    /// at the server's next tick): the dependents are disowned or deleted, then the
+    /// `orphan`/`foregroundDeletion` finalizer goes. Until then the object is there, with its
+    /// deletion timestamp, as on a real server. Returns whether one was due.
+    pub fn finish_propagations(&mut self) -> bool {
+        let due = self.objects.values().flat_map(|m| m.values()).any(|o| {
+            terminating(o)
+                && (has_finalizer(o, "metadata", ORPHAN) || has_finalizer(o, "metadata", FOREGROUND))
+        });
+        if due {
+            self.collect(false, true);
+        }
+        due
     }
 
     /// What apiextensions' CRD finalizer does a moment after a CRD's deletion (here: once it
@@ -243,14 +258,14 @@ impl Store {
             .and_then(|rt| self.objects.get(&rt.storage_key()))
             .is_some_and(|crds| crds.values().any(|c| terminating(c) && due(c)));
         if terminating_crds {
-            self.collect(true);
+            self.collect(true, false);
         }
         terminating_crds
     }
 
-    fn collect(&mut self, crds: bool) {
+    fn collect(&mut self, crds: bool, propagation: bool) {
         loop {
-            let work = self.garbage_work(crds);
+            let work = self.garbage_work(crds, propagation);
             if work.is_empty() {
                 return;
             }
@@ -273,7 +288,9 @@ impl Store {
                     }
                     Action::Disown(uid) => {
                         let mut next = current.clone();
-                        if let Some(refs) = next["metadata"]["ownerReferences"].as_array_mut() {
+                        if let Some(refs) =
+                            next.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut)
+                        {
                             refs.retain(|r| r["uid"].as_str() != Some(uid.as_str()));
                         }
                         self.store_system_write(&rt, &current, next);
@@ -284,7 +301,7 @@ impl Store {
     }
 
     /// What the controllers would do now, by (kind, (namespace, name)).
-    fn garbage_work(&self, crds: bool) -> Vec<(ResourceType, (String, String), Action)> {
+    fn garbage_work(&self, crds: bool, propagation: bool) -> Vec<(ResourceType, (String, String), Action)> {
         let mut all: Vec<(&ResourceType, &Value)> = Vec::new();
         for ((group, plural), objects) in &self.objects {
             if let Some(rt) = self.registry.any_version(group, plural) {
@@ -339,7 +356,7 @@ impl Store {
             let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
             // Foreground: every dependent is deleted, but the owner waits only for those whose
             // owner reference says blockOwnerDeletion.
-            if dying && has_finalizer(object, "metadata", FOREGROUND) {
+            if propagation && dying && has_finalizer(object, "metadata", FOREGROUND) {
                 let dependents: Vec<(&ResourceType, &Value)> =
                     all.iter().filter(|(_, o)| owned_by(o, uid)).copied().collect();
                 for (r, o) in dependents.iter().filter(|(_, o)| !terminating(o)) {
@@ -349,7 +366,7 @@ impl Store {
                     add(rt, object, Action::DropFinalizer("metadata", FOREGROUND));
                 }
             }
-            if dying && has_finalizer(object, "metadata", ORPHAN) {
+            if propagation && dying && has_finalizer(object, "metadata", ORPHAN) {
                 for (r, o) in all.iter().filter(|(_, o)| owned_by(o, uid)) {
                     add(r, o, Action::Disown(uid.to_string()));
                 }

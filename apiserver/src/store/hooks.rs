@@ -54,7 +54,9 @@ pub fn before_save(rt: &ResourceType, old: Option<&Value>, new: &mut Value) -> R
                     new["data"][key] = Value::String(STANDARD.encode(text));
                 }
             }
+            check_data_size(rt, new, "data")?;
         }
+        ("", "ConfigMap") => check_data_size(rt, new, "")?,
         ("", "Namespace") if old.is_none() => {
             new["spec"]["finalizers"] = json!(["kubernetes"]);
             new["status"] = json!({"phase": "Active"});
@@ -76,6 +78,44 @@ pub fn before_save(rt: &ResourceType, old: Option<&Value>, new: &mut Value) -> R
         check_immutable(rt, old, new)?;
     }
     Ok(())
+}
+
+/// The most a ConfigMap's or a Secret's data may hold, checked before etcd's own limit.
+pub const MAX_DATA_BYTES: usize = 1_048_576;
+
+/// A ConfigMap's `data` and `binaryData` values, or a Secret's decoded `data` values, add up to
+/// at most [`MAX_DATA_BYTES`].
+fn check_data_size(rt: &ResourceType, object: &Value, field: &str) -> Result<(), ApiError> {
+    let values = |key: &str| object.get(key).and_then(Value::as_object).into_iter().flat_map(|m| m.values());
+    let size: usize = match rt.kind.as_str() {
+        "Secret" => values("data")
+            .map(|v| {
+                let text = v.as_str().unwrap_or_default();
+                STANDARD.decode(text).map_or(text.len(), |bytes| bytes.len())
+            })
+            .sum(),
+        _ => values("data")
+            .map(|v| v.as_str().map_or(0, str::len))
+            .chain(values("binaryData").map(|v| {
+                let text = v.as_str().unwrap_or_default();
+                STANDARD.decode(text).map_or(text.len(), |bytes| bytes.len())
+            }))
+            .sum(),
+    };
+    if size <= MAX_DATA_BYTES {
+        return Ok(());
+    }
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(
+        &rt.group,
+        &rt.kind,
+        name,
+        vec![Cause {
+            reason: "FieldValueTooLong",
+            message: format!("Too long: may not be more than {MAX_DATA_BYTES} bytes"),
+            field: field.into(),
+        }],
+    ))
 }
 
 /// The fields Kubernetes refuses to change once set (the ones providers' components meet).
@@ -231,10 +271,66 @@ pub fn after_save(
         let plural = object["spec"]["names"]["plural"].as_str().unwrap_or_default();
         store.registry.register(group, plural, types);
     }
+    if rt.group == "rbac.authorization.k8s.io" && rt.kind == "ClusterRole" {
+        store.aggregate_cluster_roles();
+    }
     Ok(())
 }
 
+/// The field manager of kube-controller-manager's ClusterRole aggregation.
+pub const AGGREGATION_MANAGER: &str = "clusterrole-aggregation-controller";
+
+/// The rules a ClusterRole with an `aggregationRule` gets: those of every other ClusterRole its
+/// selectors select, each once, in the order of the roles' names.
+fn aggregated_rules(role: &Value, roles: &[&Value]) -> Vec<Value> {
+    let selectors = role["aggregationRule"]["clusterRoleSelectors"].as_array().cloned().unwrap_or_default();
+    let mut rules: Vec<Value> = Vec::new();
+    for other in roles.iter().filter(|o| o["metadata"]["name"] != role["metadata"]["name"]) {
+        if !selectors.iter().any(|s| crate::admission::selector_matches(s, other)) {
+            continue;
+        }
+        for rule in other["rules"].as_array().into_iter().flatten() {
+            if !rules.contains(rule) {
+                rules.push(rule.clone());
+            }
+        }
+    }
+    rules
+}
+
 impl Store {
+    /// What kube-controller-manager's aggregation controller does: fills `rules` of every
+    /// ClusterRole with an `aggregationRule` from the roles it selects, by a forced server-side
+    /// apply of its own. (There it happens a moment later; here at once.)
+    fn aggregate_cluster_roles(&mut self) {
+        let Some(rt) = self.registry.find("rbac.authorization.k8s.io", "v1", "clusterroles").cloned() else {
+            return;
+        };
+        let roles: Vec<Value> =
+            self.objects_of(&rt).map(|m| m.values().cloned().collect()).unwrap_or_default();
+        let all: Vec<&Value> = roles.iter().collect();
+        for role in roles.iter().filter(|r| r["aggregationRule"].is_object()) {
+            let rules = aggregated_rules(role, &all);
+            if role["rules"].as_array().map_or(rules.is_empty(), |now| *now == rules) {
+                continue;
+            }
+            let name = role["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let body = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": name}, "rules": rules});
+            let options = super::WriteOptions {
+                manager: AGGREGATION_MANAGER.into(),
+                force: true,
+                ..Default::default()
+            };
+            let bytes = body.to_string().into_bytes();
+            if let Err(e) =
+                self.patch(&rt, "", &name, crate::patch::PatchType::Apply, &bytes, false, &options)
+            {
+                tracing::warn!(role = %name, error = %e.message, "aggregating a ClusterRole failed");
+            }
+        }
+    }
+
     /// Publishes `kube-root-ca.crt` in the namespaces due it (all, or `only` one) that still
     /// exist and are not terminating, as kube-controller-manager's root-CA publisher does.
     pub fn publish_root_ca(&mut self, only: Option<&str>) {

@@ -18,6 +18,7 @@ use tokio::sync::broadcast;
 use super::apply::record_update;
 use super::conversion;
 use super::errors::ApiError;
+use super::fields::{self, FieldValidation};
 use super::registry::{Registry, ResourceType};
 use super::schema;
 
@@ -56,6 +57,10 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// Server-side apply only: take fields over from other managers.
     pub force: bool,
+    /// What to do with fields a built-in kind does not declare (not for apply, which refuses them).
+    pub validation: FieldValidation,
+    /// The warnings the write earned, for the response's `Warning` headers.
+    pub warnings: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 type Objects = BTreeMap<(String, String), Value>;
@@ -79,7 +84,9 @@ pub struct Store {
 /// An object without the times of its managedFields entries.
 fn without_field_times(object: &Value) -> Value {
     let mut copy = object.clone();
-    for entry in copy["metadata"]["managedFields"].as_array_mut().into_iter().flatten() {
+    for entry in
+        copy.pointer_mut("/metadata/managedFields").and_then(Value::as_array_mut).into_iter().flatten()
+    {
         if let Some(entry) = entry.as_object_mut() {
             entry.remove("time");
         }
@@ -101,6 +108,52 @@ pub(super) fn decodable(rt: &ResourceType, stored: &Value) -> Result<(), ApiErro
             stored["metadata"]["name"].as_str().unwrap_or_default()
         ))),
     }
+}
+
+/// The fields of a create, update or patch that a built-in kind does not declare, handled as the
+/// write's `fieldValidation` asks.
+fn check_fields(rt: &ResourceType, object: &mut Value, opts: &WriteOptions) -> Result<(), ApiError> {
+    let unknown = fields::undeclared(rt, object);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let named = unknown.iter().map(|p| format!("unknown field \"{}\"", p.trim_start_matches('.')));
+    match opts.validation {
+        FieldValidation::Strict => Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            named.collect::<Vec<_>>().join(", ")
+        ))),
+        FieldValidation::Warn => {
+            opts.warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(named);
+            fields::drop_undeclared(rt, object);
+            Ok(())
+        }
+        FieldValidation::Ignore => {
+            fields::drop_undeclared(rt, object);
+            Ok(())
+        }
+    }
+}
+
+/// A server-side apply of a built-in kind cannot carry a field the kind does not declare: the
+/// typed patch cannot be built, whatever `fieldValidation` says.
+fn check_applied_fields(rt: &ResourceType, applied: &Value) -> Result<(), ApiError> {
+    let unknown = fields::undeclared(rt, applied);
+    let list = match unknown.as_slice() {
+        [] => return Ok(()),
+        [one] => format!("{one}: field not declared in schema"),
+        many => format!(
+            "errors:\n  {}",
+            many.iter()
+                .map(|p| format!("{p}: field not declared in schema"))
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        ),
+    };
+    Err(ApiError::internal(format!(
+        "failed to create typed patch object ({}/{}, Kind={}): {list}",
+        rt.group, rt.version, rt.kind
+    )))
 }
 
 /// The largest object etcd stores (1.5 MiB, its default request limit).
@@ -363,7 +416,7 @@ impl Store {
         if !new["metadata"].is_object() {
             new["metadata"] = json!({});
         }
-        let meta = new["metadata"].as_object_mut().expect("made an object above");
+        let meta = new.get_mut("metadata").and_then(Value::as_object_mut).expect("made an object above");
         meta.remove("resourceVersion");
         meta.remove("selfLink");
         match old {

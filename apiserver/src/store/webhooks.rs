@@ -20,7 +20,8 @@ pub fn default_and_check(kind: &str, object: &mut Value) -> Vec<Cause> {
     let mut names = Vec::new();
     let required =
         |field: String| Cause { reason: "FieldValueRequired", message: "Required value".into(), field };
-    for (i, hook) in object["webhooks"].as_array_mut().into_iter().flatten().enumerate() {
+    let hooks = object.get_mut("webhooks").and_then(Value::as_array_mut);
+    for (i, hook) in hooks.into_iter().flatten().enumerate() {
         let at = |field: &str| format!("webhooks[{i}].{field}");
         default(hook, "failurePolicy", json!("Fail"));
         default(hook, "matchPolicy", json!("Equivalent"));
@@ -30,7 +31,7 @@ pub fn default_and_check(kind: &str, object: &mut Value) -> Vec<Cause> {
         if kind == "MutatingWebhookConfiguration" {
             default(hook, "reinvocationPolicy", json!("Never"));
         }
-        for rule in hook["rules"].as_array_mut().into_iter().flatten() {
+        for rule in hook.get_mut("rules").and_then(Value::as_array_mut).into_iter().flatten() {
             default(rule, "scope", json!("*"));
         }
         if let Some(service) = hook["clientConfig"].get_mut("service").filter(|s| s.is_object()) {

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Store, WriteOptions, hooks, name_of, now};
+use super::{Store, WriteOptions, check_applied_fields, check_fields, hooks, name_of, now};
 use crate::apply::Applier;
 use crate::errors::{self, ApiError};
 use crate::patch::{PatchType, apply_patch};
@@ -22,6 +22,7 @@ impl Store {
             return Err(ApiError::bad_request("the body of the request is not an object"));
         }
         check_kind(rt, &body)?;
+        check_fields(rt, &mut body, opts)?;
         let meta = body["metadata"].as_object().cloned().unwrap_or_default();
         if let Some(ns) = meta.get("namespace").and_then(Value::as_str)
             && rt.namespaced
@@ -55,7 +56,7 @@ impl Store {
         if rt.namespaced {
             self.check_namespace_accepts(namespace)?;
             body["metadata"]["namespace"] = Value::String(namespace.to_string());
-        } else if let Some(meta) = body["metadata"].as_object_mut() {
+        } else if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("namespace");
         }
         if self.lookup(rt, namespace, &name).is_some() {
@@ -82,11 +83,12 @@ impl Store {
         rt: &ResourceType,
         namespace: &str,
         name: &str,
-        body: Value,
+        mut body: Value,
         status_scope: bool,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
         check_kind(rt, &body)?;
+        check_fields(rt, &mut body, opts)?;
         if body["metadata"]["name"].as_str().is_some_and(|n| n != name) {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
@@ -118,7 +120,8 @@ impl Store {
             return self.server_side_apply(rt, namespace, name, old, body, status_scope, opts);
         }
         let old = old.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
-        let patched = apply_patch(rt, kind, &old, body)?;
+        let mut patched = apply_patch(rt, kind, &old, body)?;
+        check_fields(rt, &mut patched, opts)?;
         check_resource_version(rt, name, &old, &patched)?;
         if name_of(&patched) != name {
             return Err(ApiError::bad_request("a patch cannot change the name of an object"));
@@ -153,6 +156,7 @@ impl Store {
         if applied["apiVersion"].is_null() || applied["kind"].is_null() {
             return Err(ApiError::bad_request("an apply patch must set apiVersion and kind"));
         }
+        check_applied_fields(rt, &applied)?;
         if applied["metadata"]["name"].as_str().is_some_and(|n| n != name) {
             return Err(ApiError::bad_request(
                 "the name in the apply patch does not match the name on the URL",

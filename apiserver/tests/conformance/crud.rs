@@ -283,18 +283,42 @@ async fn immutable_fields_are_refused_as_kubernetes_refuses_them() {
 }
 
 #[tokio::test]
-async fn an_object_larger_than_etcd_keeps_is_refused() {
+async fn config_maps_and_secrets_hold_at_most_one_mebibyte_and_any_object_at_most_what_etcd_keeps() {
     let cluster = Cluster::connect().await;
     let ns = cluster.namespace("too-large").await;
-    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
-    // 1.6 MiB: under the API server's 3 MiB request limit, over etcd's 1.5 MiB.
-    let big = "x".repeat(1_677_722);
+    let maps: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    // One byte over 1 MiB of data: refused by validation, long before etcd's 1.5 MiB.
+    let over = "x".repeat(1_048_577);
     let refused =
-        api.create(&PostParams::default(), &config_map("big", &[], &[("data", big.as_str())])).await;
-    match refused {
+        api_error(maps.create(&PostParams::default(), &config_map("big", &[], &[("data", &over)])).await);
+    assert_eq!(refused.code, 422, "{}", refused.message);
+    assert!(refused.message.contains("Too long: may not be more than 1048576 bytes"), "{}", refused.message);
+    // Spread over two keys it is the same.
+    let half = "x".repeat(524_289);
+    let refused =
+        maps.create(&PostParams::default(), &config_map("halves", &[], &[("a", &half), ("b", &half)])).await;
+    assert_eq!(api_error(refused).code, 422);
+    let exactly = "x".repeat(1_048_576);
+    maps.create(&PostParams::default(), &config_map("fits", &[], &[("data", &exactly)])).await.unwrap();
+
+    let secrets: Api<Secret> = Api::namespaced(cluster.client(), &ns);
+    let secret = |name: &str, size: usize| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": name}, "stringData": {"k": "y".repeat(size)}}))
+            .unwrap()
+    };
+    let refused = api_error(secrets.create(&PostParams::default(), &secret("big", 1_048_577)).await);
+    assert_eq!(refused.code, 422, "{}", refused.message);
+    assert!(refused.message.contains("Too long: may not be more than 1048576 bytes"), "{}", refused.message);
+    // Its size is the decoded data's, not the base64 text's (which is a third longer).
+    secrets.create(&PostParams::default(), &secret("fits", 1_048_576)).await.unwrap();
+
+    // Any other object over etcd's 1.5 MiB (and under the API server's 3 MiB request limit).
+    let widgets = crate::support::widgets(&cluster).await;
+    let api = crate::support::widget_api(&cluster, &widgets, &ns);
+    let big = "x".repeat(1_677_722);
+    let spec = json!({"label": "big", "extra": {"data": big}});
+    match api.create(&PostParams::default(), &crate::support::widget(&widgets, "big", spec)).await {
         Err(kube::Error::Api(e)) => assert!(e.message.contains("request is too large"), "{}", e.message),
         other => panic!("a 1.6 MiB object was stored: {other:?}"),
     }
-    let fits = "x".repeat(1_000_000);
-    api.create(&PostParams::default(), &config_map("fits", &[], &[("data", fits.as_str())])).await.unwrap();
 }

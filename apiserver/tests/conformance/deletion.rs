@@ -56,7 +56,11 @@ async fn dependents_follow_their_owner_by_propagation_policy() {
     // Orphan: the dependent stays, without its owner reference.
     let owner = api.create(&PostParams::default(), &config_map("owner-or", &[], &[])).await.unwrap();
     api.create(&PostParams::default(), &owned_by(&owner, "dep-or")).await.unwrap();
-    api.delete("owner-or", &DeleteParams::orphan()).await.unwrap();
+    // The call answers before the garbage collector's work: the owner is still there, marked.
+    let answer = api.delete("owner-or", &DeleteParams::orphan()).await.unwrap();
+    let marked = answer.left().expect("an orphan deletion answers with the object, not a Status");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert!(marked.metadata.finalizers.unwrap_or_default().iter().any(|f| f == "orphan"));
     eventually("the orphaned owner to go", || gone(&api, "owner-or")).await;
     let orphan = api.get("dep-or").await.unwrap();
     assert!(orphan.metadata.owner_references.unwrap_or_default().is_empty());

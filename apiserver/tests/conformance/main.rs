@@ -9,6 +9,7 @@ mod crud;
 mod deletion;
 mod discovery;
 mod events;
+mod fields;
 mod rbac;
 mod schema;
 mod selectors;

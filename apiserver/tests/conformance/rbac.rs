@@ -124,3 +124,62 @@ async fn token_and_subject_access_reviews_answer_as_the_bindings_say() {
     assert!(allowed(accesses.create(&post, &access("scraper")).await.unwrap()));
     assert!(!allowed(accesses.create(&post, &access("stranger")).await.unwrap()));
 }
+
+/// The rules of a ClusterRole, and who owns `rules` by managedFields.
+fn rules_and_owners(role: &k8s_openapi::api::rbac::v1::ClusterRole) -> (Value, Vec<String>) {
+    let owners = role
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|e| serde_json::to_value(&e.fields_v1).unwrap().get("f:rules").is_some())
+        .filter_map(|e| e.manager.clone())
+        .collect();
+    (serde_json::to_value(&role.rules).unwrap(), owners)
+}
+
+#[tokio::test]
+async fn cluster_roles_with_an_aggregation_rule_get_the_rules_of_the_roles_they_select() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    use kube::api::{Patch, PatchParams};
+
+    let cluster = Cluster::connect().await;
+    let run = cluster.unique("agg");
+    let label = format!("e2e.butlerlabs.dev/{run}");
+    cluster.remove_cluster_objects_labelled(&format!("{label}-owner=scenario"));
+    let roles: Api<ClusterRole> = Api::all(cluster.client());
+    let apply = PatchParams::apply("scenario").force();
+    let read = json!([{"apiGroups": ["e2e.butlerlabs.dev"], "resources": ["gadgets"], "verbs": ["get"]}]);
+    let part = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": format!("{run}-part"), "labels": {label.clone(): "true", format!("{label}-owner"): "scenario"}},
+        "rules": read});
+    roles.patch(&format!("{run}-part"), &apply, &Patch::Apply(&part)).await.unwrap();
+    // The shape releases ship: an aggregationRule and `rules: []`.
+    let whole = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": format!("{run}-whole"), "labels": {format!("{label}-owner"): "scenario"}},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {label.clone(): "true"}}]},
+        "rules": []});
+    roles.patch(&format!("{run}-whole"), &apply, &Patch::Apply(&whole)).await.unwrap();
+
+    let name = format!("{run}-whole");
+    let filled = crate::support::eventually("the aggregated rules", || async {
+        let role = roles.get(&name).await.unwrap();
+        (rules_and_owners(&role).0 == read).then_some(role)
+    })
+    .await;
+    let (_, owners) = rules_and_owners(&filled);
+    assert!(owners.iter().any(|o| o == "clusterrole-aggregation-controller"), "{owners:?}");
+
+    // Applying `rules: []` again takes `rules` back for a moment; the aggregation restores them.
+    roles.patch(&name, &apply, &Patch::Apply(&whole)).await.unwrap();
+    crate::support::eventually("the rules restored", || async {
+        let role = roles.get(&name).await.unwrap();
+        (rules_and_owners(&role).0 == read).then_some(())
+    })
+    .await;
+    // An apply that leaves `rules` out never touches them.
+    let mut without = whole.clone();
+    without.as_object_mut().unwrap().remove("rules");
+    roles.patch(&name, &PatchParams::apply("scenario-2"), &Patch::Apply(&without)).await.unwrap();
+    assert_eq!(rules_and_owners(&roles.get(&name).await.unwrap()).0, read);
+}

@@ -38,26 +38,28 @@ pub fn objects(namespace: &str, suffix: &str) -> Vec<Value> {
         .into_iter()
         .map(|mut object| {
             let cluster_wide = object["kind"].as_str().is_some_and(|k| k.starts_with("Cluster"));
-            let metadata = &mut object["metadata"];
             if cluster_wide {
-                let name = format!("{}-{suffix}", metadata["name"].as_str().unwrap_or_default());
-                metadata["name"] = json!(name);
-                metadata["labels"][RUN_LABEL] = json!(suffix);
+                let name = format!("{}-{suffix}", object["metadata"]["name"].as_str().unwrap_or_default());
+                object["metadata"]["name"] = json!(name);
+                object["metadata"]["labels"][RUN_LABEL] = json!(suffix);
             } else {
-                metadata["namespace"] = json!(namespace);
+                object["metadata"]["namespace"] = json!(namespace);
             }
             if object["roleRef"]["kind"] == "ClusterRole" {
                 let name = format!("{}-{suffix}", object["roleRef"]["name"].as_str().unwrap_or_default());
                 object["roleRef"]["name"] = json!(name);
             }
-            for rule in object["rules"].as_array_mut().into_iter().flatten() {
-                for name in rule["resourceNames"].as_array_mut().into_iter().flatten() {
+            // Read through get_mut: indexing mutably adds `rules: null` and `subjects: null` to
+            // every object, which a real API server refuses on a server-side apply.
+            for rule in object.get_mut("rules").and_then(Value::as_array_mut).into_iter().flatten() {
+                for name in rule.get_mut("resourceNames").and_then(Value::as_array_mut).into_iter().flatten()
+                {
                     if renamed.contains(name) {
                         *name = json!(format!("{}-{suffix}", name.as_str().unwrap_or_default()));
                     }
                 }
             }
-            for subject in object["subjects"].as_array_mut().into_iter().flatten() {
+            for subject in object.get_mut("subjects").and_then(Value::as_array_mut).into_iter().flatten() {
                 if subject["namespace"] == HOME {
                     subject["namespace"] = json!(namespace);
                 }

@@ -45,7 +45,7 @@ impl InitPlan {
             .chain(&self.objects)
             .map(|o| {
                 let mut shown = o.clone();
-                if let Some(data) = shown["stringData"].as_object_mut() {
+                if let Some(data) = shown.get_mut("stringData").and_then(Value::as_object_mut) {
                     for value in data.values_mut() {
                         *value = json!("<redacted>");
                     }
@@ -98,7 +98,8 @@ pub const OPERATOR_COMPONENT: &str = "butler-operator";
 fn operator_objects(image: Option<&str>, config: &ClusterctlConfig) -> Result<Vec<Value>, GenerateError> {
     let mut objects = crate::manifest::objects(butler_repository::EMBEDDED_VERSION);
     for o in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
-        for c in o["spec"]["template"]["spec"]["containers"].as_array_mut().into_iter().flatten() {
+        let containers = o.pointer_mut("/spec/template/spec/containers").and_then(Value::as_array_mut);
+        for c in containers.into_iter().flatten() {
             let wanted = match image {
                 Some(image) => image.to_string(),
                 None => config

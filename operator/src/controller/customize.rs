@@ -220,7 +220,8 @@ fn apply_settings(
         if let Some(replicas) = deployment.replicas {
             object["spec"]["replicas"] = json!(replicas);
         }
-        let pod = &mut object["spec"]["template"]["spec"];
+        // Read, not indexed mutably: a Deployment always has its pod spec.
+        let Some(pod) = object.pointer_mut("/spec/template/spec") else { continue };
         if let Some(selector) = &deployment.node_selector {
             pod["nodeSelector"] = json!(selector);
         }
@@ -236,7 +237,7 @@ fn apply_settings(
         if let Some(secrets) = &deployment.image_pull_secrets {
             pod["imagePullSecrets"] = serde_json::to_value(secrets).expect("references serialize");
         }
-        for container in pod["containers"].as_array_mut().into_iter().flatten() {
+        for container in pod.get_mut("containers").and_then(Value::as_array_mut).into_iter().flatten() {
             let name = container["name"].as_str().unwrap_or_default().to_string();
             known.push(name.clone());
             if let Some(wanted) = containers.iter().find(|c| c.name == name) {

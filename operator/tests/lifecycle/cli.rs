@@ -170,14 +170,9 @@ pub(crate) fn keep_marking_available(s: &Scenario) -> tokio::task::JoinHandle<()
     keep_marking_available_where(s, butler_operator::controller::vocabulary::LABEL_NAME.to_string())
 }
 
-/// The same for every Deployment but those of [`crate::fixtures::broken_components`].
-pub(crate) fn keep_marking_available_but_broken(s: &Scenario) -> tokio::task::JoinHandle<()> {
-    keep_marking_available_where(
-        s,
-        format!("{},!broken", butler_operator::controller::vocabulary::LABEL_NAME),
-    )
-}
-
+/// Marks the scenario's Deployments Available while the scenario runs, as a cluster whose
+/// nodes run every pod they can take: those of [`crate::fixtures::broken_components`] no node
+/// takes, and they never become Available.
 fn keep_marking_available_where(s: &Scenario, selector: String) -> tokio::task::JoinHandle<()> {
     let (client, namespace, in_memory) = (s.client.clone(), s.namespace.clone(), s.cluster.is_in_memory());
     tokio::spawn(async move {

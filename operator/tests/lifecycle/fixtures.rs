@@ -17,16 +17,23 @@ releaseSeries:
   - {major: 2, minor: 0, contract: v1beta2}
 ";
 
+/// [`METADATA`] with a series 3.0 of contract `v1`, which supports no earlier contract: a core
+/// provider there runs with `v1` providers only.
+pub fn metadata_with_v1() -> String {
+    format!("{METADATA}  - {{major: 3, minor: 0, contract: v1}}\n")
+}
+
+/// A node label no node carries: a pod that asks for it stays Pending on any cluster.
+pub const NO_NODE_LABEL: &str = "scenario.butlerlabs.dev/no-node-carries-this";
+
 /// The components of the test provider `name` at `version` whose manager Deployment never
-/// becomes Available: it carries the label `broken`, which [`keep_marking_available_but_broken`]
-/// passes over.
-///
-/// [`keep_marking_available_but_broken`]: crate::cli::keep_marking_available_but_broken
+/// becomes Available on any cluster: its pods ask for a node label no node carries
+/// ([`NO_NODE_LABEL`]), so they are never scheduled.
 pub fn broken_components(name: &str, version: &str) -> String {
-    components(name, version, &[]).replace(
-        &format!("    control-plane: {name}\nspec:"),
-        &format!("    control-plane: {name}\n    broken: \"true\"\nspec:"),
-    )
+    let text = components(name, version, &[]);
+    let pod = format!("      serviceAccountName: {name}-manager\n");
+    assert!(text.contains(&pod), "the test provider's pod spec");
+    text.replace(&pod, &format!("{pod}      nodeSelector:\n        {NO_NODE_LABEL}: \"true\"\n"))
 }
 
 /// What a release of a test provider holds besides its ServiceAccount and Deployment.
@@ -136,8 +143,20 @@ spec:
 /// Publishes one version of a provider as a ConfigMap in the scenario's namespace, labelled
 /// `butler.butlerlabs.dev/provider: {label}`; `components_file` is the provider type's.
 pub async fn publish(s: &Scenario, label: &str, components_file: &str, version: &str, components: &str) {
+    publish_with(s, label, components_file, version, components, METADATA).await
+}
+
+/// [`publish`] with the metadata given.
+pub async fn publish_with(
+    s: &Scenario,
+    label: &str,
+    components_file: &str,
+    version: &str,
+    components: &str,
+    metadata: &str,
+) {
     let files = [
-        ("metadata.yaml".to_string(), METADATA.to_string()),
+        ("metadata.yaml".to_string(), metadata.to_string()),
         (components_file.to_string(), components.to_string()),
     ];
     let mut cm = provider_configmap(label, version, &files);

