@@ -42,7 +42,7 @@ pub use error::{RepositoryError, Result};
 pub use http::HttpOptions;
 pub use images::{ImageMeta, ImageOverrides, ImageRef};
 pub use ipnet::IpNet;
-pub use metadata::{METADATA_FILE, Metadata, ReleaseSeries};
+pub use metadata::{METADATA_FILE, Metadata, ReleaseSeries, core_supports, supported_contracts};
 pub use network::NetworkPolicy;
 pub use provider::{BUTLER_GITHUB, ProviderEntry, ProviderType};
 pub use repository::{RemoteOptions, Repository};

@@ -115,9 +115,35 @@ impl Metadata {
     }
 }
 
+/// The contracts a core provider still supports besides its own: Cluster API v1.11 and later
+/// (contract v1beta2) accept providers that abide by v1beta1.
+const STILL_SUPPORTED: &[(&str, &str)] = &[("v1beta2", "v1beta1")];
+
+/// The contracts a core provider of contract `core` accepts other providers at: its own first,
+/// then the earlier one it still supports.
+pub fn supported_contracts(core: &str) -> Vec<&str> {
+    let earlier = STILL_SUPPORTED.iter().filter(|(c, _)| *c == core).map(|(_, e)| *e);
+    std::iter::once(core).chain(earlier).collect()
+}
+
+/// Whether a core provider of contract `core` accepts a provider of contract `provider`.
+pub fn core_supports(core: &str, provider: &str) -> bool {
+    supported_contracts(core).contains(&provider)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_v1beta2_core_still_supports_v1beta1_and_nothing_else_crosses() {
+        assert_eq!(supported_contracts("v1beta2"), ["v1beta2", "v1beta1"]);
+        assert_eq!(supported_contracts("v1beta1"), ["v1beta1"]);
+        assert!(core_supports("v1beta2", "v1beta1"));
+        assert!(!core_supports("v1beta1", "v1beta2"), "an older core never runs newer providers");
+        assert!(!core_supports("v1beta2", "v1alpha4"));
+        assert!(!core_supports("v1beta1", "v1alpha4"));
+    }
 
     const GOOD: &str = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3\nkind: Metadata\nreleaseSeries:\n- major: 0\n  minor: 3\n  contract: v1alpha3\n- major: 0\n  minor: 2\n  contract: v1alpha2\n";
 

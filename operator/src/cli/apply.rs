@@ -192,6 +192,30 @@ impl Repositories {
     }
 }
 
+/// The newest release of `repo` that a core provider of `contract` accepts: of that contract,
+/// else of the earlier one it still supports (Cluster API v1.11 and later run v1beta1
+/// providers under a v1beta2 core). The core provider itself takes `contract` only.
+pub(crate) async fn latest_accepted(
+    repo: &butler_repository::Repository,
+    kind: ProviderKind,
+    contract: &str,
+) -> Result<Version, butler_repository::RepositoryError> {
+    let accepted = match kind {
+        ProviderKind::Core => vec![contract],
+        _ => butler_repository::supported_contracts(contract),
+    };
+    let mut first_error = None;
+    for c in accepted {
+        match repo.latest_for_contract(c).await {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.expect("a contract is tried"))
+}
+
 /// The moves `wanted` asks for, from the providers and their repositories.
 pub(crate) async fn moves(
     rows: &[ProviderRow],
@@ -203,7 +227,7 @@ pub(crate) async fn moves(
         Wanted::Contract(contract) => {
             for row in rows {
                 let repo = repositories.of(row)?;
-                let to = repo.latest_for_contract(contract).await.map_err(|e| {
+                let to = latest_accepted(repo, row.provider_kind, contract).await.map_err(|e| {
                     format!(
                         "{} {}/{} cannot move to contract {contract}: {e}",
                         row.kind, row.namespace, row.name

@@ -151,7 +151,7 @@ pub(super) async fn repository(
 
 /// Where `row` goes within `contract`.
 async fn next_for(repo: &Repository, row: &ProviderRow, contract: &str) -> Result<Next, String> {
-    match repo.latest_for_contract(contract).await {
+    match super::apply::latest_accepted(repo, row.provider_kind, contract).await {
         Ok(latest) => {
             let current = row.installed_version.as_deref().and_then(|v| Version::parse(v, "status").ok());
             Ok(match current {

@@ -227,7 +227,9 @@ pub fn choose_version(
     }
     match (kind, installed, core_contract) {
         (ProviderKind::Core, Some(i), _) => VersionChoice::Exact(i.version.into()),
-        (_, Some(i), Some(core)) if i.contract == core => VersionChoice::Exact(i.version.into()),
+        (_, Some(i), Some(core)) if butler_repository::core_supports(core, i.contract) => {
+            VersionChoice::Exact(i.version.into())
+        }
         (ProviderKind::Core, None, _) => VersionChoice::Default,
         (_, _, Some(core)) => VersionChoice::LatestFor(core.into()),
         (_, _, None) => VersionChoice::Default,
@@ -392,9 +394,14 @@ mod tests {
             choose_version(infra, &empty, Some(v1), Some("v1beta1")),
             VersionChoice::Exact("v1.0.0".into())
         );
+        // A v1beta2 core still supports v1beta1: what is installed stays.
         assert_eq!(
             choose_version(infra, &empty, Some(v1), Some("v1beta2")),
-            VersionChoice::LatestFor("v1beta2".into())
+            VersionChoice::Exact("v1.0.0".into())
+        );
+        assert_eq!(
+            choose_version(infra, &empty, Some(v1), Some("v1")),
+            VersionChoice::LatestFor("v1".into())
         );
         assert_eq!(choose_version(ProviderKind::Core, &empty, None, None), VersionChoice::Default);
         assert_eq!(

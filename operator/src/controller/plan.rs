@@ -4,7 +4,8 @@
 use std::collections::BTreeSet;
 
 use butler_repository::{
-    ComponentsOptions, ImageOverrides, ProcessError, Version, process_components, sha256_hex,
+    ComponentsOptions, ImageOverrides, ProcessError, Version, core_supports, process_components, sha256_hex,
+    supported_contracts,
 };
 use butler_runtime::conditions::Wanted;
 use butler_runtime::inventory::dropped_out;
@@ -214,8 +215,9 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         ProviderKind::Core => Some(fetched.contract.clone()),
         _ => core_of(input.all).and_then(|c| c.contract.clone()),
     };
+    // Cluster API's rule: a core accepts its own contract and the earlier one it still supports.
     if let Some(core) = &core_contract
-        && core != &fetched.contract
+        && !core_supports(core, &fetched.contract)
         && !me.paused
         && !me.held
     {
@@ -223,37 +225,39 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
             plan,
             Reason::ContractMismatch,
             format!(
-                "{version} abides by contract {}, but the core provider abides by {core}; to change contracts, pause every provider (spec.paused: true), upgrade them all, then unpause",
-                fetched.contract
+                "{version} abides by contract {}, but the core provider abides by {core} and accepts {}; to change contracts, pause every provider (spec.paused: true), upgrade them all, then unpause",
+                fetched.contract,
+                supported_contracts(core).join(" and ")
             ),
         );
     }
     plan.conditions.push(Reason::Passed.wanted(true, "the preflight checks passed"));
 
     // A contract change needs every provider paused.
-    let changes_contract = me.contract.as_deref().is_some_and(|c| c != fetched.contract);
+    // A provider other than the core moving between contracts the core accepts (v1beta1 to
+    // v1beta2 under a v1beta2 core) changes nothing the others depend on.
+    let within_core = me.key.kind != ProviderKind::Core
+        && core_contract.as_deref().is_some_and(|core| {
+            core_supports(core, &fetched.contract)
+                && me.contract.as_deref().is_some_and(|c| core_supports(core, c))
+        });
+    let changes_contract = me.contract.as_deref().is_some_and(|c| c != fetched.contract) && !within_core;
     if changes_contract {
         // Paused as observed (its Deployments held at 0), not as asked: a provider whose pause
         // has not been carried out (its config Secret is missing, its fetch fails) still runs.
         // This provider counts as paused when it asks to be: this very plan scales it to 0.
         // One that never installed runs nothing and is left out.
-        let running: Vec<String> = input
+        let running: Vec<&ProviderView> = input
             .all
             .iter()
             .filter(|o| !o.deleting && o.installed())
             .filter(|o| !(o.held || (o.key == me.key && me.paused)))
-            .map(ProviderView::describe)
             .collect();
         if !running.is_empty() {
             return keep(
                 plan,
                 Reason::ContractChangeNeedsPause,
-                format!(
-                    "{version} changes the contract from {} to {}; pause every provider first (spec.paused: true). Not paused: {}",
-                    me.contract.as_deref().unwrap_or_default(),
-                    fetched.contract,
-                    running.join(", ")
-                ),
+                needs_pause(me, &version, &fetched.contract, &running),
             );
         }
     }
@@ -269,8 +273,16 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
             .map(|o| (o.describe(), o.contract.clone().unwrap_or_else(|| "none".into())))
             .collect();
         contracts.push((me.describe(), fetched.contract.clone()));
-        let distinct: BTreeSet<&String> = contracts.iter().map(|(_, c)| c).collect();
-        if distinct.len() > 1 {
+        // Agreeing means every provider abides by a contract the core accepts.
+        let core_now = match me.key.kind {
+            ProviderKind::Core => Some(fetched.contract.clone()),
+            _ => core_of(input.all).and_then(|c| c.contract.clone()),
+        };
+        let disagree = match &core_now {
+            Some(core) => contracts.iter().any(|(_, c)| !core_supports(core, c)),
+            None => contracts.iter().map(|(_, c)| c).collect::<BTreeSet<&String>>().len() > 1,
+        };
+        if disagree {
             paused = true;
             let listing: Vec<String> = contracts.iter().map(|(who, c)| format!("{who} {c}")).collect();
             let message = format!(
@@ -339,6 +351,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         for (label, value) in &labels {
             object["metadata"]["labels"][label] = json!(value);
         }
+        unowned_aggregated_rules(object);
         if object["kind"] == "Deployment" {
             set_replicas(object, input.live, paused);
         }
@@ -373,8 +386,15 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     let upgrade = me.installed_version.as_deref().is_some_and(|v| !same_version(v));
     plan.contract = Some(fetched.contract.clone());
     plan.installed_version = Some(version.clone());
+    let still_supported = match core_contract.as_deref() {
+        Some(core) if core != fetched.contract && me.key.kind != ProviderKind::Core => {
+            format!(", which the core provider's {core} still supports")
+        }
+        _ => String::new(),
+    };
     plan.conditions.push(
-        Reason::Installed.wanted(true, format!("{version} is installed (contract {})", fetched.contract)),
+        Reason::Installed
+            .wanted(true, format!("{version} is installed (contract {}{still_supported})", fetched.contract)),
     );
     if upgrade {
         let from = me.installed_version.clone().unwrap_or_default();
@@ -399,6 +419,53 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     plan
 }
 
+/// What a contract change refused until every provider is paused says, for the state the user
+/// is in: whether this provider is paused already, and which are not, or are still pausing.
+fn needs_pause(me: &ProviderView, version: &str, contract: &str, running: &[&ProviderView]) -> String {
+    let from = me.contract.as_deref().unwrap_or_default();
+    let (asked, not_asked): (Vec<&&ProviderView>, Vec<&&ProviderView>) =
+        running.iter().partition(|o| o.paused);
+    let names = |list: &[&&ProviderView]| list.iter().map(|o| o.describe()).collect::<Vec<_>>().join(", ");
+    let mut message = match me.paused {
+        true => format!(
+            "{version} changes the contract from {from} to {contract}; this provider is paused at {} and moves once every provider is paused",
+            me.installed_version.as_deref().unwrap_or_default()
+        ),
+        false => format!(
+            "{version} changes the contract from {from} to {contract}; pause every provider first (spec.paused: true), this one included"
+        ),
+    };
+    if !not_asked.is_empty() {
+        message.push_str(&format!(". Not paused: {}", names(&not_asked)));
+    }
+    if !asked.is_empty() {
+        message
+            .push_str(&format!(". Pausing (spec.paused: true, Deployments not yet at 0): {}", names(&asked)));
+    }
+    message
+}
+
+/// The version to carry out a pause at: a provider that asks to be paused is paused whatever
+/// its version asks. When the plan refused the version's contract change until every provider
+/// is paused, the pause happens at the version installed (else every provider would wait for
+/// the others for ever).
+pub fn pause_first(plan: &InstallPlan, me: &ProviderView) -> Option<String> {
+    let refused = plan.conditions.iter().any(|c| c.reason == Reason::ContractChangeNeedsPause.as_str());
+    (refused && me.paused).then(|| me.installed_version.clone()).flatten()
+}
+
+/// Kubernetes fills the `rules` of a ClusterRole that has an `aggregationRule`: a release's
+/// `rules: []` left in would make the operator own them and fight the aggregation controller
+/// for ever, each undoing the other's write.
+fn unowned_aggregated_rules(object: &mut Value) {
+    if object["kind"] == "ClusterRole"
+        && object.get("aggregationRule").is_some_and(|a| !a.is_null())
+        && let Some(map) = object.as_object_mut()
+    {
+        map.remove("rules");
+    }
+}
+
 /// Replicas of a Deployment: 0 with the count to restore in an annotation while paused; the
 /// remembered count when it comes back.
 fn set_replicas(object: &mut Value, live: &[LiveDeployment], paused: bool) {
@@ -420,8 +487,18 @@ fn set_replicas(object: &mut Value, live: &[LiveDeployment], paused: bool) {
 /// The Ready condition: installed, running and every Deployment Available. The Deployments
 /// are those the plan wants (so the message does not change while the cache catches up).
 pub fn readiness(plan: &InstallPlan, live: &[LiveDeployment]) -> Wanted {
-    if plan.installed_version.is_none() || plan.conditions.iter().any(|c| !c.status && c.type_ != PAUSED) {
-        return Reason::NotInstalled.not_ready("the provider is not installed as its spec asks");
+    let refusal = plan.conditions.iter().find(|c| !c.status && c.type_ != PAUSED);
+    match (plan.installed_version.as_deref(), refusal) {
+        (None, None) => return Reason::NotInstalled.not_ready("nothing is installed yet"),
+        (None, Some(r)) => {
+            return Reason::NotInstalled
+                .not_ready(format!("nothing is installed: {}: {}", r.reason, r.message));
+        }
+        // Installed and running, but not as the spec asks: Ready says why, as the refusal does.
+        (Some(_), Some(r)) => {
+            return Wanted::new(butler_runtime::conditions::READY, false, &r.reason, r.message.clone());
+        }
+        (Some(_), None) => {}
     }
     if !plan.running {
         return Reason::Paused.not_ready("the provider is paused");

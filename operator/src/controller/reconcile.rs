@@ -90,20 +90,28 @@ where
     };
     let images = super::config::merged_images(&operator_config.images, &observed.values.images);
     let rollback_to = annotation(super::upgrades::engine::ROLLBACK_TO);
-    let plan_with = |me: &ProviderView, all: &[ProviderView]| {
+    // The plan of a release for a spec: the one asked for, or the installed one to pause at.
+    let plan_of = |me: &ProviderView,
+                   all: &[ProviderView],
+                   spec: &ProviderSpec,
+                   fetched: &Fetched,
+                   rollback_to: Option<&str>| {
         plan::plan_install(&InstallInput {
             me,
             spec,
             all,
-            fetched: &observed.fetched,
+            fetched,
             variables: &variables,
             inventory: observed.previous.as_ref(),
             live: &observed.live,
             images: &images,
             policy: &ctx.policy,
             additional: observed.additional.as_deref(),
-            rollback_to: rollback_to.as_deref(),
+            rollback_to,
         })
+    };
+    let plan_with = |me: &ProviderView, all: &[ProviderView]| {
+        plan_of(me, all, spec, &observed.fetched, rollback_to.as_deref())
     };
     // An unpause and a contract change depend on the other providers: they are decided again
     // at the one decision point, from the views as they are now, and the gate stays held
@@ -116,6 +124,30 @@ where
             let gate = ctx.contract_gate.lock().await;
             let me = view_of(object, ctx.statuses.lock().expect("not poisoned").get(&uid));
             (Some(gate), plan_with(&me, &ctx.views()))
+        }
+    };
+    // A pause is carried out whatever the version asks: refused a contract change until every
+    // provider is paused, this provider pauses at the version it runs.
+    let plan = match plan::pause_first(&plan, &me) {
+        None => plan,
+        Some(installed) => {
+            let mut at = spec.clone();
+            at.version = Some(installed.clone());
+            let remote = &observed.values.remote;
+            match fetch_release(&ctx, &key, &me, &all, &at, remote, &operator_config, None).await {
+                Ok(fetched) => {
+                    let mut paused = plan_of(&me, &all, &at, &fetched, None);
+                    let refusals =
+                        plan.conditions.iter().filter(|c| !c.status && c.type_ != Reason::Passed.condition());
+                    paused.conditions.extend(refusals.cloned());
+                    paused.events.extend(plan.events.iter().cloned());
+                    paused
+                }
+                Err(message) => {
+                    tracing::warn!(provider = %key, "cannot fetch the installed {installed} to pause at: {}", redactor.redact(&message));
+                    plan
+                }
+            }
         }
     };
     if decides {
@@ -591,13 +623,10 @@ where
         ctx.applier.delete(gone).await?;
     }
     let finished = Inventory { adopted, ..plan.inventory.clone() };
-    let recorded = ctx
-        .inventories
-        .lock()
-        .expect("not poisoned")
-        .get(&uid_of(object))
-        .map(|i| (i.objects.len(), i.adopted.clone()));
-    if recorded != Some((finished.objects.len(), finished.adopted.clone())) {
+    // Compared whole: an install that made every pending object is recorded as done (else a
+    // restart would "create" objects that exist, and the no-change path is never taken).
+    let recorded = ctx.inventories.lock().expect("not poisoned").get(&uid_of(object)).cloned();
+    if recorded.as_ref() != Some(&finished) {
         inventory::write(ctx, object, key, &finished).await?;
     }
     tracing::info!(provider = %key, version = %plan.inventory.version, "applied the provider's objects");

@@ -65,7 +65,10 @@ where
         observed_generation: generation,
     };
     ctx.metrics.provider_installed(&key, status.installed_version.as_deref().zip(status.contract.as_deref()));
-    if status == existing {
+    // Skipped only when the object holds it too: a status someone else wrote since is
+    // written again (the cache may lag behind this process's own last write by a moment, and
+    // that costs one write that changes nothing).
+    if status == existing && object.provider_status().is_some_and(|live| *live == status) {
         return Ok(false);
     }
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.namespace);

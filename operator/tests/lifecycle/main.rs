@@ -12,6 +12,7 @@ mod kept;
 mod manifest;
 mod migrate;
 mod oci;
+mod release_shapes;
 mod restart;
 mod storage;
 mod support;

@@ -238,11 +238,19 @@ fn contract_changes_need_every_provider_paused() {
         None,
         &[],
     );
+    let message = &condition(&asked, UPGRADED).message;
     assert!(
-        condition(&asked, UPGRADED).message.contains("Not paused: InfrastructureProvider ns/aws"),
-        "the gate looks at what runs: {}",
-        condition(&asked, UPGRADED).message
+        message
+            .contains("Pausing (spec.paused: true, Deployments not yet at 0): InfrastructureProvider ns/aws"),
+        "the gate looks at what runs: {message}"
     );
+    assert!(message.contains("this provider is paused at v1.0.0"), "{message}");
+    // Asked to pause, refused the version: the pause happens at the version installed.
+    assert_eq!(super::pause_first(&asked, &paused_core).as_deref(), Some("v1.0.0"));
+    assert_eq!(super::pause_first(&refused, &core), None, "not asked to pause: nothing to carry out");
+    // Ready says why, not that nothing is installed.
+    let ready = super::readiness(&asked, &[]);
+    assert_eq!((ready.status, ready.reason.as_str()), (false, "ContractChangeNeedsPause"));
     paused_aws.held = true;
     paused_core.held = true;
     // One that never installed runs nothing: it holds nothing up.
@@ -277,9 +285,10 @@ fn contract_changes_need_every_provider_paused() {
 
 #[test]
 fn unpause_restores_replicas_or_is_refused_while_contracts_differ() {
+    // A core of contract v1, which still supports no earlier contract.
     let mut core = view(ProviderKind::Core, "butler");
-    core.contract = Some("v1beta2".into());
-    core.installed_version = Some("v2.0.0".into());
+    core.contract = Some("v1".into());
+    core.installed_version = Some("v3.0.0".into());
     let mut aws = view(ProviderKind::Infrastructure, "aws");
     aws.contract = Some("v1beta1".into());
     let live = [LiveDeployment {
@@ -289,19 +298,26 @@ fn unpause_restores_replicas_or_is_refused_while_contracts_differ() {
         available: false,
         paused_replicas: Some(3),
     }];
-    let refused = plan(&core, &[core.clone(), aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &live);
+    let refused = plan(&core, &[core.clone(), aws.clone()], &fetched("v3.0.0", "v1"), None, &live);
     let paused = condition(&refused, PAUSED);
     assert_eq!((paused.status, paused.reason.as_str()), (true, "UnpauseRefused"));
     assert!(paused.message.contains("InfrastructureProvider ns/aws v1beta1"), "{}", paused.message);
     let deployment = refused.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
     assert_eq!(deployment["spec"]["replicas"], 0);
 
-    aws.contract = Some("v1beta2".into());
-    let p = plan(&core, &[core.clone(), aws], &fetched("v2.0.0", "v1beta2"), None, &live);
+    aws.contract = Some("v1".into());
+    let p = plan(&core, &[core.clone(), aws.clone()], &fetched("v3.0.0", "v1"), None, &live);
     let deployment = p.objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
     assert_eq!(deployment["spec"]["replicas"], 3, "the remembered count comes back");
     assert!(deployment["metadata"]["annotations"].get(PAUSED_REPLICAS).is_none());
     assert!(p.events.contains(&(Reason::Unpaused, "restored the provider's Deployments".to_string())));
+
+    // A v1beta2 core still supports v1beta1 providers: no refusal.
+    core.contract = Some("v1beta2".into());
+    core.installed_version = Some("v2.0.0".into());
+    aws.contract = Some("v1beta1".into());
+    let p = plan(&core, &[core.clone(), aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &live);
+    assert_eq!(condition(&p, PAUSED).reason, "Running", "{:?}", p.conditions);
 }
 
 #[test]
@@ -399,4 +415,36 @@ fn a_missing_variable_says_where_the_operator_takes_variables_from() {
         installed.message,
         "the variable REGION is not set; set it in the provider's config Secret (spec.configSecret) or in the operator's config file (--config)"
     );
+}
+
+#[test]
+fn a_v1beta2_core_accepts_v1beta1_providers_and_says_so() {
+    let mut core = view(ProviderKind::Core, "butler");
+    core.contract = Some("v1beta2".into());
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    aws.installed_version = None;
+    aws.contract = None;
+    let p = plan(&aws, &[core.clone(), aws.clone()], &fetched("v1.0.0", "v1beta1"), None, &[]);
+    let installed = condition(&p, INSTALLED);
+    assert!(installed.status, "{:?}", p.conditions);
+    assert_eq!(
+        installed.message,
+        "v1.0.0 is installed (contract v1beta1, which the core provider's v1beta2 still supports)"
+    );
+
+    // An older core never takes a newer provider, nor a v1beta2 core one two contracts back.
+    core.contract = Some("v1beta1".into());
+    let p = plan(&aws, &[core.clone(), aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &[]);
+    let preflight = condition(&p, PREFLIGHT);
+    assert_eq!((preflight.status, preflight.reason.as_str()), (false, "ContractMismatch"));
+    assert!(preflight.message.contains("abides by v1beta1 and accepts v1beta1"), "{}", preflight.message);
+    core.contract = Some("v1beta2".into());
+    let p = plan(&aws, &[core.clone(), aws.clone()], &fetched("v0.9.0", "v1alpha4"), None, &[]);
+    assert_eq!(condition(&p, PREFLIGHT).reason, "ContractMismatch");
+
+    // A provider moving from v1beta1 to v1beta2 under a v1beta2 core needs nobody paused.
+    aws.installed_version = Some("v1.0.0".into());
+    aws.contract = Some("v1beta1".into());
+    let p = plan(&aws, &[core.clone(), aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &[]);
+    assert_eq!(p.installed_version.as_deref(), Some("v2.0.0"), "{:?}", p.conditions);
 }
