@@ -94,6 +94,10 @@ pub struct Context {
     pub config_path: Option<std::path::PathBuf>,
     /// The statuses this process wrote last, by provider UID.
     pub statuses: Mutex<HashMap<String, ProviderStatus>>,
+    /// The resourceVersion each of this process's status writes left, by UID: a cached object
+    /// older than it has not seen the write yet; a newer one that says otherwise was written
+    /// by someone else.
+    pub status_versions: Mutex<HashMap<String, String>>,
     /// The inventories this process read or wrote last, by provider UID.
     pub inventories: Mutex<HashMap<String, Inventory>>,
     /// Set once every inventory ConfigMap was read.

@@ -237,6 +237,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         remote: options.remote,
         config_path: options.config,
         statuses: Mutex::new(HashMap::new()),
+        status_versions: Mutex::new(HashMap::new()),
         inventories: Mutex::new(HashMap::new()),
         inventories_loaded: tokio::sync::OnceCell::new(),
         releases: Mutex::new(HashMap::new()),

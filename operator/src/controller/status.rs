@@ -45,6 +45,26 @@ fn status_patch<K: ProviderObject>(object: &K, status: &ProviderStatus) -> Patch
     Patch::Json(json_patch::Patch(operations))
 }
 
+/// Whether the object's status was written by someone else after this process's last write
+/// (which left the resourceVersion `ours`): it says otherwise, and it is newer. A cached object
+/// older than that write has simply not seen it yet. resourceVersions are etcd's revisions,
+/// which grow; one that is not a number counts as newer, costing at most a write that changes
+/// nothing.
+fn overwritten(
+    live: Option<&ProviderStatus>,
+    wanted: &ProviderStatus,
+    version: Option<&str>,
+    ours: Option<&str>,
+) -> bool {
+    if live == Some(wanted) {
+        return false;
+    }
+    match (version.and_then(|v| v.parse::<u64>().ok()), ours.and_then(|v| v.parse::<u64>().ok())) {
+        (Some(live), Some(ours)) => live > ours,
+        _ => true,
+    }
+}
+
 /// Writes the status when it differs from what the object has, then publishes the events and
 /// wakes the other providers, whose checks may depend on this one. Returns whether it wrote.
 pub async fn write<K>(ctx: &Context, object: &K, outcome: Outcome) -> Result<bool, Error>
@@ -65,16 +85,27 @@ where
         observed_generation: generation,
     };
     ctx.metrics.provider_installed(&key, status.installed_version.as_deref().zip(status.contract.as_deref()));
-    // Skipped only when the object holds it too: a status someone else wrote since is
-    // written again (the cache may lag behind this process's own last write by a moment, and
-    // that costs one write that changes nothing).
-    if status == existing && object.provider_status().is_some_and(|live| *live == status) {
+    // Skipped when nothing changed, unless someone else wrote the status since this process
+    // did: then it is written again.
+    let ours = ctx.status_versions.lock().expect("not poisoned").get(&uid).cloned();
+    if status == existing
+        && !overwritten(
+            object.provider_status(),
+            &status,
+            object.meta().resource_version.as_deref(),
+            ours.as_deref(),
+        )
+    {
         return Ok(false);
     }
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    api.patch_status(&key.name, &PatchParams::default(), &status_patch(object, &status))
+    let written = api
+        .patch_status(&key.name, &PatchParams::default(), &status_patch(object, &status))
         .await
         .map_err(|source| Error::kube(format!("writing the status of {key}"), source))?;
+    if let Some(version) = written.meta().resource_version.clone() {
+        ctx.status_versions.lock().expect("not poisoned").insert(uid.clone(), version);
+    }
     ctx.statuses.lock().expect("not poisoned").insert(uid, status);
     let reference = object.object_ref(&());
     for (reason, note) in outcome.events {
@@ -132,6 +163,16 @@ where
 mod tests {
     use super::*;
     use crate::api::InfrastructureProvider;
+
+    #[test]
+    fn a_status_is_written_again_only_when_someone_wrote_it_after_us() {
+        let ours = ProviderStatus { installed_version: Some("v1.0.0".into()), ..Default::default() };
+        let other = ProviderStatus { installed_version: Some("v9.9.9".into()), ..Default::default() };
+        assert!(!overwritten(Some(&ours), &ours, Some("7"), Some("5")), "the object holds it");
+        assert!(!overwritten(Some(&other), &ours, Some("4"), Some("5")), "a cache older than our write");
+        assert!(overwritten(Some(&other), &ours, Some("6"), Some("5")), "written by someone else since");
+        assert!(overwritten(Some(&other), &ours, Some("x"), Some("5")), "unknown order: write again");
+    }
 
     #[test]
     fn the_status_goes_to_the_object_read_and_no_other_of_its_name() {
