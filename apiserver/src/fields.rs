@@ -82,25 +82,18 @@ fn schemas() -> &'static BTreeMap<(&'static str, &'static str), Root> {
 }
 
 /// The paths of the fields of `object` that its built-in kind does not declare, in the form
-/// the API server prints them (`.spec.template.spec.containers[0].bogus`). Custom resources,
-/// pruned by their CRD's schema instead, have none.
-pub fn undeclared(rt: &ResourceType, object: &Value) -> Vec<String> {
-    if rt.custom.is_some() {
-        return Vec::new();
-    }
-    let Some(root) = schemas().get(&(rt.group.as_str(), rt.kind.as_str())) else { return Vec::new() };
+/// the API server prints them (`.spec.template.spec.containers[0].bogus`); with `drop`, those
+/// fields are removed in the same pass. Custom resources, pruned by their CRD's schema
+/// instead, have none.
+pub fn undeclared(rt: &ResourceType, object: &mut Value, drop: bool) -> Vec<String> {
     let mut found = Vec::new();
-    walk(&root.schema, &root.schema, object, String::new(), &mut found);
-    found
-}
-
-/// Drops every field [`undeclared`] names (paths as it returns them).
-pub fn drop_undeclared(rt: &ResourceType, object: &mut Value) {
     if rt.custom.is_some() {
-        return;
+        return found;
     }
-    let Some(root) = schemas().get(&(rt.group.as_str(), rt.kind.as_str())) else { return };
-    prune(&root.schema, &root.schema, object);
+    if let Some(root) = schemas().get(&(rt.group.as_str(), rt.kind.as_str())) {
+        visit(&root.schema, &root.schema, object, "", &mut found, drop);
+    }
+    found
 }
 
 /// `schema` with its `$ref` followed into the root's definitions.
@@ -111,7 +104,7 @@ fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
     }
 }
 
-fn walk(root: &Value, schema: &Value, value: &Value, path: String, found: &mut Vec<String>) {
+fn visit(root: &Value, schema: &Value, value: &mut Value, path: &str, found: &mut Vec<String>, drop: bool) {
     let schema = resolve(root, schema);
     match value {
         Value::Object(map) => {
@@ -121,43 +114,22 @@ fn walk(root: &Value, schema: &Value, value: &Value, path: String, found: &mut V
             if properties.is_none() && additional.is_none() {
                 return;
             }
-            for (key, child) in map {
-                match properties.and_then(|p| p.get(key)).or(additional) {
-                    Some(child_schema) => walk(root, child_schema, child, format!("{path}.{key}"), found),
-                    None => found.push(format!("{path}.{key}")),
+            map.retain(|key, child| match properties.and_then(|p| p.get(key)).or(additional) {
+                Some(child_schema) => {
+                    visit(root, child_schema, child, &format!("{path}.{key}"), found, drop);
+                    true
                 }
-            }
+                None => {
+                    found.push(format!("{path}.{key}"));
+                    !drop
+                }
+            });
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    walk(root, item_schema, item, format!("{path}[{i}]"), found);
+                for (i, item) in items.iter_mut().enumerate() {
+                    visit(root, item_schema, item, &format!("{path}[{i}]"), found, drop);
                 }
-            }
-        }
-        _ => {}
-    }
-}
-
-fn prune(root: &Value, schema: &Value, value: &mut Value) {
-    let schema = resolve(root, schema);
-    match value {
-        Value::Object(map) => {
-            let properties = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            if properties.is_none() && additional.is_none() {
-                return;
-            }
-            map.retain(|key, _| properties.is_some_and(|p| p.contains_key(key)) || additional.is_some());
-            for (key, child) in map.iter_mut() {
-                if let Some(child_schema) = properties.and_then(|p| p.get(key)).or(additional) {
-                    prune(root, child_schema, child);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                items.iter_mut().for_each(|item| prune(root, item_schema, item));
             }
         }
         _ => {}
@@ -178,41 +150,44 @@ mod tests {
 
     #[test]
     fn a_field_the_kind_does_not_declare_is_found_at_any_depth() {
-        let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a"},
+        let mut account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a"},
             "rules": null, "subjects": []});
-        assert_eq!(undeclared(&rt("", "serviceaccounts"), &account), vec![".rules", ".subjects"]);
-        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        assert_eq!(undeclared(&rt("", "serviceaccounts"), &mut account, false), vec![".rules", ".subjects"]);
+        assert!(account.get("rules").is_some(), "found, not dropped");
+        let mut deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "d", "labels": {"any": "x"}, "bogus": 1},
             "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
                 "spec": {"containers": [{"name": "m", "image": "i", "resources": {"limits": {"cpu": "1"}}},
                                         {"name": "n", "image": "i", "imagePolicy": "x"}]}}}});
         assert_eq!(
-            undeclared(&rt("apps", "deployments"), &deployment),
+            undeclared(&rt("apps", "deployments"), &mut deployment, false),
             vec![".metadata.bogus", ".spec.template.spec.containers[1].imagePolicy"]
         );
     }
 
     #[test]
     fn declared_fields_maps_and_free_form_parts_pass() {
-        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        let mut crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "gadgets.x.io", "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}]},
             "spec": {"group": "x.io", "scope": "Namespaced",
                 "names": {"plural": "gadgets", "kind": "Gadget"},
                 "versions": [{"name": "v1", "served": true, "storage": true,
                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
                         "properties": {"spec": {"type": "object", "default": {"any": {"thing": 1}}}}}}}]}});
-        assert!(undeclared(&rt("apiextensions.k8s.io", "customresourcedefinitions"), &crd).is_empty());
-        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        assert!(
+            undeclared(&rt("apiextensions.k8s.io", "customresourcedefinitions"), &mut crd, false).is_empty()
+        );
+        let mut role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": "r"}, "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"a": "b"}}]},
             "rules": null});
-        assert!(undeclared(&rt("rbac.authorization.k8s.io", "clusterroles"), &role).is_empty());
+        assert!(undeclared(&rt("rbac.authorization.k8s.io", "clusterroles"), &mut role, false).is_empty());
     }
 
     #[test]
     fn dropping_keeps_everything_declared() {
         let mut map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
             "data": {"k": "v"}, "rules": null, "spec": {"x": 1}});
-        drop_undeclared(&rt("", "configmaps"), &mut map);
+        assert_eq!(undeclared(&rt("", "configmaps"), &mut map, true), vec![".rules", ".spec"]);
         assert_eq!(
             map,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}})

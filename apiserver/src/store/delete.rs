@@ -80,6 +80,12 @@ fn terminating(object: &Value) -> bool {
     !object["metadata"]["deletionTimestamp"].is_null()
 }
 
+/// A deleted object whose orphan or foreground deletion the garbage collector has yet to finish.
+pub(super) fn awaits_propagation(object: &Value) -> bool {
+    terminating(object)
+        && (has_finalizer(object, "metadata", ORPHAN) || has_finalizer(object, "metadata", FOREGROUND))
+}
+
 impl Store {
     /// `DELETE` of one object.
     pub fn delete(
@@ -188,6 +194,7 @@ impl Store {
             );
             object["status"]["conditions"] = Value::Array(conditions);
         }
+        self.propagations_due |= awaits_propagation(&object);
         self.store_system_write(rt, &old, object)
     }
 
@@ -230,14 +237,13 @@ impl Store {
     /// `orphan`/`foregroundDeletion` finalizer goes. Until then the object is there, with its
     /// deletion timestamp, as on a real server. Returns whether one was due.
     pub fn finish_propagations(&mut self) -> bool {
-        let due = self.objects.values().flat_map(|m| m.values()).any(|o| {
-            terminating(o)
-                && (has_finalizer(o, "metadata", ORPHAN) || has_finalizer(o, "metadata", FOREGROUND))
-        });
-        if due {
-            self.collect(false, true);
+        if !self.propagations_due {
+            return false;
         }
-        due
+        self.collect(false, true);
+        // A foreground owner waits for its blocking dependents: still due.
+        self.propagations_due = self.objects.values().flat_map(|m| m.values()).any(awaits_propagation);
+        true
     }
 
     /// What apiextensions' CRD finalizer does a moment after a CRD's deletion (here: once it

@@ -87,20 +87,15 @@ pub const MAX_DATA_BYTES: usize = 1_048_576;
 /// at most [`MAX_DATA_BYTES`].
 fn check_data_size(rt: &ResourceType, object: &Value, field: &str) -> Result<(), ApiError> {
     let values = |key: &str| object.get(key).and_then(Value::as_object).into_iter().flat_map(|m| m.values());
+    let text = |v: &Value| v.as_str().unwrap_or_default().len();
+    // Base64 values count as the bytes they hold.
+    let decoded = |v: &Value| {
+        let encoded = v.as_str().unwrap_or_default();
+        STANDARD.decode(encoded).map_or(encoded.len(), |bytes| bytes.len())
+    };
     let size: usize = match rt.kind.as_str() {
-        "Secret" => values("data")
-            .map(|v| {
-                let text = v.as_str().unwrap_or_default();
-                STANDARD.decode(text).map_or(text.len(), |bytes| bytes.len())
-            })
-            .sum(),
-        _ => values("data")
-            .map(|v| v.as_str().map_or(0, str::len))
-            .chain(values("binaryData").map(|v| {
-                let text = v.as_str().unwrap_or_default();
-                STANDARD.decode(text).map_or(text.len(), |bytes| bytes.len())
-            }))
-            .sum(),
+        "Secret" => values("data").map(decoded).sum(),
+        _ => values("data").map(text).chain(values("binaryData").map(decoded)).sum(),
     };
     if size <= MAX_DATA_BYTES {
         return Ok(());

@@ -77,6 +77,8 @@ pub struct Store {
     root_ca: String,
     /// Namespaces made since the last [`Store::publish_root_ca`].
     pub(crate) root_ca_due: Vec<String>,
+    /// An orphan or foreground deletion waits for [`Store::finish_propagations`].
+    propagations_due: bool,
     /// The rest of each paged list, so that its pages come from one snapshot.
     pages: read::Pages,
 }
@@ -113,32 +115,26 @@ pub(super) fn decodable(rt: &ResourceType, stored: &Value) -> Result<(), ApiErro
 /// The fields of a create, update or patch that a built-in kind does not declare, handled as the
 /// write's `fieldValidation` asks.
 fn check_fields(rt: &ResourceType, object: &mut Value, opts: &WriteOptions) -> Result<(), ApiError> {
-    let unknown = fields::undeclared(rt, object);
-    if unknown.is_empty() {
-        return Ok(());
-    }
+    // Strict keeps the object as it came (it is refused whole); Warn and Ignore drop the fields.
+    let unknown = fields::undeclared(rt, object, opts.validation != FieldValidation::Strict);
     let named = unknown.iter().map(|p| format!("unknown field \"{}\"", p.trim_start_matches('.')));
     match opts.validation {
-        FieldValidation::Strict => Err(ApiError::bad_request(format!(
+        FieldValidation::Strict if !unknown.is_empty() => Err(ApiError::bad_request(format!(
             "strict decoding error: {}",
             named.collect::<Vec<_>>().join(", ")
         ))),
         FieldValidation::Warn => {
             opts.warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(named);
-            fields::drop_undeclared(rt, object);
             Ok(())
         }
-        FieldValidation::Ignore => {
-            fields::drop_undeclared(rt, object);
-            Ok(())
-        }
+        _ => Ok(()),
     }
 }
 
 /// A server-side apply of a built-in kind cannot carry a field the kind does not declare: the
 /// typed patch cannot be built, whatever `fieldValidation` says.
-fn check_applied_fields(rt: &ResourceType, applied: &Value) -> Result<(), ApiError> {
-    let unknown = fields::undeclared(rt, applied);
+fn check_applied_fields(rt: &ResourceType, applied: &mut Value) -> Result<(), ApiError> {
+    let unknown = fields::undeclared(rt, applied, false);
     let list = match unknown.as_slice() {
         [] => return Ok(()),
         [one] => format!("{one}: field not declared in schema"),
@@ -207,6 +203,7 @@ impl Store {
             .map(|ca| ca.cert)
             .unwrap_or_default(),
             root_ca_due: Vec::new(),
+            propagations_due: false,
         };
         let namespaces =
             store.registry.find("", "v1", "namespaces").cloned().expect("namespaces are built in");
@@ -404,6 +401,7 @@ impl Store {
         self.record(rt.storage_key(), change, new.clone(), old.cloned());
         hooks::after_save(self, rt, &new, old.is_none())?;
         // Only deletions and owner references give the garbage collector work.
+        self.propagations_due |= delete::awaits_propagation(&new);
         if !new["metadata"]["deletionTimestamp"].is_null() || new["metadata"]["ownerReferences"].is_array() {
             self.collect_garbage();
         }

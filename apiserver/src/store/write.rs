@@ -147,7 +147,7 @@ impl Store {
         }
         let text =
             std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the apply patch is not UTF-8"))?;
-        let applied: Value = serde_saphyr::from_str(text)
+        let mut applied: Value = serde_saphyr::from_str(text)
             .map_err(|e| ApiError::bad_request(format!("the apply patch is not valid YAML or JSON: {e}")))?;
         if !applied.is_object() {
             return Err(ApiError::bad_request("the apply patch is not an object"));
@@ -156,7 +156,7 @@ impl Store {
         if applied["apiVersion"].is_null() || applied["kind"].is_null() {
             return Err(ApiError::bad_request("an apply patch must set apiVersion and kind"));
         }
-        check_applied_fields(rt, &applied)?;
+        check_applied_fields(rt, &mut applied)?;
         if applied["metadata"]["name"].as_str().is_some_and(|n| n != name) {
             return Err(ApiError::bad_request(
                 "the name in the apply patch does not match the name on the URL",

@@ -274,11 +274,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
             .collect();
         contracts.push((me.describe(), fetched.contract.clone()));
         // Agreeing means every provider abides by a contract the core accepts.
-        let core_now = match me.key.kind {
-            ProviderKind::Core => Some(fetched.contract.clone()),
-            _ => core_of(input.all).and_then(|c| c.contract.clone()),
-        };
-        let disagree = match &core_now {
+        let disagree = match &core_contract {
             Some(core) => contracts.iter().any(|(_, c)| !core_supports(core, c)),
             None => contracts.iter().map(|(_, c)| c).collect::<BTreeSet<&String>>().len() > 1,
         };

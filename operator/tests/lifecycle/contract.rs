@@ -33,18 +33,25 @@ async fn core_and_widget_of_two(base: &str) -> Scenario {
     s
 }
 
+/// The core provider once its move is refused until every provider is paused, with the
+/// refusal's message.
+async fn refused_until_paused(s: &Scenario) -> (CoreProvider, String) {
+    let core = s
+        .wait_for::<CoreProvider>("butler", "the upgrade refused", |p| {
+            reason(p, "ProviderUpgraded", "ContractChangeNeedsPause")
+        })
+        .await;
+    let message = condition(&core, "ProviderUpgraded").unwrap().message.clone();
+    (core, message)
+}
+
 #[tokio::test]
 async fn a_contract_change_is_done_by_pause_upgrade_all_unpause() {
     let mut s = core_and_widget_of_two("contract").await;
 
     // Refused while the providers run; the condition names them.
     s.patch_spec::<CoreProvider>("butler", json!({"version": "v2.0.0"})).await;
-    let core = s
-        .wait_for::<CoreProvider>("butler", "the upgrade refused", |p| {
-            reason(p, "ProviderUpgraded", "ContractChangeNeedsPause")
-        })
-        .await;
-    let message = &condition(&core, "ProviderUpgraded").unwrap().message;
+    let (core, message) = refused_until_paused(&s).await;
     assert!(message.contains(&format!("InfrastructureProvider {}/widget", s.namespace)), "{message}");
     assert!(message.contains(&format!("CoreProvider {}/butler", s.namespace)), "{message}");
     assert_eq!(core.status.as_ref().unwrap().installed_version.as_deref(), Some("v1.0.0"));
@@ -149,12 +156,7 @@ async fn a_contract_move_started_by_bumping_every_version_first_pauses_and_compl
     // and the message says what to do from here.
     s.patch_spec::<CoreProvider>("butler", json!({"version": "v2.0.0"})).await;
     s.patch_spec::<InfrastructureProvider>("widget", json!({"version": "v2.0.0"})).await;
-    let core = s
-        .wait_for::<CoreProvider>("butler", "the upgrade refused", |p| {
-            reason(p, "ProviderUpgraded", "ContractChangeNeedsPause")
-        })
-        .await;
-    let message = &condition(&core, "ProviderUpgraded").unwrap().message;
+    let (core, message) = refused_until_paused(&s).await;
     assert!(
         message.contains("pause every provider first (spec.paused: true), this one included"),
         "{message}"
