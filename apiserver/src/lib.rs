@@ -105,11 +105,19 @@ pub struct ServerOptions {
     /// The name of the cluster, context and user in the kubeconfig, and the start of the
     /// kubeconfig file's name: what `kubectl config current-context` shows.
     pub name: String,
+    /// A ConfigMap that a distribution or a service mesh publishes in every namespace beside
+    /// `kube-root-ca.crt` (OpenShift's `openshift-service-ca.crt`, say), so that scenarios meet
+    /// namespaces holding what other controllers put there.
+    pub neighbour_ca: Option<String>,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { watch_history: store::DEFAULT_WATCH_HISTORY, name: "butler-sandbox".into() }
+        ServerOptions {
+            watch_history: store::DEFAULT_WATCH_HISTORY,
+            name: "butler-sandbox".into(),
+            neighbour_ca: None,
+        }
     }
 }
 
@@ -166,7 +174,7 @@ impl MemoryApiServer {
         let address = listener.local_addr().expect("a bound listener has an address");
         let url = format!("http://{address}");
         let shared = Arc::new(Shared {
-            store: Arc::new(Mutex::new(Store::new(options.watch_history))),
+            store: Arc::new(Mutex::new(Store::new(options.watch_history, options.neighbour_ca.clone()))),
             address: address.to_string(),
             requests: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
@@ -181,7 +189,8 @@ impl MemoryApiServer {
             .with_state(shared.clone());
         // What controllers of a real control plane do a moment later: kube-controller-manager's
         // root-CA publisher (new namespaces get their `kube-root-ca.crt`), apiextensions' CRD
-        // finalizer (a deleted CRD's objects go, then the CRD) and the garbage collector's
+        // finalizer (a deleted CRD's objects go, then the CRD), the namespace controller (a
+        // deleted namespace's objects go, then the namespace) and the garbage collector's
         // orphan and foreground deletions. It ends with the server.
         let store = Arc::downgrade(&shared.store);
         tokio::spawn(async move {
@@ -196,6 +205,7 @@ impl MemoryApiServer {
                 }
                 store.finish_crd_deletions();
                 store.finish_propagations();
+                store.finish_namespace_deletions();
             }
         });
         let (shutdown, stopped) = oneshot::channel::<()>();

@@ -60,7 +60,13 @@ impl Cluster {
         match std::env::var_os(KUBECONFIG_VARIABLE) {
             Some(path) => Cluster::connect_to(std::path::Path::new(&path)).await,
             None => {
-                let server = MemoryApiServer::start_with(ServerOptions::named("butler-e2e")).await;
+                // Beside kube-root-ca.crt, a neighbour publishes its CA in every namespace, as
+                // OpenShift or a service mesh does on the clusters users run.
+                let options = ServerOptions {
+                    neighbour_ca: Some("openshift-service-ca.crt".into()),
+                    ..ServerOptions::named("butler-e2e")
+                };
+                let server = MemoryApiServer::start_with(options).await;
                 Cluster::new(server.client(), None, Some(server))
             }
         }
@@ -270,21 +276,16 @@ impl Drop for Cluster {
                 tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
             runtime.block_on(async move {
                 let Ok(client) = Client::try_from(config) else { return };
-                let ns_api: Api<Namespace> = Api::all(client.clone());
-                for name in &namespaces {
-                    let _ = ns_api.delete(name, &DeleteParams::background()).await;
-                }
-                // Objects whose controller stopped with the scenario keep their finalizers, and
-                // their namespace would stay Terminating for ever.
-                release_finalizers(&client, &namespaces).await;
-                remove_labelled(&client, &selectors).await;
-                let crd_api: Api<CustomResourceDefinition> = Api::all(client);
-                for name in crds {
-                    let _ = crd_api.delete(&name, &DeleteParams::background()).await;
+                let left = clean_up(&client, &namespaces, &crds, &selectors).await;
+                if !left.is_empty() {
+                    eprintln!(
+                        "the scenario's clean-up gave up after {CLEAN_UP_PATIENCE:?}; left: {}",
+                        left.join(", ")
+                    );
                 }
                 // The turn ends once what the scenario made is on its way out.
                 for lock in &locks {
-                    crate::lock::release(&crd_api.clone().into_client(), lock, &run).await;
+                    crate::lock::release(&client, lock, &run).await;
                 }
             });
         });
@@ -292,57 +293,131 @@ impl Drop for Cluster {
     }
 }
 
-/// Deletes the cluster-scoped objects that match any of the selectors.
-async fn remove_labelled(client: &Client, selectors: &[String]) {
-    use kube::discovery::{Discovery, Scope, verbs};
-    if selectors.is_empty() {
-        return;
+/// How long a clean-up keeps at it before it says what it left.
+const CLEAN_UP_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Deletes the scenario's namespaces, CRDs and labelled cluster-scoped objects, releasing the
+/// finalizers that hold them, and keeps at it until all of it is gone: a controller of the
+/// scenario may still run for a moment (it re-adds its finalizer until the object is marked
+/// for deletion), and the namespace controller deletes a namespace's objects a moment after
+/// the namespace. Returns what is still there after [`CLEAN_UP_PATIENCE`].
+async fn clean_up(
+    client: &Client,
+    namespaces: &[String],
+    crds: &[String],
+    selectors: &[String],
+) -> Vec<String> {
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in namespaces {
+        let _ = ns_api.delete(name, &DeleteParams::background()).await;
     }
-    let Ok(discovery) = Discovery::new(client.clone()).run().await else { return };
-    for group in discovery.groups() {
-        for (resource, capabilities) in group.recommended_resources() {
-            if capabilities.scope != Scope::Cluster || !capabilities.supports_operation(verbs::DELETE) {
-                continue;
+    let deadline = tokio::time::Instant::now() + CLEAN_UP_PATIENCE;
+    let resources = resources(client).await;
+    let mut pause = Duration::from_millis(100);
+    loop {
+        release_finalizers(client, &resources, namespaces).await;
+        let mut left = remove_labelled(client, &resources, selectors).await;
+        for name in crds {
+            match crd_api.get_opt(name).await {
+                Ok(None) => {}
+                _ => {
+                    let _ = crd_api.delete(name, &DeleteParams::background()).await;
+                    left.push(format!("CustomResourceDefinition {name}"));
+                }
             }
-            let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
-            for selector in selectors {
-                let params = kube::api::ListParams::default().labels(selector);
-                let Ok(list) = api.list_metadata(&params).await else { continue };
-                for object in &list.items {
-                    let name = object.metadata.name.clone().unwrap_or_default();
-                    // Their controller stopped with the scenario: a finalizer would keep them.
-                    if object.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
-                        let patch = serde_json::json!({"metadata": {"finalizers": null}});
-                        let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await;
-                    }
+        }
+        for name in namespaces {
+            if !matches!(ns_api.get_opt(name).await, Ok(None)) {
+                left.push(format!("Namespace {name}"));
+            }
+        }
+        if left.is_empty() || tokio::time::Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Every kind the cluster serves, at its preferred version. A group that fails to answer (an
+/// aggregated API that is down, a CRD another scenario is deleting) is skipped, not the
+/// whole clean-up.
+async fn resources(client: &Client) -> Vec<(kube::api::ApiResource, kube::discovery::ApiCapabilities)> {
+    use kube::discovery::{self, ApiGroup};
+    let mut found = Vec::new();
+    if let Ok(core) = discovery::group(client, ApiGroup::CORE_GROUP).await {
+        found.extend(core.recommended_resources());
+    }
+    let Ok(groups) = client.list_api_groups().await else { return found };
+    for group in groups.groups {
+        let version = group.preferred_version.or_else(|| group.versions.first().cloned());
+        let Some(version) = version else { continue };
+        let Ok(gv) = version.group_version.parse() else { continue };
+        if let Ok(served) = discovery::pinned_group(client, &gv).await {
+            found.extend(served.recommended_resources());
+        }
+    }
+    found
+}
+
+/// Deletes the cluster-scoped objects that match any of the selectors; returns those that
+/// are still there.
+async fn remove_labelled(
+    client: &Client,
+    resources: &[(kube::api::ApiResource, kube::discovery::ApiCapabilities)],
+    selectors: &[String],
+) -> Vec<String> {
+    use kube::discovery::{Scope, verbs};
+    let mut left = Vec::new();
+    if selectors.is_empty() {
+        return left;
+    }
+    for (resource, capabilities) in resources {
+        if capabilities.scope != Scope::Cluster || !capabilities.supports_operation(verbs::DELETE) {
+            continue;
+        }
+        let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), resource);
+        for selector in selectors {
+            let params = kube::api::ListParams::default().labels(selector);
+            let Ok(list) = api.list_metadata(&params).await else { continue };
+            for object in &list.items {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                left.push(format!("{} {name}", resource.kind));
+                // Their controller stopped with the scenario: a finalizer would keep them.
+                if object.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+                    let patch = serde_json::json!({"metadata": {"finalizers": null}});
+                    let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await;
+                }
+                if object.metadata.deletion_timestamp.is_none() {
                     let _ = api.delete(&name, &DeleteParams::background()).await;
                 }
             }
         }
     }
+    left
 }
 
 /// Removes the finalizers of every object in the namespaces (which are the scenario's own).
-async fn release_finalizers(client: &Client, namespaces: &[String]) {
-    use kube::discovery::{Discovery, Scope, verbs};
-    let Ok(discovery) = Discovery::new(client.clone()).run().await else { return };
-    for group in discovery.groups() {
-        for (resource, capabilities) in group.recommended_resources() {
-            if capabilities.scope != Scope::Namespaced || !capabilities.supports_operation(verbs::PATCH) {
-                continue;
-            }
-            for ns in namespaces {
-                let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
-                let Ok(list) = api.list_metadata(&Default::default()).await else { continue };
-                for object in list
-                    .items
-                    .iter()
-                    .filter(|o| o.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()))
-                {
-                    let name = object.metadata.name.clone().unwrap_or_default();
-                    let patch = serde_json::json!({"metadata": {"finalizers": null}});
-                    let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await;
-                }
+async fn release_finalizers(
+    client: &Client,
+    resources: &[(kube::api::ApiResource, kube::discovery::ApiCapabilities)],
+    namespaces: &[String],
+) {
+    use kube::discovery::{Scope, verbs};
+    for (resource, capabilities) in resources {
+        if capabilities.scope != Scope::Namespaced || !capabilities.supports_operation(verbs::PATCH) {
+            continue;
+        }
+        for ns in namespaces {
+            let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
+            let Ok(list) = api.list_metadata(&Default::default()).await else { continue };
+            for object in
+                list.items.iter().filter(|o| o.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()))
+            {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let patch = serde_json::json!({"metadata": {"finalizers": null}});
+                let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await;
             }
         }
     }

@@ -125,3 +125,81 @@ fn the_clean_up_of_a_real_cluster_finishes_and_leaves_nothing_of_the_scenario() 
     });
     drop(real);
 }
+
+/// A controller of the scenario that is still running when the clean-up starts (the scenario
+/// panicked while its operator ran on another worker thread): it puts its finalizer back
+/// whenever it is taken off an object not yet marked for deletion, as the operator does. The
+/// clean-up keeps at it until the namespace's objects are marked, after which nobody may add
+/// a finalizer, and the namespace goes.
+#[test]
+fn the_clean_up_outlasts_a_controller_that_still_runs() {
+    const FINALIZER: &str = "example.com/still-running";
+    let real = common::RealCluster::start();
+    let kubeconfig = real.kubeconfig.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+
+    let (done_tx, done_rx) = mpsc::channel();
+    let path = kubeconfig.clone();
+    let controller_stop = stop.clone();
+    std::thread::spawn(move || {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let ns = runtime.block_on(async move {
+            let cluster = Cluster::connect_to(&path).await;
+            let ns = cluster.namespace("running").await;
+            let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+            let held: ConfigMap = serde_json::from_value(
+                json!({"metadata": {"name": "held", "namespace": ns, "finalizers": [FINALIZER]}}),
+            )
+            .unwrap();
+            api.create(&PostParams::default(), &held).await.unwrap();
+            // The controller: on this runtime's other worker, it keeps its finalizer on.
+            let watched = api.clone();
+            tokio::spawn(async move {
+                while !controller_stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(Some(object)) = watched.get_opt("held").await
+                        && object.metadata.deletion_timestamp.is_none()
+                        && !object.metadata.finalizers.unwrap_or_default().iter().any(|f| f == FINALIZER)
+                    {
+                        let patch = json!({"metadata": {"finalizers": [FINALIZER]}});
+                        let _ = watched
+                            .patch(
+                                "held",
+                                &kube::api::PatchParams::default(),
+                                &kube::api::Patch::Merge(patch),
+                            )
+                            .await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            });
+            drop(cluster);
+            ns
+        });
+        // The controller stops with the runtime, after the clean-up: the finalizer it put back
+        // would hold the namespace for ever.
+        drop(runtime);
+        done_tx.send(ns).unwrap();
+    });
+    let ns = done_rx.recv_timeout(Duration::from_secs(90)).expect("the clean-up finished");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let cluster = Cluster::connect_to(&kubeconfig).await;
+        let namespaces: Api<Namespace> = Api::all(cluster.client());
+        for _ in 0..100 {
+            if namespaces.get_opt(&ns).await.unwrap().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let left = Api::<ConfigMap>::namespaced(cluster.client(), &ns).get_opt("held").await.unwrap();
+        assert!(
+            namespaces.get_opt(&ns).await.unwrap().is_none(),
+            "the namespace is gone; its object was left as {:?}",
+            left.map(|o| o.metadata)
+        );
+    });
+    drop(real);
+}

@@ -195,6 +195,7 @@ impl Store {
             object["status"]["conditions"] = Value::Array(conditions);
         }
         self.propagations_due |= awaits_propagation(&object);
+        self.namespaces_due |= rt.kind == "Namespace" && rt.group.is_empty();
         self.store_system_write(rt, &old, object)
     }
 
@@ -229,7 +230,7 @@ impl Store {
     /// The CRD finalizer's work waits for [`Store::finish_crd_deletions`]: on a real server a
     /// deleted CRD stays (Terminating) while its objects are removed.
     pub(super) fn collect_garbage(&mut self) {
-        self.collect(false, false);
+        self.collect(Due::default());
     }
 
     /// What the garbage collector does a moment after an orphan or foreground deletion (here:
@@ -240,7 +241,7 @@ impl Store {
         if !self.propagations_due {
             return false;
         }
-        self.collect(false, true);
+        self.collect(Due { propagation: true, ..Due::default() });
         // A foreground owner waits for its blocking dependents: still due.
         self.propagations_due = self.objects.values().flat_map(|m| m.values()).any(awaits_propagation);
         true
@@ -264,14 +265,30 @@ impl Store {
             .and_then(|rt| self.objects.get(&rt.storage_key()))
             .is_some_and(|crds| crds.values().any(|c| terminating(c) && due(c)));
         if terminating_crds {
-            self.collect(true, false);
+            self.collect(Due { crds: true, ..Due::default() });
         }
         terminating_crds
     }
 
-    fn collect(&mut self, crds: bool, propagation: bool) {
+    /// What the namespace controller does a moment after a namespace's deletion (here: at the
+    /// server's next tick): the objects in it are deleted, and once they are gone the
+    /// namespace. Until then they are there as they were, and a controller may still change
+    /// them, as on a real server. Returns whether a namespace was due.
+    pub fn finish_namespace_deletions(&mut self) -> bool {
+        if !self.namespaces_due {
+            return false;
+        }
+        self.collect(Due { namespaces: true, ..Due::default() });
+        let namespaces = self.registry.find("", "v1", "namespaces").cloned();
+        self.namespaces_due = namespaces
+            .and_then(|rt| self.objects.get(&rt.storage_key()))
+            .is_some_and(|all| all.values().any(terminating));
+        true
+    }
+
+    fn collect(&mut self, due: Due) {
         loop {
-            let work = self.garbage_work(crds, propagation);
+            let work = self.garbage_work(due);
             if work.is_empty() {
                 return;
             }
@@ -307,7 +324,7 @@ impl Store {
     }
 
     /// What the controllers would do now, by (kind, (namespace, name)).
-    fn garbage_work(&self, crds: bool, propagation: bool) -> Vec<(ResourceType, (String, String), Action)> {
+    fn garbage_work(&self, due: Due) -> Vec<(ResourceType, (String, String), Action)> {
         let mut all: Vec<(&ResourceType, &Value)> = Vec::new();
         for ((group, plural), objects) in &self.objects {
             if let Some(rt) = self.registry.any_version(group, plural) {
@@ -336,7 +353,8 @@ impl Store {
                     }
                 }
             };
-            if dying
+            if due.namespaces
+                && dying
                 && rt.kind == "Namespace"
                 && rt.group.is_empty()
                 && has_finalizer(object, "spec", "kubernetes")
@@ -347,7 +365,7 @@ impl Store {
                     Action::DropFinalizer("spec", "kubernetes"),
                 );
             }
-            if crds
+            if due.crds
                 && dying
                 && rt.kind == "CustomResourceDefinition"
                 && has_finalizer(object, "metadata", CRD_CLEANUP_FINALIZER)
@@ -362,7 +380,7 @@ impl Store {
             let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
             // Foreground: every dependent is deleted, but the owner waits only for those whose
             // owner reference says blockOwnerDeletion.
-            if propagation && dying && has_finalizer(object, "metadata", FOREGROUND) {
+            if due.propagation && dying && has_finalizer(object, "metadata", FOREGROUND) {
                 let dependents: Vec<(&ResourceType, &Value)> =
                     all.iter().filter(|(_, o)| owned_by(o, uid)).copied().collect();
                 for (r, o) in dependents.iter().filter(|(_, o)| !terminating(o)) {
@@ -372,7 +390,7 @@ impl Store {
                     add(rt, object, Action::DropFinalizer("metadata", FOREGROUND));
                 }
             }
-            if propagation && dying && has_finalizer(object, "metadata", ORPHAN) {
+            if due.propagation && dying && has_finalizer(object, "metadata", ORPHAN) {
                 for (r, o) in all.iter().filter(|(_, o)| owned_by(o, uid)) {
                     add(r, o, Action::Disown(uid.to_string()));
                 }
@@ -390,6 +408,18 @@ impl Store {
         }
         work
     }
+}
+
+/// Which of the controllers that work a moment later run in this pass (the garbage collector's
+/// background deletions always do).
+#[derive(Clone, Copy, Default)]
+struct Due {
+    /// apiextensions' CRD finalizer.
+    crds: bool,
+    /// The garbage collector's orphan and foreground deletions.
+    propagation: bool,
+    /// The namespace controller.
+    namespaces: bool,
 }
 
 enum Action {

@@ -75,9 +75,47 @@ pub fn before_save(rt: &ResourceType, old: Option<&Value>, new: &mut Value) -> R
         _ => {}
     }
     if let Some(old) = old {
+        check_no_new_finalizers(rt, old, new)?;
         check_immutable(rt, old, new)?;
     }
     Ok(())
+}
+
+/// An object being deleted may lose finalizers but gain none, as Kubernetes' object meta
+/// validation says: a controller that comes back cannot hold a deletion it was done with.
+fn check_no_new_finalizers(rt: &ResourceType, old: &Value, new: &Value) -> Result<(), ApiError> {
+    if old["metadata"]["deletionTimestamp"].is_null() {
+        return Ok(());
+    }
+    let list = |o: &Value| -> Vec<String> {
+        o["metadata"]["finalizers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str())
+            .map(String::from)
+            .collect()
+    };
+    let before = list(old);
+    let added: Vec<String> = list(new).into_iter().filter(|f| !before.contains(f)).collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    let quoted: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+    let name = new["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(
+        &rt.group,
+        &rt.kind,
+        name,
+        vec![Cause {
+            reason: "FieldValueForbidden",
+            message: format!(
+                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                quoted.join(", ")
+            ),
+            field: "metadata.finalizers".into(),
+        }],
+    ))
 }
 
 /// The most a ConfigMap's or a Secret's data may hold, checked before etcd's own limit.
@@ -346,16 +384,32 @@ impl Store {
             let live = self
                 .lookup(&namespaces, "", &namespace)
                 .is_some_and(|ns| ns["metadata"]["deletionTimestamp"].is_null());
-            if !live || self.lookup(&configmaps, &namespace, "kube-root-ca.crt").is_some() {
+            if !live {
                 continue;
             }
-            let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "kube-root-ca.crt", "namespace": namespace,
-                             "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
-                "data": {"ca.crt": self.root_ca()}});
-            let options =
-                super::WriteOptions { manager: "kube-controller-manager".into(), ..Default::default() };
-            let _ = self.create(&configmaps, &namespace, body, &options);
+            let mut published = vec![(
+                "kube-root-ca.crt".to_string(),
+                "kube-controller-manager",
+                "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.",
+            )];
+            if let Some(name) = &self.neighbour_ca {
+                published.push((
+                    name.clone(),
+                    "service-ca-operator",
+                    "A CA bundle another controller publishes in every namespace.",
+                ));
+            }
+            for (name, manager, description) in published {
+                if self.lookup(&configmaps, &namespace, &name).is_some() {
+                    continue;
+                }
+                let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": namespace,
+                                 "annotations": {"kubernetes.io/description": description}},
+                    "data": {"ca.crt": self.root_ca()}});
+                let options = super::WriteOptions { manager: manager.into(), ..Default::default() };
+                let _ = self.create(&configmaps, &namespace, body, &options);
+            }
         }
     }
 }

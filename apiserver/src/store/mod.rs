@@ -77,8 +77,12 @@ pub struct Store {
     root_ca: String,
     /// Namespaces made since the last [`Store::publish_root_ca`].
     pub(crate) root_ca_due: Vec<String>,
+    /// A neighbour's CA ConfigMap, published with `kube-root-ca.crt` (see `ServerOptions`).
+    neighbour_ca: Option<String>,
     /// An orphan or foreground deletion waits for [`Store::finish_propagations`].
     propagations_due: bool,
+    /// A deleted namespace's content waits for [`Store::finish_namespace_deletions`].
+    namespaces_due: bool,
     /// The rest of each paged list, so that its pages come from one snapshot.
     pages: read::Pages,
 }
@@ -184,7 +188,7 @@ fn spec_part(rt: &ResourceType, object: &Value) -> Value {
 
 impl Store {
     /// A store with the standard namespaces that keeps `history` changes for watches.
-    pub fn new(history: usize) -> Store {
+    pub fn new(history: usize, neighbour_ca: Option<String>) -> Store {
         let (tx, _) = broadcast::channel(10_000);
         let mut store = Store {
             registry: Registry::builtin(),
@@ -203,7 +207,9 @@ impl Store {
             .map(|ca| ca.cert)
             .unwrap_or_default(),
             root_ca_due: Vec::new(),
+            neighbour_ca,
             propagations_due: false,
+            namespaces_due: false,
         };
         let namespaces =
             store.registry.find("", "v1", "namespaces").cloned().expect("namespaces are built in");

@@ -35,6 +35,19 @@ async fn finalizers_hold_an_object_until_they_are_removed() {
     assert!(held.metadata.deletion_timestamp.is_some());
     // A second delete changes nothing.
     api.delete("held", &DeleteParams::default()).await.unwrap();
+    // Nobody adds a finalizer to an object being deleted: a controller that comes back after
+    // its finalizer was taken off cannot hold the deletion again.
+    let added = json!({"metadata": {"finalizers": ["e2e.butlerlabs.dev/hold", "e2e.butlerlabs.dev/again"]}});
+    let refused = api.patch("held", &PatchParams::default(), &Patch::Merge(added)).await;
+    let status = crate::support::api_error(refused);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{status:?}");
+    assert!(
+        status.message.contains(
+            "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted"
+        ),
+        "{}",
+        status.message
+    );
     api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
         .await
         .unwrap();

@@ -2,12 +2,19 @@ use butler_e2e::Cluster;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 
-use crate::support::{api_error, config_map};
+use crate::support::{api_error, config_map, made};
 
 async fn names(api: &Api<ConfigMap>, params: &ListParams) -> Vec<String> {
-    let mut names: Vec<String> =
-        api.list(params).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
-    names.retain(|n| n != "kube-root-ca.crt"); // a real cluster puts this one in every namespace
+    // What the scenario made: a real cluster puts more in every namespace.
+    let mut names: Vec<String> = api
+        .list(params)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(made)
+        .filter_map(|c| c.metadata.name)
+        .collect();
     names.sort();
     names
 }

@@ -96,12 +96,25 @@ pub fn widget_api(cluster: &Cluster, resource: &ApiResource, namespace: &str) ->
     Api::namespaced_with(cluster.client(), namespace, resource)
 }
 
-/// A ConfigMap with labels and data.
+/// The label of every ConfigMap a scenario makes: a namespace also holds what the cluster and
+/// other controllers publish in every one (`kube-root-ca.crt`, a distribution's or a service
+/// mesh's CA), so scenarios count only what they made.
+pub const MADE_BY: (&str, &str) = ("e2e.butlerlabs.dev/made-by", "scenario");
+
+/// Whether the scenario made this ConfigMap.
+pub fn made(object: &ConfigMap) -> bool {
+    object.metadata.labels.as_ref().and_then(|l| l.get(MADE_BY.0)).is_some_and(|v| v == MADE_BY.1)
+}
+
+/// A ConfigMap with labels (and [`MADE_BY`]) and data.
 pub fn config_map(name: &str, labels: &[(&str, &str)], data: &[(&str, &str)]) -> ConfigMap {
+    let mut all: serde_json::Map<String, Value> =
+        labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    all.insert(MADE_BY.0.into(), json!(MADE_BY.1));
     serde_json::from_value(json!({
         "metadata": {
             "name": name,
-            "labels": labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+            "labels": all,
         },
         "data": data.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
     }))

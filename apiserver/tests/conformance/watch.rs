@@ -8,7 +8,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, W
 use kube::runtime::watcher;
 use serde_json::json;
 
-use crate::support::{config_map, skip_on_real_cluster};
+use crate::support::{config_map, made, skip_on_real_cluster};
 
 /// The next `n` events of a watch that are not bookmarks, as (type, name).
 async fn next_events(
@@ -21,9 +21,10 @@ async fn next_events(
             tokio::time::timeout(Duration::from_secs(10), stream.next()).await.expect("an event within 10s");
         let name = |c: &ConfigMap| c.metadata.name.clone().unwrap_or_default();
         let event = event.expect("the watch is open").expect("a watch event");
-        // What the cluster puts in every namespace, whenever it gets to it: not the scenario's.
+        // What the cluster and other controllers put in every namespace, whenever they get
+        // to it: not the scenario's.
         if let WatchEvent::Added(c) | WatchEvent::Modified(c) | WatchEvent::Deleted(c) = &event
-            && name(c) == "kube-root-ca.crt"
+            && !made(c)
         {
             continue;
         }

@@ -205,6 +205,9 @@ impl Scenario {
     }
 }
 
+/// The controllers stop before the cluster's clean-up starts (fields drop in order, the
+/// cluster first): a controller still running would put back the finalizers the clean-up
+/// takes off.
 impl Drop for Scenario {
     fn drop(&mut self) {
         for (stop, task) in self.controllers.take().into_iter().chain(self.replicas.drain(..)) {

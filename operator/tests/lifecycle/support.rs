@@ -260,7 +260,17 @@ impl Scenario {
     }
 }
 
-/// A condition of a provider.
+/// The operator stops before the cluster's clean-up starts (fields drop in order, the cluster
+/// first): an operator still running would put back the finalizers the clean-up takes off.
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        if let Some((_, task, context)) = self.operator.take() {
+            task.abort();
+            context.watches.stop();
+        }
+    }
+}
+
 /// Stands in for a Butler controller whose webhooks the API server has not reached: the core
 /// components' webhook configurations fail closed until their controller first ran, and no
 /// controller runs in the operator's scenarios, so their failure policy is set to Ignore here
@@ -296,6 +306,7 @@ pub async fn webhooks_failing_open(s: &Scenario) {
     }
 }
 
+/// A condition of a provider.
 pub fn condition<'a, K: ProviderObject>(object: &'a K, type_: &str) -> Option<&'a Condition> {
     object.provider_status()?.conditions.iter().find(|c| c.type_ == type_)
 }
