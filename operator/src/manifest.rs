@@ -286,14 +286,29 @@ fn deployment(version: &str, labels: &Value) -> Value {
 /// The name of the ClusterRole (and its binding) of the grants beyond Butler's own providers.
 pub const EXTRA_ROLE: &str = "butler-operator-upstream";
 
+/// The API groups of Cluster API's providers, whose kinds the upstream rules let the operator
+/// list and write again.
+pub const CLUSTER_API_GROUPS: &[&str] = &[
+    "cluster.x-k8s.io",
+    "addons.cluster.x-k8s.io",
+    "bootstrap.cluster.x-k8s.io",
+    "controlplane.cluster.x-k8s.io",
+    "infrastructure.cluster.x-k8s.io",
+    "ipam.cluster.x-k8s.io",
+    "runtime.cluster.x-k8s.io",
+];
+
 /// What upstream providers' components hold beyond Butler's (which the install manifest grants
-/// alone, least privilege): cert-manager Issuers and Certificates, and Secrets (Cluster API
-/// Provider AWS ships its bootstrap credentials as one).
+/// alone, least privilege): cert-manager Issuers and Certificates, Secrets (Cluster API
+/// Provider AWS ships its bootstrap credentials as one), and the objects of Cluster API's kinds:
+/// listed by a deletion (what still uses the provider; all of them with `crdDeletionPolicy:
+/// Delete`) and written again by a storage-version migration after a contract move.
 pub fn upstream_rules() -> Vec<Value> {
     let verbs = ["get", "list", "watch", "create", "update", "patch", "delete"];
     vec![
         json!({"apiGroups": ["cert-manager.io"], "resources": ["issuers", "certificates"], "verbs": verbs}),
         json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update", "patch", "delete"]}),
+        json!({"apiGroups": CLUSTER_API_GROUPS, "resources": ["*"], "verbs": ["get", "list", "patch"]}),
     ]
 }
 

@@ -131,6 +131,8 @@ pub struct Context {
     pub upgrade_check_interval: std::time::Duration,
     /// When each provider's upgrade policy was checked last, and for which generation, by UID.
     pub upgrade_checks: Mutex<HashMap<String, (Option<i64>, std::time::Instant)>>,
+    /// When this process's controllers started: backoffs stay short for a while after.
+    pub started: std::time::Instant,
 }
 
 impl Context {

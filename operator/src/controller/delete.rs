@@ -47,10 +47,13 @@ where
     // The CRDs go only when the provider object says so; kept, their objects stay and hold
     // nothing up.
     let delete_crds = object.provider_spec().crd_deletion_policy == Some(CrdDeletionPolicy::Delete);
+    // CRDs an upgrade dropped but kept are the provider's too.
+    let kept = inventory.kept.iter().filter(|_| delete_crds);
     let doomed: Vec<ObjectRef> = inventory
         .objects
         .iter()
         .filter(|o| delete_crds || o.kind != "CustomResourceDefinition")
+        .chain(kept)
         .cloned()
         .collect();
     // A provider that never applied anything (a duplicate, one that failed its preflight)
@@ -105,6 +108,31 @@ where
     ctx.forget(&key, &uid);
     ctx.trigger_others(&key);
     Ok(Action::await_change())
+}
+
+/// Says on the provider, at once, why its deletion failed (a refusal names the rule to add),
+/// with Ready False as it is being deleted; the error policy retries.
+pub async fn failed<K>(ctx: &Context, object: &K, error: Error) -> Result<Action, Error>
+where
+    K: ProviderObject,
+{
+    let uid = uid_of(object);
+    let me = view_of(object, ctx.statuses.lock().expect("not poisoned").get(&uid));
+    let message = super::forbidden::explained(&error.to_string());
+    let outcome = Outcome {
+        contract: me.contract.clone(),
+        installed_version: me.installed_version.clone(),
+        conditions: vec![
+            Reason::DeletionFailed.wanted(false, message.clone()),
+            Reason::Deleting.not_ready("the provider is being deleted"),
+        ],
+        events: vec![(Reason::DeletionFailed, message)],
+    };
+    // The status is told when it can be; the failure is what the retry goes by.
+    if let Err(e) = status::write(ctx, object, outcome).await {
+        tracing::warn!(provider = %ProviderKey::of(object), "cannot write the status: {e}");
+    }
+    Err(error)
 }
 
 /// Wakes a provider whose deletion waits when an object of `kind` is deleted.

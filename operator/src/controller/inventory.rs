@@ -39,6 +39,28 @@ pub struct Inventory {
     /// `storedVersions` is trimmed, so that a migration cut short goes on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub migrating: Vec<String>,
+    /// CRDs this provider made that a later release no longer ships (renamed, say): kept, as
+    /// clusterctl keeps them on an upgrade, since objects of theirs may be stored, but still
+    /// the provider's, so that its deletion with `crdDeletionPolicy: Delete` removes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<ObjectRef>,
+}
+
+/// The CRDs kept after an upgrade from `previous` to a release of `objects`: those kept
+/// before and those this provider made that the release no longer ships, less any it ships
+/// again. A CRD that was there before the provider, or that an install never finished
+/// making, was never the provider's to keep.
+pub fn kept_crds(previous: &Inventory, objects: &[ObjectRef]) -> Vec<ObjectRef> {
+    let dropped = previous.objects.iter().filter(|o| {
+        o.kind == "CustomResourceDefinition" && !previous.adopted.contains(o) && !previous.pending.contains(o)
+    });
+    let mut kept: Vec<ObjectRef> = Vec::new();
+    for crd in previous.kept.iter().chain(dropped) {
+        if !objects.contains(crd) && !kept.contains(crd) {
+            kept.push(crd.clone());
+        }
+    }
+    kept
 }
 
 /// The inventory ConfigMap's name: `{plural}-{name}-inventory`.

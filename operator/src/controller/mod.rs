@@ -12,6 +12,7 @@ pub mod delete;
 pub mod drift;
 pub mod error;
 pub mod fetch;
+pub mod forbidden;
 pub mod inventory;
 pub mod keep;
 pub mod patches;

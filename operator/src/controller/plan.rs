@@ -363,6 +363,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     let digest = sha256_hex(serde_json::to_string(&objects).expect("objects serialize").as_bytes());
     let previous = input.inventory.cloned().unwrap_or_default();
     plan.delete = dropped_out(&previous.objects, &refs, &["CustomResourceDefinition", "Namespace"]);
+    let kept = super::inventory::kept_crds(&previous, &refs);
     plan.inventory = Inventory {
         version: version.clone(),
         contract: fetched.contract.clone(),
@@ -371,6 +372,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         objects: refs,
         pending: Vec::new(),
         migrating: previous.migrating.clone(),
+        kept,
     };
     // `1.2.0` and `v1.2.0` are one version: writing it the other way changes nothing.
     let same_version = |v: &str| Version::parse(v, "status").is_ok_and(|v| v == fetched.version);

@@ -89,6 +89,7 @@ reasons! {
     UnpauseRefused => PAUSED, WARNING, Retry::OnChange;
     Running => PAUSED, None, Retry::OnChange;
     DeletionBlocked => DELETING, WARNING, Retry::After(Duration::from_secs(60));
+    DeletionFailed => DELETING, WARNING, Retry::Backoff;
     Ready => READY, None, Retry::OnChange;
     DeploymentsNotAvailable => READY, None, Retry::OnChange;
     NotInstalled => READY, None, Retry::OnChange;

@@ -166,6 +166,7 @@ where
                 .iter()
                 .find(|w| w.type_ == Reason::Passed.condition())
                 .map(|w| Wanted { message: redactor.redact(&w.message), ..w.clone() });
+            let message = super::forbidden::explained(&message);
             let stop = Stop::new(Reason::ApplyFailed, redactor.redact(&message));
             return status::stopped(&ctx, object, &me, stop, false, preflight).await;
         }

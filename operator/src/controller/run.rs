@@ -88,7 +88,12 @@ where
     let uid = uid_of(object.as_ref());
     let result = async {
         if object.meta().deletion_timestamp.is_some() {
-            return delete::cleanup(object, ctx.clone()).await;
+            return match delete::cleanup(object.clone(), ctx.clone()).await {
+                Err(e) if !matches!(e, Error::DeletionBlocked(_)) => {
+                    delete::failed(&ctx, object.as_ref(), e).await
+                }
+                done => done,
+            };
         }
         // A provider object where the operator's configuration does not look for one is
         // told so, and nothing is made for it (not even the finalizer).
@@ -119,7 +124,10 @@ where
 }
 
 /// Retries a failed reconcile: a blocked deletion every minute (deletions of what blocks it
-/// wake it sooner), anything else with a backoff that doubles from 2 seconds to 5 minutes.
+/// wake it sooner), anything else with a backoff that doubles from 2 seconds to 5 minutes, but
+/// at most [`SHORT_BACKOFF`] for a refusal of the authorizer (someone adds the rule it names)
+/// and in the process's first minute (right after a restart the API server's authorizer may
+/// refuse for a moment).
 pub fn error_policy<K>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action
 where
     K: ProviderObject,
@@ -135,7 +143,11 @@ where
         *count = count.saturating_add(1);
         *count
     };
-    let delay = Duration::from_secs(2u64.saturating_pow(failures.min(9)).min(300));
+    let mut delay = Duration::from_secs(2u64.saturating_pow(failures.min(9)).min(300));
+    let refused = super::forbidden::missing(&error.to_string()).is_some();
+    if refused || ctx.started.elapsed() < Duration::from_secs(60) {
+        delay = delay.min(SHORT_BACKOFF);
+    }
     tracing::warn!(provider = %key, retry_in = ?delay, "{error}");
     Action::requeue(delay)
 }
@@ -154,6 +166,9 @@ where
         .reconcile_on(receivers.take::<K>(K::KIND))
         .graceful_shutdown_on(shutdown.clone())
 }
+
+/// The longest backoff of a refusal, and of any failure in the process's first minute.
+pub const SHORT_BACKOFF: Duration = Duration::from_secs(10);
 
 /// How long reconciles under way may take to finish once the process is asked to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -252,6 +267,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         upgrade_check_interval: options.upgrade_check_interval,
         upgrade_checks: Mutex::new(HashMap::new()),
         migrations: Mutex::new(HashMap::new()),
+        started: std::time::Instant::now(),
     });
 
     let watch_deployments = {

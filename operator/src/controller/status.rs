@@ -127,7 +127,7 @@ where
 }
 
 /// Writes a reconcile that stopped at `stop`: its condition (`kept` says whether what is
-/// installed stays, so the condition stays True) and Ready False for the same reason, with
+/// installed stays, so `ProviderInstalled` stays True, reason Installed) and Ready False for the same reason, with
 /// `also` (how earlier steps went, so that a condition of an earlier reconcile does not stay),
 /// keeping the installed version. Then comes back as the reason says.
 pub async fn stopped<K>(
@@ -142,7 +142,15 @@ where
     K: ProviderObject,
 {
     let Stop { reason, message } = stop;
-    let mut wanted = vec![reason.wanted(kept, message.clone()), reason.not_ready(message.clone())];
+    // What is installed stays (a release that cannot be fetched): its condition stays True for
+    // what it is, Installed, never True with the failure's reason.
+    let own = match (kept, me.installed_version.as_deref()) {
+        (true, Some(version)) => {
+            Reason::Installed.wanted(true, format!("{version} is installed and stays; {message}"))
+        }
+        _ => reason.wanted(false, message.clone()),
+    };
+    let mut wanted = vec![own, reason.not_ready(message.clone())];
     wanted.extend(also);
     let outcome = Outcome {
         contract: me.contract.clone(),

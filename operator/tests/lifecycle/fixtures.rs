@@ -172,3 +172,56 @@ pub async fn publish_with(
 pub fn selector(label: &str) -> String {
     json!({"fetchConfig": {"selector": {"matchLabels": {CONFIGMAP_PROVIDER_LABEL: label}}}}).to_string()
 }
+
+/// A CRD of the shape Cluster API's releases ship: two versions (the older served, the newer
+/// stored), conversion by the provider's webhook Service, whose CA cert-manager's CA injector
+/// fills in (`cert-manager.io/inject-ca-from`), labelled with the contract it abides by.
+pub fn converted_crd(provider: &str, group: &str, kind: &str) -> String {
+    let plural = format!("{}s", kind.to_ascii_lowercase());
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.{group}
+  annotations:
+    cert-manager.io/inject-ca-from: {provider}-system/{provider}-serving-cert
+  labels:
+    cluster.x-k8s.io/v1beta1: v1beta1
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{kind: {kind}, listKind: {kind}List, plural: {plural}, singular: {singular}}}
+  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: [v1, v1beta1]
+      clientConfig:
+        service: {{name: {provider}-webhook-service, namespace: {provider}-system, path: /convert}}
+  versions:
+    - name: v1alpha4
+      served: true
+      storage: false
+      schema:
+        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+    - name: v1beta1
+      served: true
+      storage: true
+      subresources: {{status: {{}}}}
+      schema:
+        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+",
+        singular = kind.to_ascii_lowercase()
+    )
+}
+
+/// The components of the test provider `name` at `version` with a CRD per kind of `kinds`
+/// (shaped as [`converted_crd`], group `{name}.test.io`): a release that renames its kinds
+/// ships other kinds than the one before (Cluster API's Docker provider replaced six
+/// `Docker*` kinds by `Dev*` in v1.15).
+pub fn components_with_kinds(name: &str, version: &str, kinds: &[&str]) -> String {
+    let mut text = components(name, version, &[]);
+    for kind in kinds {
+        text.push_str(&format!("---\n{}", converted_crd(name, &format!("{name}.test.io"), kind)));
+    }
+    text
+}

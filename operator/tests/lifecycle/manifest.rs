@@ -208,8 +208,10 @@ stringData: {{credentials: none}}
         })
         .await;
     let message = &crate::support::condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(message.contains("is forbidden"), "{message}");
+    // The refusal is read back into the rule to add, at once.
     assert!(
-        message.contains("forbidden") || message.contains("Forbidden") || message.contains("403"),
+        message.contains("the operator may not create ") && message.contains("add the rule {apiGroups: ["),
         "{message}"
     );
 
@@ -227,7 +229,32 @@ stringData: {{credentials: none}}
     ));
     let issuers: Api<kube::api::DynamicObject> = Api::namespaced_with(s.client.clone(), &ns, &issuers);
     assert!(issuers.get_opt("upstream-selfsigned").await.unwrap().is_some());
+
+    // Deleting its CRDs lists their objects first, which the upstream rules allow only in
+    // Cluster API's groups: the refusal is on the provider from the first try (it once hung
+    // with a log line and Ready True), naming the rule, and the deletion goes on within
+    // seconds of the rule being added.
+    s.patch_spec::<InfrastructureProvider>("upstream", json!({"crdDeletionPolicy": "Delete"})).await;
     s.api::<InfrastructureProvider>().delete("upstream", &DeleteParams::default()).await.unwrap();
+    let failed = s
+        .wait_for::<InfrastructureProvider>("upstream", "its deletion refused", |p| {
+            reason(p, "Deleting", "DeletionFailed")
+        })
+        .await;
+    let message = &crate::support::condition(&failed, "Deleting").unwrap().message;
+    let rule = r#"{apiGroups: ["upstream.test.io"], resources: ["gadgets"], verbs: ["list"]}"#;
+    assert!(
+        message
+            .contains("the operator may not list gadgets in API group upstream.test.io at the cluster scope")
+            && message.contains(rule),
+        "{message}"
+    );
+    assert!(reason(&failed, "Ready", "Deleting"), "{:?}", failed.status);
+    let mut rules = manifest::upstream_rules();
+    rules.push(serde_json::to_value(serde_saphyr::from_str::<serde_json::Value>(rule).unwrap()).unwrap());
+    for object in manifest::extra_rbac("v0.1.0", &rules) {
+        admin.apply(&object, false).await.unwrap_or_else(|e| panic!("{e}"));
+    }
     s.wait_gone::<InfrastructureProvider>("upstream").await;
     s.stop_operator().await;
     for object in manifest::extra_rbac("v0.1.0", &[]) {

@@ -151,3 +151,81 @@ async fn a_v1beta2_core_installs_with_a_v1beta1_infrastructure_provider() {
     s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
     s.stop_operator().await;
 }
+
+/// Cluster API's Docker provider renamed its kinds between two releases: the upgrade keeps the
+/// old CRDs (their objects may be stored), and they stay the provider's, so that its deletion
+/// with `crdDeletionPolicy: Delete` takes them too (they were orphaned: dropped from the
+/// inventory, never deleted).
+#[tokio::test]
+async fn crds_an_upgrade_renamed_are_kept_and_go_with_the_provider() {
+    use crate::fixtures::components_with_kinds;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut s = Scenario::new("renamed").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let old = components_with_kinds("docker", "v1.0.0", &["DockerCluster", "DockerMachine"]);
+    let new = components_with_kinds("docker", "v1.1.0", &["DevCluster", "DevMachine"]);
+    publish(&s, "infrastructure-docker", "infrastructure-components.yaml", "v1.0.0", &old).await;
+    publish(&s, "infrastructure-docker", "infrastructure-components.yaml", "v1.1.0", &new).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.create::<InfrastructureProvider>("docker", &spec("infrastructure-docker", "v1.0.0")).await;
+    s.wait_for::<InfrastructureProvider>("docker", "v1.0.0 installed", installed("v1.0.0")).await;
+    s.patch_spec::<InfrastructureProvider>("docker", serde_json::json!({"version": "v1.1.0"})).await;
+    s.wait_for::<InfrastructureProvider>("docker", "v1.1.0 installed", installed("v1.1.0")).await;
+
+    let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
+    let all = ["dockerclusters", "dockermachines", "devclusters", "devmachines"]
+        .map(|plural| format!("{plural}.docker.test.io"));
+    for name in &all {
+        assert!(crds.get_opt(name).await.unwrap().is_some(), "{name} is there after the upgrade");
+    }
+    let inventories: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(s.client.clone(), &s.namespace);
+    let record = inventories.get("infrastructureproviders-docker-inventory").await.unwrap();
+    let record: serde_json::Value = serde_json::from_str(&record.data.unwrap()["inventory"]).unwrap();
+    let kept: Vec<&str> =
+        record["kept"].as_array().into_iter().flatten().filter_map(|o| o["name"].as_str()).collect();
+    assert_eq!(kept, [all[0].as_str(), all[1].as_str()], "{record}");
+
+    s.patch_spec::<InfrastructureProvider>("docker", serde_json::json!({"crdDeletionPolicy": "Delete"}))
+        .await;
+    s.api::<InfrastructureProvider>().delete("docker", &Default::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("docker").await;
+    for name in &all {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while crds.get_opt(name).await.unwrap().is_some() {
+            assert!(std::time::Instant::now() < deadline, "{name} stays after the provider's deletion");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    s.stop_operator().await;
+}
+
+/// A release that cannot be fetched leaves what is installed running: `ProviderInstalled`
+/// stays True for what it is, `Installed`, never True with the failure's reason (a
+/// contradiction the real release showed), and Ready says why it is not as asked.
+#[tokio::test]
+async fn an_installed_provider_whose_next_release_cannot_be_fetched_stays_installed() {
+    let mut s = Scenario::new("unfetched").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler", "v1.0.0")).await;
+    s.wait_for::<CoreProvider>("butler", "v1.0.0 installed", installed("v1.0.0")).await;
+    s.patch_spec::<CoreProvider>("butler", serde_json::json!({"version": "v1.0.9"})).await;
+    let core = s
+        .wait_for::<CoreProvider>("butler", "the fetch failed", |p| {
+            crate::support::reason(p, "Ready", "FetchFailed")
+        })
+        .await;
+    let installed_condition = crate::support::condition(&core, "ProviderInstalled").unwrap();
+    assert_eq!(
+        (installed_condition.status.as_str(), installed_condition.reason.as_str()),
+        ("True", "Installed")
+    );
+    assert!(
+        installed_condition.message.starts_with("v1.0.0 is installed and stays; "),
+        "{}",
+        installed_condition.message
+    );
+    s.stop_operator().await;
+}

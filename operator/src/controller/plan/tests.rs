@@ -185,6 +185,7 @@ fn an_upgrade_deletes_what_dropped_out_but_keeps_crds_and_the_namespace() {
         pending: Vec::new(),
         adopted: Vec::new(),
         migrating: Vec::new(),
+        kept: Vec::new(),
         objects: vec![
             ObjectRef {
                 api_version: "v1".into(),
@@ -209,6 +210,29 @@ fn an_upgrade_deletes_what_dropped_out_but_keeps_crds_and_the_namespace() {
     let p = plan(&aws, &[core, aws.clone()], &fetched("v1.1.0", "v1beta1"), Some(&old), &[]);
     assert_eq!(p.delete.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["dropped"]);
     assert_eq!(condition(&p, UPGRADED).message, "upgraded from v1.0.0 to v1.1.0");
+    // The CRD that dropped out stays the provider's, listed as kept, for its deletion.
+    assert_eq!(p.inventory.kept.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["old.x.io"]);
+}
+
+#[test]
+fn kept_crds_stay_listed_until_a_release_ships_them_again() {
+    let crd = |name: &str| ObjectRef {
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        namespace: None,
+        name: name.into(),
+    };
+    let previous = Inventory {
+        objects: vec![crd("devs.x.io"), crd("adopted.x.io"), crd("pending.x.io")],
+        adopted: vec![crd("adopted.x.io")],
+        pending: vec![crd("pending.x.io")],
+        kept: vec![crd("dockers.x.io"), crd("back.x.io")],
+        ..Inventory::default()
+    };
+    let kept = crate::controller::inventory::kept_crds(&previous, &[crd("back.x.io"), crd("others.x.io")]);
+    // Kept before and dropped now stay; one shipped again is an object again; one that was
+    // there before the provider, or never known to be made by it, was never its to keep.
+    assert_eq!(kept, [crd("dockers.x.io"), crd("devs.x.io")]);
 }
 
 #[test]
