@@ -104,6 +104,11 @@ impl ApiError {
         ApiError::new(403, "Forbidden", message)
     }
 
+    /// `503 ServiceUnavailable`: a server that is starting.
+    pub fn unavailable() -> ApiError {
+        ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request")
+    }
+
     /// `500 InternalError`.
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(500, "InternalError", message)

@@ -74,6 +74,7 @@ mod errors;
 mod fields;
 mod fieldset;
 mod http;
+mod outage;
 mod patch;
 mod rbac;
 mod registry;
@@ -95,6 +96,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use tokio::sync::oneshot;
 
+pub use outage::Outage;
 use store::Store;
 
 /// How a [`MemoryApiServer`] is set up.
@@ -143,6 +145,8 @@ struct Shared {
     tokens: Mutex<std::collections::HashMap<String, rbac::Account>>,
     /// How late the watches of a client (by the product of its User-Agent) deliver events.
     watch_delays: Mutex<std::collections::HashMap<String, std::time::Duration>>,
+    /// Where a restart ([`MemoryApiServer::restart`]) stands.
+    faults: Arc<outage::Faults>,
 }
 
 /// An API server in this process, serving plain HTTP on a free port of 127.0.0.1. Dropping it
@@ -182,6 +186,7 @@ impl MemoryApiServer {
             watches_open: tokio::sync::watch::Sender::new(true),
             tokens: Mutex::new(std::collections::HashMap::new()),
             watch_delays: Mutex::new(std::collections::HashMap::new()),
+            faults: Arc::default(),
         });
         let app = Router::new()
             .fallback(http::handle)
@@ -209,6 +214,7 @@ impl MemoryApiServer {
             }
         });
         let (shutdown, stopped) = oneshot::channel::<()>();
+        let listener = outage::FaultyListener { inner: listener, faults: shared.faults.clone() };
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(async {
@@ -300,6 +306,26 @@ impl MemoryApiServer {
     /// with a small `watch_history` they come back to 410 Expired and must list again.
     pub fn interrupt_watches(&self) {
         self.shared.watches_open.send_replace(false);
+    }
+
+    /// Restarts the control plane as its clients meet it, and returns once it serves again:
+    /// every connection drops (running watches end, requests under way fail), new connections
+    /// are dropped for `outage.refused`, then every request is 503 for `outage.unavailable`,
+    /// then watches are 403 for `outage.watches_forbidden` while the authorizer warms up.
+    /// Every object stays.
+    pub async fn restart(&self, outage: Outage) {
+        use outage::Phase;
+        let faults = &self.shared.faults;
+        faults.phase.send_replace(Phase::Refusing);
+        self.interrupt_watches();
+        faults.sever();
+        tokio::time::sleep(outage.refused).await;
+        faults.phase.send_replace(Phase::Unavailable);
+        self.resume_watches();
+        tokio::time::sleep(outage.unavailable).await;
+        faults.phase.send_replace(Phase::WatchesForbidden);
+        tokio::time::sleep(outage.watches_forbidden).await;
+        faults.phase.send_replace(Phase::Up);
     }
 
     /// Lets the watches held by [`MemoryApiServer::interrupt_watches`] open.

@@ -183,7 +183,11 @@ pub async fn handle(
     let query: HashMap<String, String> =
         form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
     tracing::debug!(%method, path = uri.path(), query = uri.query().unwrap_or_default(), "request");
-    if method == Method::GET && query.get("watch").is_some_and(|w| w == "true" || w == "1") {
+    let watching = method == Method::GET && query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    if let Some(refused) = restarting(&shared, watching, uri.path()) {
+        return error_response(refused);
+    }
+    if watching {
         let _ = shared.watches_open.subscribe().wait_for(|open| *open).await;
     }
     let routed = route(uri.path());
@@ -237,6 +241,22 @@ pub async fn handle(
 
 /// An object or a list as `PartialObjectMetadata` / `PartialObjectMetadataList`, which a client
 /// asks for with `Accept: application/json;as=PartialObjectMetadata...`.
+/// What a restarting server answers: 503 while it starts, then 403 to watches while its
+/// authorizer's caches fill (RBAC cannot find the roles yet).
+fn restarting(shared: &Shared, watching: bool, path: &str) -> Option<ApiError> {
+    use crate::outage::Phase;
+    match shared.faults.phase() {
+        Phase::Unavailable => Some(ApiError::unavailable()),
+        Phase::WatchesForbidden if watching => {
+            let resource = path.rsplit('/').next().unwrap_or_default();
+            Some(ApiError::forbidden(format!(
+                "{resource} is forbidden: User \"system:anonymous\" cannot watch resource {resource:?}: RBAC: the authorizer is starting"
+            )))
+        }
+        _ => None,
+    }
+}
+
 fn as_metadata(value: Value) -> Value {
     let partial = |object: &Value| serde_json::json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": object["metadata"]});
     match value.get("items").and_then(Value::as_array) {

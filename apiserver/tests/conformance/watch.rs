@@ -148,3 +148,58 @@ async fn an_expired_resource_version_gets_410_and_bookmarks_arrive() {
         tokio::time::timeout(Duration::from_secs(5), stream.next()).await.expect("a bookmark within 5s");
     assert!(matches!(event, Some(Ok(WatchEvent::Bookmark(_)))), "{event:?}");
 }
+
+/// A control-plane restart as clients meet it (the in-memory server plays it; a real one is
+/// restarted by its operators): the running watch ends, connections are refused, then 503,
+/// then a watch is refused with 403 while reads already work, then everything works and every
+/// object is still there.
+#[tokio::test]
+async fn a_restart_drops_connections_then_refuses_then_answers_503_then_403_to_watches() {
+    use butler_apiserver::Outage;
+    let server = MemoryApiServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let kept = api.create(&PostParams::default(), &config_map("kept", &[], &[])).await.unwrap();
+    let version = kept.metadata.resource_version.unwrap();
+    let mut running = api.watch(&WatchParams::default().timeout(60), &version).await.unwrap().boxed();
+
+    let phase = Duration::from_millis(600);
+    let outage = Outage { refused: phase, unavailable: phase, watches_forbidden: phase };
+    let start = tokio::time::Instant::now();
+    let restart = server.restart(outage);
+    let probes = async {
+        // The running watch ends (with an error or its end), without waiting for its timeout.
+        let ended = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match running.next().await {
+                    None | Some(Err(_)) => break,
+                    Some(Ok(WatchEvent::Bookmark(_))) => continue,
+                    Some(Ok(other)) => panic!("an event during the restart: {other:?}"),
+                }
+            }
+        })
+        .await;
+        assert!(ended.is_ok(), "the running watch ended");
+        tokio::time::sleep_until(start + phase / 2).await;
+        let refused = api.get("kept").await;
+        assert!(matches!(refused, Err(ref e) if !matches!(e, kube::Error::Api(_))), "{refused:?}");
+        tokio::time::sleep_until(start + phase * 3 / 2).await;
+        // kube's client retries a 503 by itself: the answer is read as it comes.
+        let raw = reqwest::get(format!("{}/api/v1/namespaces/default/configmaps/kept", server.url()))
+            .await
+            .unwrap();
+        assert_eq!(raw.status().as_u16(), 503);
+        let unavailable: serde_json::Value = raw.json().await.unwrap();
+        assert_eq!(unavailable["reason"], "ServiceUnavailable", "{unavailable}");
+        tokio::time::sleep_until(start + phase * 5 / 2).await;
+        assert!(api.get("kept").await.is_ok(), "reads work while the authorizer warms up");
+        let forbidden = api.watch(&WatchParams::default(), &version).await.map(|_| ());
+        let status = crate::support::api_error(forbidden);
+        assert_eq!(status.code, 403, "{status:?}");
+    };
+    tokio::join!(restart, probes);
+    assert_eq!(api.get("kept").await.unwrap().metadata.uid, kept.metadata.uid, "objects stay");
+    let mut again = api.watch(&WatchParams::default().timeout(5), &version).await.unwrap().boxed();
+    api.create(&PostParams::default(), &config_map("after", &[], &[])).await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), again.next()).await.unwrap();
+    assert!(matches!(next, Some(Ok(WatchEvent::Added(_)))), "{next:?}");
+}

@@ -124,10 +124,7 @@ where
 }
 
 /// Retries a failed reconcile: a blocked deletion every minute (deletions of what blocks it
-/// wake it sooner), anything else with a backoff that doubles from 2 seconds to 5 minutes, but
-/// at most [`SHORT_BACKOFF`] for a refusal of the authorizer (someone adds the rule it names)
-/// and in the process's first minute (right after a restart the API server's authorizer may
-/// refuse for a moment).
+/// wake it sooner), anything else after [`retry_delay`].
 pub fn error_policy<K>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action
 where
     K: ProviderObject,
@@ -143,13 +140,39 @@ where
         *count = count.saturating_add(1);
         *count
     };
-    let mut delay = Duration::from_secs(2u64.saturating_pow(failures.min(9)).min(300));
-    let refused = super::forbidden::missing(&error.to_string()).is_some();
-    if refused || ctx.started.elapsed() < Duration::from_secs(60) {
-        delay = delay.min(SHORT_BACKOFF);
-    }
+    let young = ctx.started.elapsed() < Duration::from_secs(60);
+    let delay = retry_delay(failures, passing(error), young);
     tracing::warn!(provider = %key, retry_in = ?delay, "{error}");
     Action::requeue(delay)
+}
+
+/// The backoff after `failures` failures in a row: doubling from 2 seconds to 5 minutes, but at
+/// most [`SHORT_BACKOFF`] for a failure that passes by itself or by someone's hand (`passing`:
+/// an API server restarting, a rule someone adds) and in the process's first minute (`young`:
+/// right after a start the API server's authorizer may refuse for a moment).
+pub fn retry_delay(failures: u32, passing: bool, young: bool) -> Duration {
+    let delay = Duration::from_secs(2u64.saturating_pow(failures.min(9)).min(300));
+    match passing || young {
+        true => delay.min(SHORT_BACKOFF),
+        false => delay,
+    }
+}
+
+/// Whether a failure is one that passes soon: a refusal of the authorizer (someone adds the
+/// rule it names; its caches fill after a restart), or an API server that is not answering
+/// (connections refused or dropped, 429, 500, 503, 504 while it restarts).
+fn passing(error: &Error) -> bool {
+    if let Error::Kube { source, .. } = error {
+        return match source {
+            kube::Error::Api(status) => matches!(status.code, 403 | 429 | 500 | 503 | 504),
+            _ => true,
+        };
+    }
+    let text = error.to_string();
+    super::forbidden::missing(&text).is_some()
+        || ["HTTP 429)", "HTTP 503)", "HTTP 504)", "error trying to connect", "connection closed"]
+            .iter()
+            .any(|t| text.contains(t))
 }
 
 fn controller<K>(
@@ -392,4 +415,36 @@ fn on_deployment(ctx: &Context, event: Result<watcher::Event<Deployment>, watche
 /// and the controller would then never start.
 pub async fn caches_ready(ctx: &Context) {
     let _ = ctx.deployments.wait_until_ready().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_five_minutes_but_stays_short_for_what_passes_and_after_a_start() {
+        let secs = |failures, passing, young| retry_delay(failures, passing, young).as_secs();
+        assert_eq!([1, 2, 3, 7, 9, 20].map(|f| secs(f, false, false)), [2, 4, 8, 128, 300, 300]);
+        assert_eq!([1, 3, 7, 20].map(|f| secs(f, true, false)), [2, 8, 10, 10]);
+        assert_eq!([1, 7, 20].map(|f| secs(f, false, true)), [2, 10, 10]);
+    }
+
+    #[test]
+    fn refusals_and_an_api_server_that_does_not_answer_pass_and_the_rest_does_not() {
+        let api = |code: u16| {
+            Error::kube(
+                "reading",
+                kube::Error::Api(Box::new(kube::core::Status::failure("m", "r").with_code(code))),
+            )
+        };
+        assert!(passing(&api(403)) && passing(&api(503)) && passing(&api(429)));
+        assert!(!passing(&api(404)) && !passing(&api(422)));
+        let forbidden = r#"applying Secret a/b: secrets "b" is forbidden: User "u" cannot patch resource "secrets" in API group "" in the namespace "a" (Forbidden, HTTP 403)"#;
+        assert!(passing(&Error::Apply(forbidden.into())));
+        assert!(passing(&Error::Apply("applying Deployment a/b: the server is currently unable to handle the request (ServiceUnavailable, HTTP 503)".into())));
+        assert!(!passing(&Error::Apply(
+            "applying Deployment a/b: spec.selector: field is immutable (Invalid, HTTP 422)".into()
+        )));
+        assert!(!passing(&Error::Fetch("no release v9".into())));
+    }
 }

@@ -4,8 +4,10 @@
 mod binary;
 mod changes;
 mod cli;
+mod cluster_api;
 mod contract;
 mod delete;
+mod faults;
 mod fixtures;
 mod install;
 mod kept;
