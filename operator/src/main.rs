@@ -133,17 +133,6 @@ fn network(text: &str) -> Result<butler_repository::IpNet, String> {
         .map_err(|_| format!("{text:?} is neither a network (10.20.0.0/16) nor an address"))
 }
 
-/// The namespaces whose provider objects are honoured (`None`: every one), from the flags.
-fn provider_namespaces(given: &[String], managed: Option<&str>, own: Option<&str>) -> Option<Vec<String>> {
-    if given.iter().any(|n| n == "*") {
-        return None;
-    }
-    if !given.is_empty() {
-        return Some(given.to_vec());
-    }
-    managed.or(own).filter(|n| !n.is_empty()).map(|n| vec![n.to_string()])
-}
-
 fn run(args: RunArgs) -> ExitCode {
     let settings = match args.process.settings(FIELD_MANAGER) {
         Ok(s) => s,
@@ -179,7 +168,7 @@ fn run(args: RunArgs) -> ExitCode {
                     adopt_crd_groups: args.adopt_crd_groups,
                     local_root: args.local_repository_root,
                     credential_hosts: args.credentials_for,
-                    provider_namespaces: provider_namespaces(
+                    provider_namespaces: butler_operator::controller::policy::honoured_namespaces(
                         &args.provider_namespaces,
                         args.namespace.as_deref(),
                         std::env::var("POD_NAMESPACE").ok().as_deref(),
@@ -234,7 +223,8 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{network, provider_namespaces, sync_period};
+    use super::{network, sync_period};
+    use butler_operator::controller::policy::honoured_namespaces as provider_namespaces;
 
     #[test]
     fn the_sync_period_is_a_go_duration_of_a_second_or_more() {

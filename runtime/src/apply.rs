@@ -281,6 +281,46 @@ impl Applier {
             .map_err(|e| format!("deleting {} {}: {}", r.kind, r.name, describe(&e)))
     }
 
+    /// Deletes an object only when `ours` says its metadata is the caller's (its labels, say),
+    /// with its uid as the deletion's precondition, so one made anew meanwhile by someone else
+    /// stays. Returns false when the object is there but not the caller's (left alone); true
+    /// when it was deleted or was gone already.
+    pub async fn delete_if(
+        &self,
+        r: &ObjectRef,
+        ours: impl Fn(&kube::api::ObjectMeta) -> bool,
+    ) -> Result<bool, String> {
+        let Ok((resource, namespaced)) = self.resource(&r.api_version, &r.kind, false).await else {
+            return Ok(true);
+        };
+        let api = self.api(&resource, namespaced, r.namespace.as_deref());
+        let what = || format!("{} {}", r.kind, r.name);
+        let Some(found) = api
+            .get_metadata_opt(&r.name)
+            .await
+            .map_err(|e| format!("reading {}: {}", what(), describe(&e)))?
+        else {
+            return Ok(true);
+        };
+        if !ours(&found.metadata) {
+            return Ok(false);
+        }
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: found.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match api.delete(&r.name, &params).await {
+            Ok(_) => Ok(true),
+            Err(e) if crate::error::is_not_found(&e) => Ok(true),
+            // 409: the precondition failed, the object is another of that name now.
+            Err(e) if crate::error::is_conflict(&e) => Ok(false),
+            Err(e) => Err(format!("deleting {}: {}", what(), describe(&e))),
+        }
+    }
+
     /// Whether any object of a kind exists, in any namespace.
     pub async fn any(&self, api_version: &str, kind: &str) -> Result<bool, String> {
         let Ok((resource, _)) = self.resource(api_version, kind, false).await else { return Ok(false) };

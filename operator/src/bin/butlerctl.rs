@@ -548,8 +548,18 @@ async fn describe(
         cli::providers::list(&client, namespace.as_deref()).await.map_err(cli::GenerateError::Cluster)?;
     let color =
         std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none();
-    let stdout = cli::describe::render(&rows, format, jiff::Timestamp::now(), color);
-    Ok(cli::Output { stdout, stderr: Vec::new() })
+    // Provider objects that no operator honours: nothing serves them, and nobody writes their
+    // status, so this is where it is said.
+    let not_honoured = match cli::honoured::operators(&client).await {
+        Some(operators) => cli::honoured::not_honoured(&operators, rows.iter().map(|r| r.namespace.as_str())),
+        None => Vec::new(),
+    };
+    let stdout = cli::describe::render(&rows, format, jiff::Timestamp::now(), color, &not_honoured);
+    let stderr = match format {
+        cli::describe::Format::Tree => Vec::new(),
+        _ => not_honoured.iter().map(|(_, why)| format!("warning: {why}")).collect(),
+    };
+    Ok(cli::Output { stdout, stderr })
 }
 
 async fn plan(

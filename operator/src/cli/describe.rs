@@ -107,10 +107,30 @@ pub fn render_tree(rows: &[ProviderRow], now: jiff::Timestamp, color: bool) -> S
     out.lines().map(str::trim_end).collect::<Vec<_>>().join("\n") + "\n"
 }
 
-/// The providers in `format`.
-pub fn render(rows: &[ProviderRow], format: Format, now: jiff::Timestamp, color: bool) -> String {
+/// The providers in `format`; in the tree, a namespace of `not_honoured` is followed by why no
+/// operator serves its providers.
+pub fn render(
+    rows: &[ProviderRow],
+    format: Format,
+    now: jiff::Timestamp,
+    color: bool,
+    not_honoured: &[(String, String)],
+) -> String {
     match format {
-        Format::Tree => render_tree(rows, now, color),
+        Format::Tree => {
+            let tree = render_tree(rows, now, color);
+            let mut out = String::new();
+            for line in tree.lines() {
+                out.push_str(line);
+                out.push('\n');
+                let why =
+                    line.strip_prefix("Namespace/").and_then(|ns| not_honoured.iter().find(|(n, _)| n == ns));
+                if let Some((_, why)) = why {
+                    out.push_str(&format!("  (not honoured) {why}\n"));
+                }
+            }
+            out
+        }
         Format::Json => serde_json::to_string_pretty(rows).expect("rows serialize") + "\n",
         Format::Yaml => serde_saphyr::to_string(&rows).expect("rows serialize"),
     }
@@ -175,9 +195,20 @@ Namespace/butler-system
         assert_eq!(text, expected, "\n{text}");
         assert!(render_tree(&rows, now, true).contains("\x1b[31mFalse"), "red on a terminal");
         assert_eq!(render_tree(&[], now, false), "No providers found.\n");
-        let json: serde_json::Value = serde_json::from_str(&render(&rows, Format::Json, now, false)).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&render(&rows, Format::Json, now, false, &[])).unwrap();
         assert_eq!(json[1]["conditions"][0]["reason"], "RenderFailed");
         assert_eq!(json[0]["installedVersion"], "v0.1.0");
         assert!("xml".parse::<Format>().unwrap_err().contains("use json or yaml"));
+        // A namespace no operator honours says so under its name.
+        let not_honoured = [(
+            "butler-system".to_string(),
+            "no operator honours provider objects in butler-system".to_string(),
+        )];
+        let tree = render(&rows, Format::Tree, now, false, &not_honoured);
+        assert!(
+            tree.contains("Namespace/butler-system\n  (not honoured) no operator honours provider objects in butler-system\n├─CoreProvider"),
+            "{tree}"
+        );
     }
 }

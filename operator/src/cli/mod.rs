@@ -10,6 +10,7 @@ pub mod describe;
 pub mod diff;
 pub mod follow;
 mod generate;
+pub mod honoured;
 pub mod init;
 pub mod migrate;
 pub mod plan;

@@ -161,6 +161,9 @@ impl Context {
         each(&self.stores.control_plane, &mut out);
         each(&self.stores.addon, &mut out);
         each(&self.stores.ipam, &mut out);
+        // Provider objects where this operator does not look are not counted: not for
+        // duplicates, not as the core provider, not as what a deletion waits for.
+        out.retain(|e| self.policy.honours(&e.namespace).is_ok());
         out
     }
 

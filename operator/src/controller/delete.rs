@@ -22,7 +22,6 @@ use super::error::Error;
 use super::inventory::{self, inventory_of};
 use super::plan;
 use super::reason::Reason;
-use super::reconcile::owned;
 use super::status::{self, Outcome};
 use super::users::{butler_platform, tenant_cluster_users};
 use super::vocabulary::{ProviderKey, uid_of};
@@ -88,16 +87,17 @@ where
     let mut objects = doomed;
     objects.sort_by_key(delete_order);
     for gone in objects.iter().filter(|o| o.kind != "Namespace") {
-        // One an install never finished making may be someone else's: only with our labels.
-        if inventory.pending.contains(gone) && !owned(&ctx, &key, gone).await.map_err(Error::Apply)? {
-            continue;
-        }
         // A CRD that was there before the provider is not the provider's to delete.
         if inventory.adopted.contains(gone) {
             continue;
         }
         ctx.drift.forget(gone);
-        ctx.applier.delete(gone).await.map_err(Error::Apply)?;
+        // Only what carries this provider's labels: an inventory is a ConfigMap anyone who may
+        // write in the namespace could forge, and one an install never finished making may be
+        // someone else's.
+        if !ctx.applier.delete_if(gone, |meta| key.labelled_on(meta)).await.map_err(Error::Apply)? {
+            tracing::warn!(provider = %key, object = %gone.describe(), "left in place: it does not carry the provider's labels");
+        }
     }
     inventory::delete(&ctx, &key).await?;
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.namespace);

@@ -54,6 +54,23 @@ impl Policy {
     }
 }
 
+/// The namespaces whose provider objects an operator honours (`None`: every one), from its
+/// flags: `--provider-namespace` (`*`: every one), else the `--namespace` it manages, else its
+/// own (`POD_NAMESPACE`), else every one.
+pub fn honoured_namespaces(
+    given: &[String],
+    managed: Option<&str>,
+    own: Option<&str>,
+) -> Option<Vec<String>> {
+    if given.iter().any(|n| n == "*") {
+        return None;
+    }
+    if !given.is_empty() {
+        return Some(given.to_vec());
+    }
+    managed.or(own).filter(|n| !n.is_empty()).map(|n| vec![n.to_string()])
+}
+
 /// The groups (with the groups under them) whose CRDs made outside this operator a provider
 /// takes over, as clusterctl does on a move from another installer.
 pub const ADOPTABLE_GROUPS: &[&str] = &["cluster.x-k8s.io", "butlerlabs.dev"];

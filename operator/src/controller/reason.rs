@@ -67,7 +67,6 @@ const MINUTE: Retry = Retry::After(Duration::from_secs(60));
 reasons! {
     Passed => PREFLIGHT, None, Retry::OnChange;
     DuplicateProvider => PREFLIGHT, WARNING, Retry::OnChange;
-    NamespaceNotAllowed => PREFLIGHT, WARNING, Retry::OnChange;
     InvalidFetchConfig => PREFLIGHT, WARNING, Retry::OnChange;
     UnknownProvider => PREFLIGHT, WARNING, Retry::OnChange;
     InvalidVersion => PREFLIGHT, WARNING, Retry::OnChange;

@@ -621,7 +621,10 @@ where
     }
     for gone in &plan.delete {
         ctx.drift.forget(gone);
-        ctx.applier.delete(gone).await?;
+        // Only what carries this provider's labels (the inventory could be forged).
+        if !ctx.applier.delete_if(gone, |meta| key.labelled_on(meta)).await? {
+            tracing::warn!(provider = %key, object = %gone.describe(), "left in place: it does not carry the provider's labels");
+        }
     }
     let finished = Inventory { adopted, ..plan.inventory.clone() };
     // Compared whole: an install that made every pending object is recorded as done (else a

@@ -87,6 +87,12 @@ where
     let key = ProviderKey::of(object.as_ref());
     let uid = uid_of(object.as_ref());
     let result = async {
+        // A provider object where this operator does not look for one is another's (an
+        // operator of that namespace) or no one's: nothing is read, written or deleted for it,
+        // not its status, not its finalizer (`butlerctl describe` names it as not honoured).
+        if ctx.policy.honours(&key.namespace).is_err() {
+            return Ok(Action::await_change());
+        }
         if object.meta().deletion_timestamp.is_some() {
             return match delete::cleanup(object.clone(), ctx.clone()).await {
                 Err(e) if !matches!(e, Error::DeletionBlocked(_)) => {
@@ -94,13 +100,6 @@ where
                 }
                 done => done,
             };
-        }
-        // A provider object where the operator's configuration does not look for one is
-        // told so, and nothing is made for it (not even the finalizer).
-        if let Err(why) = ctx.policy.honours(&key.namespace) {
-            let me = super::context::view_of(object.as_ref(), None);
-            let stop = super::reason::Stop::new(super::reason::Reason::NamespaceNotAllowed, why);
-            return super::status::stopped(&ctx, object.as_ref(), &me, stop, false, None).await;
         }
         // The finalizer goes on before anything is applied, so nothing can be orphaned.
         let object = match butler_runtime::finalizer::has(object.as_ref(), PROVIDER_FINALIZER) {

@@ -13,4 +13,5 @@ mod support;
 
 mod bundle;
 mod fetch;
+mod namespaces;
 mod policy;

@@ -90,7 +90,7 @@ async fn describe_and_upgrade_plan_read_the_providers_and_their_repositories() {
     );
 
     let rows = providers::list(&s.client, Some(&s.namespace)).await.unwrap();
-    let tree = describe::render(&rows, describe::Format::Tree, jiff::Timestamp::now(), false);
+    let tree = describe::render(&rows, describe::Format::Tree, jiff::Timestamp::now(), false, &[]);
     assert!(
         tree.contains("├─CoreProvider/butler") && tree.contains("└─InfrastructureProvider/widget"),
         "{tree}"
