@@ -43,6 +43,27 @@ pub fn builtin(api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
     }
 }
 
+/// The kinds (by group and kind, never by kind alone: a CRD may call its kind `Deployment`)
+/// that may be deleted and made anew when a field of theirs cannot change: they hold no data
+/// of other objects, and their controllers make what they run again. Anything else (a CRD,
+/// whose deletion deletes every object of it; a Secret, a volume claim) is refused instead.
+const REPLACEABLE: &[(&str, &str)] = &[
+    ("apps", "Deployment"),
+    ("apps", "DaemonSet"),
+    ("apps", "StatefulSet"),
+    ("apps", "ReplicaSet"),
+    ("batch", "Job"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("", "Service"),
+];
+
+/// Whether an object of `api_version` and `kind` may be deleted and made anew.
+pub fn replaceable(api_version: &str, kind: &str) -> bool {
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    REPLACEABLE.contains(&(group, kind))
+}
+
 /// Whether the API server refused a change of a field that cannot change.
 fn immutable(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status)
@@ -176,7 +197,7 @@ impl Applier {
     /// `wait` says that a CRD of this apply defines the kind, so it may take a moment to be
     /// served. An object whose change the API server refuses as immutable (a Deployment's
     /// selector, a binding's roleRef) is deleted and made anew, as `kubectl replace --force`
-    /// does. Returns the object as the API server answered, and its resource.
+    /// does, when it is of a [`replaceable`] kind; any other is refused, naming the field. Returns the object as the API server answered, and its resource.
     pub async fn apply(&self, object: &Value, wait: bool) -> Result<(DynamicObject, ApiResource), String> {
         self.apply_with(object, wait, true).await
     }
@@ -202,6 +223,11 @@ impl Applier {
         let params = PatchParams::apply(&self.field_manager).force();
         match api.patch(&r.name, &params, &Patch::Apply(object)).await {
             Ok(applied) => Ok((applied, resource)),
+            Err(e) if immutable(&e) && replace && !replaceable(&r.api_version, &r.kind) => Err(format!(
+                "{}; a {} is never deleted and made anew (that would delete what it holds): change the field back in the release, or replace the object by hand",
+                failed(&e),
+                r.kind
+            )),
             Err(e) if replace && immutable(&e) => {
                 tracing::info!(object = %r.describe(), "a field that cannot change did: making the object anew");
                 self.delete(&r).await?;

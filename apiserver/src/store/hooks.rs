@@ -153,32 +153,42 @@ fn check_data_size(rt: &ResourceType, object: &Value, field: &str) -> Result<(),
 
 /// The fields Kubernetes refuses to change once set (the ones providers' components meet).
 fn check_immutable(rt: &ResourceType, old: &Value, new: &Value) -> Result<(), ApiError> {
-    let (field, message) = match (rt.group.as_str(), rt.kind.as_str()) {
+    let fields: &[(&str, &str)] = match (rt.group.as_str(), rt.kind.as_str()) {
         ("apps", "Deployment" | "DaemonSet" | "StatefulSet" | "ReplicaSet") => {
-            ("spec.selector", "field is immutable")
+            &[("spec.selector", "field is immutable")]
         }
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
-            ("roleRef", "cannot change roleRef")
+            &[("roleRef", "cannot change roleRef")]
         }
-        ("batch", "Job") => ("spec.selector", "field is immutable"),
+        ("batch", "Job") => &[("spec.selector", "field is immutable")],
+        // What names a CRD's storage: its group and plural always, its scope and kind once it
+        // is established (here: at once).
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => &[
+            ("spec.group", "field is immutable"),
+            ("spec.names.plural", "field is immutable"),
+            ("spec.scope", "field is immutable"),
+            ("spec.names.kind", "field is immutable"),
+        ],
         _ => return Ok(()),
     };
-    let value = |o: &Value| field.split('.').fold(o.clone(), |v, step| v[step].clone());
-    let (before, after) = (value(old), value(new));
-    if before.is_null() || before == after {
+    let mut causes = Vec::new();
+    for (field, message) in fields {
+        let value = |o: &Value| field.split('.').fold(o.clone(), |v, step| v[step].clone());
+        let (before, after) = (value(old), value(new));
+        if before.is_null() || before == after {
+            continue;
+        }
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {after}: {message}"),
+            field: (*field).into(),
+        });
+    }
+    if causes.is_empty() {
         return Ok(());
     }
     let name = new["metadata"]["name"].as_str().unwrap_or_default();
-    Err(ApiError::invalid(
-        &rt.group,
-        &rt.kind,
-        name,
-        vec![Cause {
-            reason: "FieldValueInvalid",
-            message: format!("Invalid value: {after}: {message}"),
-            field: field.into(),
-        }],
-    ))
+    Err(ApiError::invalid(&rt.group, &rt.kind, name, causes))
 }
 
 /// `status.storedVersions` as Kubernetes keeps it: the storage version when the CRD is made;

@@ -149,3 +149,28 @@ async fn stored_versions_keep_a_version_until_its_objects_are_written_again() {
         2
     );
 }
+
+/// What names a CRD's storage cannot change once it is established: its scope and kind (and
+/// its group and plural, which its name holds).
+#[tokio::test]
+async fn an_established_crds_scope_and_kind_cannot_change() {
+    let cluster = Cluster::connect().await;
+    let resource = widgets(&cluster).await;
+    let name = format!("widgets.{}", resource.group);
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    let mut crd = crds.get(&name).await.unwrap();
+    crd.spec.scope = "Cluster".into();
+    crd.spec.names.kind = "Gizmo".into();
+    let status = api_error(crds.replace(&name, &PostParams::default(), &crd).await);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{status:?}");
+    assert!(
+        status.message.contains("spec.scope: Invalid value: \"Cluster\": field is immutable"),
+        "{}",
+        status.message
+    );
+    assert!(
+        status.message.contains("spec.names.kind: Invalid value: \"Gizmo\": field is immutable"),
+        "{}",
+        status.message
+    );
+}

@@ -13,5 +13,6 @@ mod support;
 
 mod bundle;
 mod fetch;
+mod immutable;
 mod namespaces;
 mod policy;
