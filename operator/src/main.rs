@@ -78,6 +78,10 @@ struct RunArgs {
     /// CRDs' groups (repeat the flag for more).
     #[arg(long = "allow-webhook-group", value_name = "GROUP")]
     allow_webhook_groups: Vec<String>,
+    /// A URL (or a prefix ending in /) that providers' webhook configurations may call instead
+    /// of one of their Services (repeat the flag for more).
+    #[arg(long = "allow-webhook-url", value_name = "URL")]
+    allow_webhook_urls: Vec<String>,
     /// An API group (with the groups under it) whose CRDs, made outside this operator,
     /// providers may take over besides Cluster API's and Butler's (repeat the flag for more).
     #[arg(long = "adopt-crd-group", value_name = "GROUP")]
@@ -165,6 +169,7 @@ fn run(args: RunArgs) -> ExitCode {
                 policy: controller::policy::Policy {
                     cluster_roles: args.allow_cluster_roles,
                     webhook_groups: args.allow_webhook_groups,
+                    webhook_urls: args.allow_webhook_urls,
                     adopt_crd_groups: args.adopt_crd_groups,
                     local_root: args.local_repository_root,
                     credential_hosts: args.credentials_for,

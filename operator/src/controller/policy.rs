@@ -9,8 +9,11 @@
 //! - A Role or ClusterRole never aggregates into Kubernetes' own roles (labels
 //!   `rbac.authorization.k8s.io/aggregate-to-*`), and an aggregated ClusterRole selects by
 //!   labels of its own (not everything, not the built-in roles' pieces).
-//! - A webhook configuration intercepts only the API groups of the CRDs the same components
-//!   define, or groups the operator's configuration allows (`--allow-webhook-group`).
+//! - A webhook configuration intercepts only the kinds of the CRDs the same components define
+//!   (named, by group and plural: a group may hold another project's kinds too, and a release
+//!   may bring a decoy CRD into it), or groups the operator's configuration allows
+//!   (`--allow-webhook-group`); it calls a Service, never a URL the configuration does not
+//!   allow (`--allow-webhook-url`).
 //! - A CRD that exists already and that no provider of this operator made is taken over only in
 //!   Cluster API's and Butler's groups, or groups the configuration allows
 //!   (`--adopt-crd-group`): a release must not rewrite another project's API (cert-manager's,
@@ -27,6 +30,9 @@ pub struct Policy {
     pub cluster_roles: Vec<String>,
     /// API groups outside the provider's CRDs that its webhook configurations may intercept.
     pub webhook_groups: Vec<String>,
+    /// URLs (or prefixes ending in `/`) that webhook configurations may call instead of a
+    /// Service.
+    pub webhook_urls: Vec<String>,
     /// API groups (and the groups under them) besides Cluster API's and Butler's whose CRDs,
     /// made by someone else, a provider may take over.
     pub adopt_crd_groups: Vec<String>,
@@ -116,12 +122,14 @@ pub fn check(objects: &[Value], policy: &Policy) -> Result<(), String> {
                 && namespace.is_none_or(|ns| text(&o["metadata"]["namespace"]) == ns)
         })
     };
-    let groups: BTreeSet<&str> = objects
-        .iter()
-        .filter(|o| o["kind"] == "CustomResourceDefinition")
-        .map(|o| text(&o["spec"]["group"]))
-        .chain(policy.webhook_groups.iter().map(String::as_str))
-        .collect();
+    let crds = objects.iter().filter(|o| o["kind"] == "CustomResourceDefinition");
+    let own: BTreeSet<(&str, &str)> =
+        crds.clone().map(|o| (text(&o["spec"]["group"]), text(&o["spec"]["names"]["plural"]))).collect();
+    let groups: BTreeSet<&str> = crds.map(|o| text(&o["spec"]["group"])).collect();
+    let allowed_group = |g: &str| policy.webhook_groups.iter().any(|a| a == g);
+    let allowed_url = |url: &str| {
+        policy.webhook_urls.iter().any(|a| a == url || (a.ends_with('/') && url.starts_with(a.as_str())))
+    };
     for object in objects {
         let refuse = |rule: String| Err(format!("{} is refused: {rule}", describe(object)));
         match text(&object["kind"]) {
@@ -189,20 +197,38 @@ pub fn check(objects: &[Value], policy: &Policy) -> Result<(), String> {
             }
             "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
                 for webhook in object["webhooks"].as_array().into_iter().flatten() {
-                    let rules = webhook["rules"].as_array().into_iter().flatten();
-                    let foreign = rules
-                        .flat_map(|r| r["apiGroups"].as_array().into_iter().flatten())
-                        .map(text)
-                        .find(|g| !groups.contains(g));
-                    if let Some(group) = foreign {
-                        let shown = match group {
-                            "" => "\"\" (the core group)".to_string(),
-                            g => format!("{g:?}"),
-                        };
+                    let name = text(&webhook["name"]);
+                    if let Some(url) = webhook["clientConfig"]["url"].as_str()
+                        && !allowed_url(url)
+                    {
                         return refuse(format!(
-                            "its webhook {:?} intercepts the API group {shown}, outside the groups of the provider's own CRDs; allow it with --allow-webhook-group if the provider needs it",
-                            text(&webhook["name"])
+                            "its webhook {name:?} calls the URL {url:?} instead of a Service of the provider; allow it with --allow-webhook-url {url} if the provider needs it"
                         ));
+                    }
+                    for rule in webhook["rules"].as_array().into_iter().flatten() {
+                        for group in rule["apiGroups"].as_array().into_iter().flatten().map(text) {
+                            if allowed_group(group) {
+                                continue;
+                            }
+                            if !groups.contains(group) {
+                                let shown = match group {
+                                    "" => "\"\" (the core group)".to_string(),
+                                    g => format!("{g:?}"),
+                                };
+                                return refuse(format!(
+                                    "its webhook {name:?} intercepts the API group {shown}, outside the groups of the provider's own CRDs; allow it with --allow-webhook-group if the provider needs it"
+                                ));
+                            }
+                            let resources = rule["resources"].as_array().into_iter().flatten().map(text);
+                            for resource in resources {
+                                let plural = resource.split('/').next().unwrap_or_default();
+                                if !own.contains(&(group, plural)) {
+                                    return refuse(format!(
+                                        "its webhook {name:?} intercepts {resource:?} in the API group {group:?}, which is no kind of the provider's own CRDs (a group may hold other projects' kinds); name the provider's own resources, or allow the group with --allow-webhook-group"
+                                    ));
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -268,7 +294,7 @@ subjects: [{kind: ServiceAccount, name: manager}]
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: {name: gadgets.p.test.io}
-spec: {group: p.test.io}
+spec: {group: p.test.io, names: {plural: gadgets}}
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
@@ -387,5 +413,43 @@ webhooks:
         assert!(check(&with(hook("*")), &Policy::default()).unwrap_err().contains("\"*\""));
         let allowed = Policy { webhook_groups: vec!["apps".into()], ..Default::default() };
         assert_eq!(check(&with(hook("apps")), &allowed), Ok(()));
+    }
+
+    #[test]
+    fn webhooks_intercept_the_providers_own_kinds_and_call_its_services() {
+        let crd = |group: &str, plural: &str| {
+            json!({"kind": "CustomResourceDefinition", "metadata": {"name": format!("{plural}.{group}")},
+                "spec": {"group": group, "names": {"plural": plural}}})
+        };
+        let hook = |client: Value, group: &str, resources: &[&str]| {
+            json!({"kind": "MutatingWebhookConfiguration", "metadata": {"name": "m"},
+                "webhooks": [{"name": "w.p.test.io", "clientConfig": client,
+                    "rules": [{"apiGroups": [group], "resources": resources}]}]})
+        };
+        let service = json!({"service": {"name": "p-webhook", "namespace": "p-system"}});
+        // A decoy CRD in another project's group does not open that group's kinds.
+        let decoy =
+            vec![crd("argoproj.io", "decoys"), hook(service.clone(), "argoproj.io", &["applications"])];
+        let refused = check(&decoy, &Policy::default()).unwrap_err();
+        assert!(refused.contains("intercepts \"applications\" in the API group \"argoproj.io\", which is no kind of the provider's own CRDs"), "{refused}");
+        let every = vec![crd("argoproj.io", "decoys"), hook(service.clone(), "argoproj.io", &["*"])];
+        assert!(
+            check(&every, &Policy::default()).is_err(),
+            "every kind of a group is more than the provider's"
+        );
+        let own =
+            vec![crd("p.test.io", "gadgets"), hook(service, "p.test.io", &["gadgets", "gadgets/status"])];
+        assert_eq!(check(&own, &Policy::default()), Ok(()));
+        // A URL: only one the configuration allows.
+        let url = json!({"url": "https://hooks.example.com/mutate"});
+        let called = vec![crd("p.test.io", "gadgets"), hook(url, "p.test.io", &["gadgets"])];
+        let refused = check(&called, &Policy::default()).unwrap_err();
+        assert!(
+            refused.contains("calls the URL \"https://hooks.example.com/mutate\" instead of a Service"),
+            "{refused}"
+        );
+        let allowed =
+            Policy { webhook_urls: vec!["https://hooks.example.com/".into()], ..Default::default() };
+        assert_eq!(check(&called, &allowed), Ok(()));
     }
 }

