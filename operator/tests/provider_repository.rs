@@ -90,7 +90,7 @@ fn check_components(what: &str, objects: &[Value], label: &str) {
             object["metadata"]["labels"]["clusterctl.cluster.x-k8s.io"], "",
             "{what}: {kind} labelled"
         );
-        if !butler_repository::CLUSTER_SCOPED_KINDS.contains(&kind) {
+        if !butler_repository::known_cluster_scoped(object["apiVersion"].as_str().unwrap_or_default(), kind) {
             assert_eq!(object["metadata"]["namespace"], target, "{what}: {kind} in the target namespace");
         }
     }

@@ -17,33 +17,44 @@ pub const CLUSTERCTL_LABEL: &str = "clusterctl.cluster.x-k8s.io";
 /// cert-manager's CA injection annotation (`{namespace}/{certificate}`).
 pub const INJECT_CA_FROM: &str = "cert-manager.io/inject-ca-from";
 
-/// Kinds that are not namespaced. Kinds that CRDs of the same file define as cluster-scoped
-/// are added to these.
-pub const CLUSTER_SCOPED_KINDS: &[&str] = &[
-    "Namespace",
-    "CustomResourceDefinition",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "ValidatingWebhookConfiguration",
-    "MutatingWebhookConfiguration",
-    "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionPolicyBinding",
-    "MutatingAdmissionPolicy",
-    "MutatingAdmissionPolicyBinding",
-    "APIService",
-    "PriorityClass",
-    "StorageClass",
-    "CSIDriver",
-    "IngressClass",
-    "RuntimeClass",
-    "PersistentVolume",
-    "Node",
-    "ClusterIssuer",
-    "CertificateSigningRequest",
-    "VolumeAttachment",
-    "CSINode",
-    "PodSecurityPolicy",
+/// Kinds that are not namespaced, by API group and kind (never by kind alone: a CRD may name
+/// its kind `Deployment`). Kinds that CRDs of the same file define as cluster-scoped are added
+/// to these, with their group.
+pub const CLUSTER_SCOPED_KINDS: &[(&str, &str)] = &[
+    ("", "Namespace"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"),
+    ("apiregistration.k8s.io", "APIService"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("storage.k8s.io", "StorageClass"),
+    ("storage.k8s.io", "CSIDriver"),
+    ("networking.k8s.io", "IngressClass"),
+    ("node.k8s.io", "RuntimeClass"),
+    ("", "PersistentVolume"),
+    ("", "Node"),
+    ("cert-manager.io", "ClusterIssuer"),
+    ("certificates.k8s.io", "CertificateSigningRequest"),
+    ("storage.k8s.io", "VolumeAttachment"),
+    ("storage.k8s.io", "CSINode"),
+    ("policy", "PodSecurityPolicy"),
 ];
+
+/// The API group of an `apiVersion` (`""` for the core group).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+/// Whether an object of `api_version` and `kind` is one of the known cluster-scoped kinds.
+pub fn known_cluster_scoped(api_version: &str, kind: &str) -> bool {
+    CLUSTER_SCOPED_KINDS.contains(&(group_of(api_version), kind))
+}
 
 /// Why processing failed.
 #[derive(Debug, Error)]
@@ -141,12 +152,15 @@ pub fn process_components(text: &str, options: &ComponentsOptions<'_>) -> Result
 
     // Kinds and names, read once.
     let mut heads = Vec::new();
+    let mut versions = Vec::new();
     for doc in &documents {
         let kind = doc
             .get("kind")
             .map_err(|m| fail("an object", m))?
             .and_then(|k| k.as_str().map(String::from))
             .unwrap_or_default();
+        let version = doc.get("apiVersion").map_err(|m| fail(&kind, m))?;
+        versions.push(version.and_then(|v| v.as_str().map(String::from)).unwrap_or_default());
         let metadata = doc.get("metadata").map_err(|m| fail(&kind, m))?.unwrap_or_else(|| json!({}));
         heads.push((kind, metadata));
     }
@@ -176,13 +190,13 @@ pub fn process_components(text: &str, options: &ComponentsOptions<'_>) -> Result
 
     let mut warnings = Vec::new();
     let retarget = Retarget { target: &target, original: original_namespace.as_deref(), cluster_scoped };
-    for (doc, (kind, metadata)) in documents.iter_mut().zip(heads.iter_mut()) {
+    for ((doc, (kind, metadata)), version) in documents.iter_mut().zip(heads.iter_mut()).zip(&versions) {
         let name = metadata["name"].as_str().unwrap_or_default().to_string();
         let object = if name.is_empty() { kind.clone() } else { format!("{kind} {name}") };
         if !metadata.is_object() {
             return Err(fail(&object, "metadata is not an object".into()));
         }
-        if let Some(ns) = retarget.metadata(kind, metadata) {
+        if let Some(ns) = retarget.metadata(version, kind, metadata) {
             warnings.push(format!(
                 "{object} was in namespace {ns}, outside the components' namespace; it is moved to {target}"
             ));

@@ -33,7 +33,7 @@ mod yaml;
 pub use cache::Cache;
 pub use components::{
     CLUSTER_SCOPED_KINDS, CLUSTERCTL_LABEL, Components, ComponentsOptions, INJECT_CA_FROM, PROVIDER_LABEL,
-    ProcessError, process_components,
+    ProcessError, known_cluster_scoped, process_components,
 };
 pub use config::{ClusterctlConfig, ConfigError};
 pub use digest::{MAX_TAR_ENTRIES, gunzip, sha256_hex, untar};

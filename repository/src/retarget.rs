@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::components::{CLUSTER_SCOPED_KINDS, INJECT_CA_FROM};
+use crate::components::{CLUSTER_SCOPED_KINDS, INJECT_CA_FROM, group_of};
 use crate::yaml::Document;
 
 /// Where objects go, and the namespace they were written for (the Namespace object of the
@@ -15,24 +15,27 @@ use crate::yaml::Document;
 pub(crate) struct Retarget<'a> {
     pub target: &'a str,
     pub original: Option<&'a str>,
-    /// The kinds left without a namespace: the known ones and those a CRD of the same YAML
-    /// declares cluster-scoped.
-    pub cluster_scoped: BTreeSet<String>,
+    /// The kinds left without a namespace, as (group, kind): the known ones and those a CRD of
+    /// the same YAML declares cluster-scoped.
+    pub cluster_scoped: BTreeSet<(String, String)>,
 }
 
-/// The kinds that CRDs among `documents` declare cluster-scoped, with the known ones.
+/// The kinds (group, kind) that CRDs among `documents` declare cluster-scoped, with the known
+/// ones.
 pub(crate) fn cluster_scoped_kinds<'d>(
     documents: impl Iterator<Item = (&'d mut Document, &'d str)>,
-) -> Result<BTreeSet<String>, String> {
-    let mut kinds: BTreeSet<String> = CLUSTER_SCOPED_KINDS.iter().map(|k| k.to_string()).collect();
+) -> Result<BTreeSet<(String, String)>, String> {
+    let mut kinds: BTreeSet<(String, String)> =
+        CLUSTER_SCOPED_KINDS.iter().map(|(g, k)| (g.to_string(), k.to_string())).collect();
     for (doc, kind) in documents {
         if kind == "CustomResourceDefinition" {
             let names = doc.get_child("spec", "names")?.unwrap_or_default();
             let scope = doc.get_child("spec", "scope")?.unwrap_or_default();
+            let group = doc.get_child("spec", "group")?.unwrap_or_default();
             if scope == "Cluster"
-                && let Some(k) = names["kind"].as_str()
+                && let (Some(k), Some(g)) = (names["kind"].as_str(), group.as_str())
             {
-                kinds.insert(k.to_string());
+                kinds.insert((g.to_string(), k.to_string()));
             }
         }
     }
@@ -40,13 +43,14 @@ pub(crate) fn cluster_scoped_kinds<'d>(
 }
 
 impl Retarget<'_> {
-    /// The metadata of an object of `kind` in the target namespace; returns the namespace it was
-    /// moved from when that was neither the target nor the original one.
-    pub fn metadata(&self, kind: &str, metadata: &mut Value) -> Option<String> {
+    /// The metadata of an object of `api_version` and `kind` in the target namespace; returns
+    /// the namespace it was moved from when that was neither the target nor the original one.
+    pub fn metadata(&self, api_version: &str, kind: &str, metadata: &mut Value) -> Option<String> {
         let mut moved_from = None;
-        if kind == "Namespace" {
+        let scope_key = (group_of(api_version).to_string(), kind.to_string());
+        if kind == "Namespace" && api_version == "v1" {
             metadata["name"] = json!(self.target);
-        } else if !self.cluster_scoped.contains(kind) {
+        } else if !self.cluster_scoped.contains(&scope_key) {
             if let Some(ns) = metadata["namespace"].as_str().filter(|ns| !ns.is_empty() && *ns != self.target)
                 && Some(ns) != self.original
             {

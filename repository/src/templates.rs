@@ -115,11 +115,12 @@ pub fn process_template(
         cluster_scoped_kinds(documents.iter_mut().zip(kinds.iter().map(String::as_str))).map_err(invalid)?;
     let retarget = Retarget { target, original: original.as_deref(), cluster_scoped };
     for (index, (doc, kind)) in documents.iter_mut().zip(&kinds).enumerate() {
+        let version = doc.get("apiVersion").map_err(invalid)?.and_then(|v| v.as_str().map(String::from));
         let mut metadata = doc.get("metadata").map_err(invalid)?.unwrap_or_else(|| json!({}));
         if !metadata.is_object() {
             return Err(invalid(format!("document {}: metadata is not an object", index + 1)));
         }
-        retarget.metadata(kind, &mut metadata);
+        retarget.metadata(version.as_deref().unwrap_or_default(), kind, &mut metadata);
         doc.set("metadata", metadata);
         retarget.references(doc, kind).map_err(|m| invalid(format!("document {}: {m}", index + 1)))?;
     }

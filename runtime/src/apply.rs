@@ -186,6 +186,37 @@ impl Applier {
         missing
     }
 
+    /// The objects of `objects` that are namespaced (by discovery, or by the scope a CRD among
+    /// them gives their group and kind) and not in `namespace`, each as a message: a release's
+    /// namespaced objects go to its provider's namespace, never another.
+    pub async fn outside(&self, objects: &[Value], namespace: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for object in objects {
+            let r = ObjectRef::of(object);
+            let defined = objects.iter().find(|o| {
+                o["kind"] == "CustomResourceDefinition"
+                    && o["spec"]["group"].as_str() == Some(r.group())
+                    && o["spec"]["names"]["kind"].as_str() == Some(r.kind.as_str())
+            });
+            let namespaced = match defined {
+                Some(crd) => crd["spec"]["scope"] == "Namespaced",
+                None => match self.resource(&r.api_version, &r.kind, false).await {
+                    Ok((_, namespaced)) => namespaced,
+                    Err(_) => continue,
+                },
+            };
+            if namespaced && r.namespace.as_deref() != Some(namespace) {
+                found.push(format!(
+                    "{} {}/{} is namespaced and outside the provider's namespace {namespace}",
+                    r.kind,
+                    r.namespace.as_deref().unwrap_or_default(),
+                    r.name
+                ));
+            }
+        }
+        found
+    }
+
     fn api(&self, resource: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {
         match (namespaced, namespace) {
             (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, resource),

@@ -9,6 +9,8 @@
 //! - A Role or ClusterRole never aggregates into Kubernetes' own roles (labels
 //!   `rbac.authorization.k8s.io/aggregate-to-*`), and an aggregated ClusterRole selects by
 //!   labels of its own (not everything, not the built-in roles' pieces).
+//! - A pod template runs as a ServiceAccount of the same components (or the namespace's
+//!   `default`), never another's: a release's pods get no one else's rights.
 //! - A webhook configuration intercepts only the kinds of the CRDs the same components define
 //!   (named, by group and plural: a group may hold another project's kinds too, and a release
 //!   may bring a decoy CRD into it), or groups the operator's configuration allows
@@ -193,6 +195,23 @@ pub fn check(objects: &[Value], policy: &Policy) -> Result<(), String> {
                             "its aggregationRule selects every ClusterRole or Kubernetes' own roles; select by labels of the provider's own".into(),
                         );
                     }
+                }
+            }
+            "Deployment" | "DaemonSet" | "StatefulSet" | "ReplicaSet" | "Job" | "Pod" => {
+                let pod = match text(&object["kind"]) {
+                    "Pod" => &object["spec"],
+                    _ => &object["spec"]["template"]["spec"],
+                };
+                let account =
+                    pod["serviceAccountName"].as_str().or(pod["serviceAccount"].as_str()).unwrap_or_default();
+                let namespace = text(&object["metadata"]["namespace"]);
+                if !account.is_empty()
+                    && account != "default"
+                    && !defined("ServiceAccount", Some(namespace), account)
+                {
+                    return refuse(format!(
+                        "its pods would run as the ServiceAccount {namespace}/{account}, which the provider's components do not define; a provider's pods run as its own ServiceAccounts"
+                    ));
                 }
             }
             "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
@@ -413,6 +432,26 @@ webhooks:
         assert!(check(&with(hook("*")), &Policy::default()).unwrap_err().contains("\"*\""));
         let allowed = Policy { webhook_groups: vec!["apps".into()], ..Default::default() };
         assert_eq!(check(&with(hook("apps")), &allowed), Ok(()));
+    }
+
+    #[test]
+    fn pods_run_as_the_providers_own_service_accounts_only() {
+        let deployment = |namespace: &str, account: &str| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": namespace},
+                "spec": {"template": {"spec": {"serviceAccountName": account}}}})
+        };
+        assert_eq!(check(&with(deployment("p-system", "manager")), &Policy::default()), Ok(()));
+        assert_eq!(check(&with(deployment("p-system", "default")), &Policy::default()), Ok(()));
+        let refused = check(&with(deployment("p-system", "generic-garbage-collector")), &Policy::default())
+            .unwrap_err();
+        assert!(
+            refused.contains("would run as the ServiceAccount p-system/generic-garbage-collector"),
+            "{refused}"
+        );
+        assert!(
+            check(&with(deployment("kube-system", "manager")), &Policy::default()).is_err(),
+            "another namespace's"
+        );
     }
 
     #[test]

@@ -539,6 +539,12 @@ where
     if !unserved.is_empty() {
         return Err(unserved.join("; "));
     }
+    // Which objects are namespaced is the API server's to say (by group and kind): none of
+    // them goes anywhere but the provider's namespace.
+    let outside = ctx.applier.outside(&plan.objects, &key.namespace).await;
+    if !outside.is_empty() {
+        return Err(format!("nothing is applied: {}", outside.join("; ")));
+    }
     // Made by this provider before (and not still pending from an install that stopped).
     let pending_before: &[ObjectRef] = previous.map(|p| p.pending.as_slice()).unwrap_or_default();
     let made_before: Vec<ObjectRef> = previous

@@ -251,3 +251,57 @@ webhooks:
     assert!(hooks.get_opt(&format!("{}-decoy-mutating", s.namespace)).await.unwrap().is_none());
     s.stop_operator().await;
 }
+
+/// A release with a cluster-scoped decoy CRD whose kind is `Deployment` (in a group of its own)
+/// and an `apps/v1` Deployment in kube-system running as the garbage collector's
+/// ServiceAccount: the decoy once made the Deployment count as cluster-scoped, so it stayed in
+/// kube-system. Scope is decided by group and kind, the Deployment goes to the provider's
+/// namespace, and a pod may run only as a ServiceAccount of the release: refused, nothing made.
+#[tokio::test]
+async fn a_decoy_kind_keeps_nothing_in_kube_system_and_no_pod_runs_as_anothers_account() {
+    let mut s = Scenario::new("attack-decoy-kind").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let group = format!("{}.decoy.test.io", s.namespace);
+    let name = format!("{}-runs-as-gc", s.namespace);
+    let release = format!(
+        "{}---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: deployments.{group}}}
+spec:
+  group: {group}
+  scope: Cluster
+  names: {{kind: Deployment, listKind: DeploymentList, plural: deployments, singular: deployment}}
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: kube-system}}
+spec:
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      serviceAccountName: generic-garbage-collector
+      containers: [{{name: c, image: registry.example.com/c:v1}}]
+",
+        components("decoy", "v1.0.0", &[])
+    );
+    publish(&s, "infrastructure-decoy", "infrastructure-components.yaml", "v1.0.0", &release).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    let mut decoy: serde_json::Value = serde_json::from_str(&selector("infrastructure-decoy")).unwrap();
+    decoy["version"] = json!("v1.0.0");
+    s.create::<InfrastructureProvider>("decoy", &decoy.to_string()).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("decoy", "refused", |p| {
+            reason(p, "ProviderInstalled", "PolicyViolation")
+        })
+        .await;
+    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(message.contains(&format!("Deployment {}/{name} is refused", s.namespace)), "{message}");
+    assert!(message.contains("ServiceAccount") && message.contains("generic-garbage-collector"), "{message}");
+    let system: Api<Deployment> = Api::namespaced(s.client.clone(), "kube-system");
+    assert!(system.get_opt(&name).await.unwrap().is_none(), "nothing in kube-system");
+    s.stop_operator().await;
+}

@@ -307,3 +307,39 @@ fn the_cluster_scoped_kinds_of_clusterctl_get_no_namespace() {
         assert!(find(&objects, kind, "x")["metadata"].get("namespace").is_none(), "{kind} got a namespace");
     }
 }
+
+/// A CRD of the release that names its cluster-scoped kind `Deployment` (in its own group) makes
+/// no `apps/v1` Deployment cluster-scoped: that one still goes to the target namespace, not the
+/// namespace it names (it once stayed in kube-system).
+#[test]
+fn a_decoy_kind_by_the_name_of_a_namespaced_kind_keeps_nothing_out_of_the_target_namespace() {
+    let text = "apiVersion: v1
+kind: Namespace
+metadata: {name: capx-system}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: deployments.decoy.example.com}
+spec:
+  group: decoy.example.com
+  scope: Cluster
+  names: {kind: Deployment, plural: deployments}
+  versions: [{name: v1, served: true, storage: true}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: runs-as-gc, namespace: kube-system}
+spec: {template: {spec: {serviceAccountName: generic-garbage-collector}}}
+---
+apiVersion: decoy.example.com/v1
+kind: Deployment
+metadata: {name: decoy}
+";
+    let images = ImageOverrides::default();
+    let processed = process_components(text, &options(Some("elsewhere"), &images)).unwrap();
+    let objects = processed.objects().unwrap();
+    let real = objects.iter().find(|o| o["apiVersion"] == "apps/v1").unwrap();
+    assert_eq!(real["metadata"]["namespace"], "elsewhere");
+    let decoy = objects.iter().find(|o| o["apiVersion"] == "decoy.example.com/v1").unwrap();
+    assert!(decoy["metadata"].get("namespace").is_none(), "the decoy kind is cluster-scoped: {decoy}");
+}
