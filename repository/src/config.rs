@@ -32,11 +32,18 @@ pub struct ClusterctlConfig {
     pub images: ImageOverrides,
     /// Every other top-level key, as a variable.
     pub variables: BTreeMap<String, String>,
+    /// `providerVariables`: which variables reach which provider, by provider label
+    /// (`infrastructure-aws`; `*` for every provider). The operator gives a provider only these
+    /// of the file's variables; clusterctl, which runs for the one who wrote the file, gives all.
+    pub provider_variables: BTreeMap<String, Vec<String>>,
     pub overrides_folder: Option<PathBuf>,
 }
 
 /// Keys of the file that are not variables.
-const RESERVED: [&str; 4] = ["providers", "images", "overridesFolder", "cert-manager"];
+const RESERVED: [&str; 5] = ["providers", "images", "overridesFolder", "cert-manager", PROVIDER_VARIABLES];
+
+/// The key of [`ClusterctlConfig::provider_variables`].
+pub const PROVIDER_VARIABLES: &str = "providerVariables";
 
 fn config_home() -> Option<PathBuf> {
     std::env::var_os("XDG_CONFIG_HOME")
@@ -114,6 +121,13 @@ impl ClusterctlConfig {
         }
         config.overrides_folder =
             overrides_folder(map.get("overridesFolder").and_then(Value::as_str), config_home());
+        if let Some(scoped) = map.get(PROVIDER_VARIABLES) {
+            config.provider_variables = serde_json::from_value(scoped.clone()).map_err(|_| {
+                invalid(format!(
+                    "{PROVIDER_VARIABLES} must map provider labels (infrastructure-aws, or * for every provider) to lists of variable names"
+                ))
+            })?;
+        }
         for (key, value) in map.iter().filter(|(k, _)| !RESERVED.contains(&k.as_str())) {
             let text = match value {
                 Value::String(s) => s.clone(),
@@ -123,6 +137,15 @@ impl ClusterctlConfig {
             config.variables.insert(key.clone(), text);
         }
         Ok(config)
+    }
+
+    /// The file's variable `name` for the provider `label`, when `providerVariables` names it
+    /// for that provider (or for `*`): a variable never reaches a provider it was not meant for
+    /// (a third-party release asking for `${AWS_B64ENCODED_CREDENTIALS}`).
+    pub fn variable_for(&self, label: &str, name: &str) -> Option<&String> {
+        let named =
+            |key: &str| self.provider_variables.get(key).is_some_and(|list| list.iter().any(|n| n == name));
+        (named(label) || named("*")).then(|| self.variables.get(name)).flatten()
     }
 
     /// The known providers: the built-in list, with the file's entries replacing those of the
@@ -182,6 +205,24 @@ mod tests {
         );
         assert_eq!(overrides_folder(Some("/srv/overrides"), home), Some(PathBuf::from("/srv/overrides")));
         assert_eq!(overrides_folder(None, None), None);
+    }
+
+    #[test]
+    fn a_variable_reaches_only_the_providers_the_file_names_for_it() {
+        let text = "AWS_B64ENCODED_CREDENTIALS: secret\nGREETING: hi\nproviderVariables:\n  infrastructure-aws: [AWS_B64ENCODED_CREDENTIALS]\n  \"*\": [GREETING]\n";
+        let config = ClusterctlConfig::parse(text, Path::new("c.yaml")).unwrap();
+        assert_eq!(
+            config.variable_for("infrastructure-aws", "AWS_B64ENCODED_CREDENTIALS").map(String::as_str),
+            Some("secret")
+        );
+        assert_eq!(config.variable_for("infrastructure-thirdparty", "AWS_B64ENCODED_CREDENTIALS"), None);
+        assert_eq!(
+            config.variable_for("infrastructure-thirdparty", "GREETING").map(String::as_str),
+            Some("hi")
+        );
+        assert!(!config.variables.contains_key(PROVIDER_VARIABLES), "the section is no variable");
+        let bad = ClusterctlConfig::parse("providerVariables: [A]\n", Path::new("c.yaml")).unwrap_err();
+        assert!(bad.to_string().contains("providerVariables must map provider labels"), "{bad}");
     }
 
     #[test]

@@ -78,7 +78,26 @@ impl SecretCache {
     }
 }
 
-/// Reads the Secret of `spec.configSecret`, if any; the provider's namespace is the default.
+/// The one check of every path that reads a config Secret (a provider's reconcile, an
+/// upgrade's planning): it lives beside the provider. Another namespace would let whoever may
+/// write a provider object (or a ProviderUpgrade) have the operator read any Secret it can read,
+/// and send its tokens to a registry of their choosing.
+pub fn beside_the_provider(namespace: &str, spec: &ProviderSpec) -> Result<(), String> {
+    match spec
+        .config_secret
+        .as_ref()
+        .and_then(|s| s.namespace.as_deref())
+        .filter(|n| !n.is_empty() && *n != namespace)
+    {
+        Some(elsewhere) => Err(format!(
+            "spec.configSecret.namespace {elsewhere:?} is not the provider's namespace {namespace:?}; the config Secret must be in the provider's namespace: create it there and drop the namespace"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Reads the Secret of `spec.configSecret`, if any, in the provider's namespace (see
+/// [`beside_the_provider`]).
 pub async fn load(
     client: &kube::Client,
     cache: &SecretCache,
@@ -92,6 +111,7 @@ pub async fn load(
         images: ImageOverrides::default(),
     };
     let Some(reference) = &spec.config_secret else { return Ok(config) };
+    beside_the_provider(namespace, spec).map_err(Unreadable)?;
     let secret_namespace = reference.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(namespace);
     let key = (secret_namespace.to_string(), reference.name.clone());
     let what = format!("the Secret {secret_namespace}/{} of spec.configSecret", reference.name);

@@ -83,18 +83,9 @@ pub fn preflight(
             ),
         ));
     }
-    // spec/004: the config Secret lives beside the provider. Another namespace would let a
-    // provider object read any Secret the operator can read.
-    if let Some(secret) = &spec.config_secret
-        && let Some(namespace) = secret.namespace.as_deref().filter(|n| !n.is_empty() && *n != key.namespace)
-    {
-        return Err(Stop::new(
-            Reason::ConfigSecretUnreadable,
-            format!(
-                "spec.configSecret.namespace {namespace:?} is not the provider's namespace {:?}; the config Secret must be in the provider's namespace: create it there and drop the namespace",
-                key.namespace
-            ),
-        ));
+    // spec/004: the config Secret lives beside the provider.
+    if let Err(message) = super::config::beside_the_provider(&key.namespace, spec) {
+        return Err(Stop::new(Reason::ConfigSecretUnreadable, message));
     }
     if let Some(version) = spec.version.as_deref().filter(|v| !v.is_empty())
         && Version::parse(version, "spec.version").is_err()
@@ -313,6 +304,11 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         Err(message) => return keep(plan, Reason::RenderFailed, message),
     };
     plan.warnings = warnings;
+    // The release's own pods run as its own accounts (the provider object's customisation,
+    // which its administrator writes, may choose another).
+    if let Err(message) = super::policy::check_pods(&objects) {
+        return keep(plan, Reason::PolicyViolation, message);
+    }
     if let Err(message) = customize(&mut objects, input.spec, &label) {
         return keep(plan, Reason::InvalidCustomization, message);
     }

@@ -9,8 +9,9 @@
 //! - A Role or ClusterRole never aggregates into Kubernetes' own roles (labels
 //!   `rbac.authorization.k8s.io/aggregate-to-*`), and an aggregated ClusterRole selects by
 //!   labels of its own (not everything, not the built-in roles' pieces).
-//! - A pod template runs as a ServiceAccount of the same components (or the namespace's
-//!   `default`), never another's: a release's pods get no one else's rights.
+//! - A pod template of the release runs as a ServiceAccount of the same components (or the
+//!   namespace's `default`), never another's: a release's pods get no one else's rights
+//!   ([`check_pods`], before the provider object's customisation).
 //! - A webhook configuration intercepts only the kinds of the CRDs the same components define
 //!   (named, by group and plural: a group may hold another project's kinds too, and a release
 //!   may bring a decoy CRD into it), or groups the operator's configuration allows
@@ -197,23 +198,6 @@ pub fn check(objects: &[Value], policy: &Policy) -> Result<(), String> {
                     }
                 }
             }
-            "Deployment" | "DaemonSet" | "StatefulSet" | "ReplicaSet" | "Job" | "Pod" => {
-                let pod = match text(&object["kind"]) {
-                    "Pod" => &object["spec"],
-                    _ => &object["spec"]["template"]["spec"],
-                };
-                let account =
-                    pod["serviceAccountName"].as_str().or(pod["serviceAccount"].as_str()).unwrap_or_default();
-                let namespace = text(&object["metadata"]["namespace"]);
-                if !account.is_empty()
-                    && account != "default"
-                    && !defined("ServiceAccount", Some(namespace), account)
-                {
-                    return refuse(format!(
-                        "its pods would run as the ServiceAccount {namespace}/{account}, which the provider's components do not define; a provider's pods run as its own ServiceAccounts"
-                    ));
-                }
-            }
             "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
                 for webhook in object["webhooks"].as_array().into_iter().flatten() {
                     let name = text(&webhook["name"]);
@@ -252,6 +236,47 @@ pub fn check(objects: &[Value], policy: &Policy) -> Result<(), String> {
                 }
             }
             _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The kinds whose objects run pods: API group (with its `/`, or `v1` for the core group),
+/// kind, and where their pod spec is.
+const POD_HOLDERS: &[(&str, &str, &str)] = &[
+    ("apps/", "Deployment", "/spec/template/spec"),
+    ("apps/", "DaemonSet", "/spec/template/spec"),
+    ("apps/", "StatefulSet", "/spec/template/spec"),
+    ("apps/", "ReplicaSet", "/spec/template/spec"),
+    ("batch/", "Job", "/spec/template/spec"),
+    ("v1", "Pod", "/spec"),
+];
+
+/// Whether the pods of a release's own objects (as rendered, before the provider object's
+/// customisation, which its administrator writes) run as ServiceAccounts of the release, or
+/// the namespace's `default`: a release's pods get no one else's rights.
+pub fn check_pods(objects: &[Value]) -> Result<(), String> {
+    for object in objects {
+        let api_version = text(&object["apiVersion"]);
+        let kind = text(&object["kind"]);
+        let holder = POD_HOLDERS.iter().find(|(group, k, _)| {
+            *k == kind
+                && if group.ends_with('/') { api_version.starts_with(group) } else { api_version == *group }
+        });
+        let Some(pod) = holder.and_then(|(_, _, path)| object.pointer(path)) else { continue };
+        let account =
+            pod["serviceAccountName"].as_str().or(pod["serviceAccount"].as_str()).unwrap_or_default();
+        let namespace = text(&object["metadata"]["namespace"]);
+        let own = objects.iter().any(|o| {
+            o["kind"] == "ServiceAccount"
+                && text(&o["metadata"]["name"]) == account
+                && text(&o["metadata"]["namespace"]) == namespace
+        });
+        if !account.is_empty() && account != "default" && !own {
+            return Err(format!(
+                "{} is refused: its pods would run as the ServiceAccount {namespace}/{account}, which the provider's components do not define; a provider's pods run as its own ServiceAccounts",
+                describe(object)
+            ));
         }
     }
     Ok(())
@@ -440,18 +465,17 @@ webhooks:
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": namespace},
                 "spec": {"template": {"spec": {"serviceAccountName": account}}}})
         };
-        assert_eq!(check(&with(deployment("p-system", "manager")), &Policy::default()), Ok(()));
-        assert_eq!(check(&with(deployment("p-system", "default")), &Policy::default()), Ok(()));
-        let refused = check(&with(deployment("p-system", "generic-garbage-collector")), &Policy::default())
-            .unwrap_err();
+        assert_eq!(check_pods(&with(deployment("p-system", "manager"))), Ok(()));
+        assert_eq!(check_pods(&with(deployment("p-system", "default"))), Ok(()));
+        let refused = check_pods(&with(deployment("p-system", "generic-garbage-collector"))).unwrap_err();
         assert!(
             refused.contains("would run as the ServiceAccount p-system/generic-garbage-collector"),
             "{refused}"
         );
-        assert!(
-            check(&with(deployment("kube-system", "manager")), &Policy::default()).is_err(),
-            "another namespace's"
-        );
+        assert!(check_pods(&with(deployment("kube-system", "manager"))).is_err(), "another namespace's");
+        let decoy = json!({"apiVersion": "decoy.test.io/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"serviceAccountName": "anyone"}}}});
+        assert_eq!(check_pods(&with(decoy)), Ok(()), "a decoy kind runs no pods");
     }
 
     #[test]

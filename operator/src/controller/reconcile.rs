@@ -83,10 +83,11 @@ where
     // Servers and renderers quote what they reject: every message from here on is redacted.
     let redactor = Redactor::new(&observed.values.variables, &operator_config.variables);
 
-    // Plan. The config Secret first, then the operator's config file; never the operator's
-    // own environment.
+    // Plan. The config Secret first, then the operator's config file (only what it names for
+    // this provider); never the operator's own environment.
+    let label = key.kind.label(&key.name);
     let variables = |name: &str| {
-        observed.values.variables.get(name).or_else(|| operator_config.variables.get(name)).cloned()
+        observed.values.variables.get(name).or_else(|| operator_config.variable_for(&label, name)).cloned()
     };
     let images = super::config::merged_images(&operator_config.images, &observed.values.images);
     let rollback_to = annotation(super::upgrades::engine::ROLLBACK_TO);

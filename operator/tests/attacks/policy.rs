@@ -122,8 +122,10 @@ async fn a_crd_made_outside_the_operator_is_taken_over_only_in_the_groups_allowe
     let theirs: CustomResourceDefinition = serde_saphyr::from_str(&crd("Namespaced")).unwrap();
     s.cluster.install_own_crd(&theirs).await;
     publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    // The release's version of it adds a version v2 (a scope of its own could never apply: a
+    // CRD's scope cannot change, and a CRD is never made anew).
     let mut thief = components("thief", "v1.0.0", &[]);
-    thief.push_str(&format!("---\n{}", crd("Cluster")));
+    thief.push_str(&format!("---\n{}", crate::fixtures::versioned_gadget_crd(&group, &["v1", "v2"])));
     publish(&s, "infrastructure-thief", "infrastructure-components.yaml", "v1.0.0", &thief).await;
     s.start_operator();
     s.create::<CoreProvider>("butler", &spec("butler")).await;
@@ -137,11 +139,8 @@ async fn a_crd_made_outside_the_operator_is_taken_over_only_in_the_groups_allowe
     );
     assert!(message.contains(&format!("--adopt-crd-group {group}")), "{message}");
     let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
-    assert_eq!(
-        crds.get(&format!("gadgets.{group}")).await.unwrap().spec.scope,
-        "Namespaced",
-        "as its project made it"
-    );
+    let versions = |crd: CustomResourceDefinition| crd.spec.versions.len();
+    assert_eq!(versions(crds.get(&format!("gadgets.{group}")).await.unwrap()), 1, "as its project made it");
 
     // The platform lets providers take that group over: adopted (and never deleted with them).
     s.stop_operator().await;
@@ -151,7 +150,7 @@ async fn a_crd_made_outside_the_operator_is_taken_over_only_in_the_groups_allowe
         reason(p, "ProviderInstalled", "Installed")
     })
     .await;
-    assert_eq!(crds.get(&format!("gadgets.{group}")).await.unwrap().spec.scope, "Cluster");
+    assert_eq!(versions(crds.get(&format!("gadgets.{group}")).await.unwrap()), 2, "applied over");
     s.stop_operator().await;
 }
 
@@ -303,5 +302,57 @@ spec:
     assert!(message.contains("ServiceAccount") && message.contains("generic-garbage-collector"), "{message}");
     let system: Api<Deployment> = Api::namespaced(s.client.clone(), "kube-system");
     assert!(system.get_opt(&name).await.unwrap().is_none(), "nothing in kube-system");
+    s.stop_operator().await;
+}
+
+/// A variable of the operator's config file (credentials, say) reaches a provider only when the
+/// file names that provider for it: a third-party release that asks for it gets its default.
+#[tokio::test]
+async fn a_variable_of_the_operators_config_reaches_only_the_providers_it_is_named_for() {
+    let mut s = Scenario::new("attack-variables").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    // The test providers' manager runs with `--greeting=${GREETING:=hello}`.
+    publish(
+        &s,
+        "infrastructure-thirdparty",
+        "infrastructure-components.yaml",
+        "v1.0.0",
+        &components("thirdparty", "v1.0.0", &[]),
+    )
+    .await;
+    publish(
+        &s,
+        "infrastructure-trusted",
+        "infrastructure-components.yaml",
+        "v1.0.0",
+        &components("trusted", "v1.0.0", &[]),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("butler-operator.yaml");
+    std::fs::write(&config, "GREETING: s3cr3t\nproviderVariables:\n  infrastructure-trusted: [GREETING]\n")
+        .unwrap();
+    s.start_operator_with(Some(config));
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    for name in ["thirdparty", "trusted"] {
+        let mut provider: serde_json::Value =
+            serde_json::from_str(&selector(&format!("infrastructure-{name}"))).unwrap();
+        provider["version"] = json!("v1.0.0");
+        s.create::<InfrastructureProvider>(name, &provider.to_string()).await;
+        s.wait_for::<InfrastructureProvider>(name, "installed", |p| {
+            reason(p, "ProviderInstalled", "Installed")
+        })
+        .await;
+    }
+    let args = |deployment: &Deployment| {
+        deployment.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0]
+            .args
+            .clone()
+            .unwrap_or_default()
+    };
+    let thirdparty = args(&s.deployments("InfrastructureProvider", "thirdparty").await[0]);
+    assert!(thirdparty.contains(&"--greeting=hello".to_string()), "{thirdparty:?}");
+    let trusted = args(&s.deployments("InfrastructureProvider", "trusted").await[0]);
+    assert!(trusted.contains(&"--greeting=s3cr3t".to_string()), "{trusted:?}");
     s.stop_operator().await;
 }

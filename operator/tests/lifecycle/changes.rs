@@ -481,7 +481,7 @@ async fn the_operator_config_file_moves_providers_to_a_mirror_and_overrides_imag
     std::fs::write(
         &config,
         format!(
-            "providers:\n- name: harvester\n  type: InfrastructureProvider\n  url: {}\nimages:\n  all:\n    repository: mirror.internal/butler\nHARVESTER_VM_NAMESPACE: vms\n",
+            "providers:\n- name: harvester\n  type: InfrastructureProvider\n  url: {}\nimages:\n  all:\n    repository: mirror.internal/butler\nHARVESTER_VM_NAMESPACE: vms\nproviderVariables:\n  infrastructure-harvester: [HARVESTER_VM_NAMESPACE]\n",
             components.display()
         ),
     )

@@ -306,3 +306,48 @@ async fn a_step_not_ready_in_time_fails_and_rolls_its_provider_back() {
     marking.abort();
     s.stop_operator().await;
 }
+
+/// An upgrade's planning reads a provider's config Secret as the provider's reconcile does,
+/// under the same one check: a Secret of another namespace is never read (it was on the
+/// planning path, and its tokens could go to a registry the planner chose).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planning_never_reads_a_config_secret_of_another_namespace() {
+    let mut s = Scenario::new("upgrade-secret").await;
+    publish_releases(&s).await;
+    let victim = s.cluster.namespace("victim").await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(s.client.clone(), &victim);
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
+        json!({"metadata": {"name": "creds"}, "stringData": {"GITHUB_TOKEN": "theirs"}}),
+    )
+    .unwrap();
+    secrets.create(&PostParams::default(), &secret).await.unwrap();
+    s.start_operator();
+    let marking = crate::cli::keep_marking_available(&s);
+    both_ready_at_v1(&s).await;
+    s.patch_spec::<InfrastructureProvider>(
+        "widget",
+        json!({"configSecret": {"name": "creds", "namespace": victim}}),
+    )
+    .await;
+    create(
+        &s,
+        "reach",
+        json!({"providers": [{"kind": "InfrastructureProvider", "name": "widget", "version": "v1.1.0"}]}),
+    )
+    .await;
+    // Planned without the object changes, which would need the Secret: the plan says why.
+    let planned = wait_upgrade(&s, "reach", "planned", |u| condition(u, "Planned").is_some()).await;
+    let message =
+        planned.status.unwrap().conditions.iter().find(|c| c.type_ == "Planned").unwrap().message.clone();
+    assert!(message.contains("is not the provider's namespace"), "{message}");
+    if let Some(server) = s.cluster.server() {
+        let read = server
+            .requests_from(crate::support::OPERATOR_AGENT)
+            .into_iter()
+            .filter(|(_, path)| path.contains(&format!("/namespaces/{victim}/secrets")))
+            .count();
+        assert_eq!(read, 0, "the other namespace's Secret was read");
+    }
+    marking.abort();
+    s.stop_operator().await;
+}
