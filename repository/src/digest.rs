@@ -34,7 +34,10 @@ pub const MAX_TAR_ENTRIES: usize = 10_000;
 /// is read, and reading stops at the limit whatever the headers said. Paths that climb out
 /// (`..`) or are absolute are refused.
 pub fn untar(reader: impl Read, limit: u64) -> Result<std::collections::BTreeMap<String, Vec<u8>>, String> {
-    let mut archive = tar::Archive::new(reader);
+    // tar reads PAX and GNU long-name extensions whole, as their headers say, before any entry
+    // is seen: the stream itself is bounded (the files, and a header block or two per entry).
+    let headers = 2 * 512 * MAX_TAR_ENTRIES as u64;
+    let mut archive = tar::Archive::new(reader.take(limit.saturating_add(headers).saturating_add(1 << 20)));
     let mut files = std::collections::BTreeMap::new();
     let mut total = 0u64;
     for (count, entry) in archive.entries().map_err(|e| format!("not a tar archive: {e}"))?.enumerate() {
@@ -71,6 +74,33 @@ pub fn untar(reader: impl Read, limit: u64) -> Result<std::collections::BTreeMap
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A reader that counts what was read through it.
+    struct Counted<R>(R, std::rc::Rc<std::cell::Cell<u64>>);
+
+    impl<R: Read> Read for Counted<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.read(buf)?;
+            self.1.set(self.1.get() + n as u64);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn an_extension_header_as_large_as_it_claims_is_read_only_to_the_bound() {
+        // A PAX header that says it holds 2 GiB (of zeros, which gzip packs to almost nothing):
+        // tar would read it whole into memory before any entry.
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::XHeader);
+        header.set_path("pax").unwrap();
+        header.set_size(2 << 30);
+        header.set_cksum();
+        let read = std::rc::Rc::new(std::cell::Cell::new(0));
+        let stream = std::io::Cursor::new(header.as_bytes().to_vec()).chain(std::io::repeat(0).take(2 << 30));
+        let refused = untar(Counted(stream, read.clone()), 1 << 20);
+        assert!(refused.is_err(), "a damaged archive");
+        assert!(read.get() < 64 << 20, "read {} bytes of a 1 MiB archive", read.get());
+    }
 
     fn gzip(bytes: &[u8]) -> Vec<u8> {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());

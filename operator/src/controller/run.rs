@@ -295,12 +295,12 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     let watch_deployments = {
         let api = deployments_api;
         let ctx = ctx.clone();
-        reflector::reflector(writer, watcher(api, watcher::Config::default().labels(LABEL_NAME)))
-            .default_backoff()
-            .for_each(move |event| {
-                on_deployment(&ctx, event);
-                futures::future::ready(())
-            })
+        let slim = watcher(api, watcher::Config::default().labels(LABEL_NAME))
+            .modify(super::context::slim_deployment);
+        reflector::reflector(writer, slim).default_backoff().for_each(move |event| {
+            on_deployment(&ctx, event);
+            futures::future::ready(())
+        })
     };
     // A config Secret that changes (or appears) wakes the providers that read it.
     let secrets = ApiResource::erase::<Secret>(&());

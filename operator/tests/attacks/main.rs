@@ -12,6 +12,7 @@ mod fixtures;
 mod support;
 
 mod bundle;
+mod exhaustion;
 mod fetch;
 mod immutable;
 mod namespaces;

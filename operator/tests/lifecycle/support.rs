@@ -117,10 +117,15 @@ impl Scenario {
         self.operator = Some((stop, tokio::spawn(run), context));
     }
 
+    /// The running operator's context: what it keeps.
+    pub fn context(&self) -> &Arc<controller::context::Context> {
+        &self.operator.as_ref().expect("the operator runs").2
+    }
+
     /// Where the running operator's decided unpauses and contract changes wait before their
     /// writes while a scenario holds it.
     pub fn decided(&self) -> &tokio::sync::RwLock<()> {
-        &self.operator.as_ref().expect("the operator runs").2.decided
+        &self.context().decided
     }
 
     /// Stops the operator the way SIGTERM does: reconciles under way finish.

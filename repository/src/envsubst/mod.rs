@@ -179,6 +179,7 @@ fn parse(text: &str) -> Vec<Node> {
 /// [`parse`] of a text nested `depth` forms deep.
 fn parse_at(text: &str, depth: usize) -> Vec<Node> {
     let bytes = text.as_bytes();
+    let braces = Braces::of(bytes);
     let mut nodes = Vec::new();
     let mut literal = String::new();
     let (mut from, mut i) = (0, 0);
@@ -193,8 +194,9 @@ fn parse_at(text: &str, depth: usize) -> Vec<Node> {
             }
             Some(b'{') => {
                 let (node, next) = match depth < MAX_NESTING {
-                    true => parse_form(text, at + 2, depth + 1).unwrap_or_else(|| bad_form(text, at, false)),
-                    false => bad_form(text, at, true),
+                    true => parse_form(text, at + 2, depth + 1, &braces)
+                        .unwrap_or_else(|| bad_form(text, at, false, &braces)),
+                    false => bad_form(text, at, true, &braces),
                 };
                 literal.push_str(&text[from..at]);
                 if !literal.is_empty() {
@@ -231,31 +233,46 @@ fn unescape(text: &str) -> String {
     out
 }
 
-/// The index of the `}` that closes the form whose body starts at `start`, counting nested
-/// `${`.
-fn closing_brace(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut depth = 0;
-    let mut i = start;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'$' if bytes.get(i + 1) == Some(&b'{') => {
-                depth += 1;
-                i += 2;
-                continue;
+/// Where each form of a text closes: for the body start of every `${` (just after it), the
+/// index of the `}` that closes it, counting nested `${`. Found in one pass, so that a text of
+/// many forms that never close (an attack, or a typo repeated) costs linear time, not a scan
+/// to the end of the text for each.
+struct Braces(std::collections::HashMap<usize, usize>);
+
+impl Braces {
+    fn of(bytes: &[u8]) -> Braces {
+        let mut open = Vec::new();
+        let mut closes = std::collections::HashMap::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'$' if bytes.get(i + 1) == Some(&b'{') => {
+                    open.push(i + 2);
+                    i += 2;
+                    continue;
+                }
+                b'}' => {
+                    if let Some(start) = open.pop() {
+                        closes.insert(start, i);
+                    }
+                }
+                _ => {}
             }
-            b'}' if depth == 0 => return Some(i),
-            b'}' => depth -= 1,
-            _ => {}
+            i += 1;
         }
-        i += 1;
+        Braces(closes)
     }
-    None
+
+    /// The index of the `}` that closes the form whose body starts at `start`.
+    fn closing(&self, start: usize) -> Option<usize> {
+        self.0.get(&start).copied()
+    }
 }
 
 /// The bad substitution starting at `at` (its `$`): the form to its closing brace, else to the
 /// end of its line; parsing goes on after it.
-fn bad_form(text: &str, at: usize, deep: bool) -> (Node, usize) {
-    let end = match closing_brace(text.as_bytes(), at + 2) {
+fn bad_form(text: &str, at: usize, deep: bool, braces: &Braces) -> (Node, usize) {
+    let end = match braces.closing(at + 2) {
         Some(close) => close + 1,
         None => text[at..].find('\n').map_or(text.len(), |n| at + n),
     };
@@ -264,8 +281,8 @@ fn bad_form(text: &str, at: usize, deep: bool) -> (Node, usize) {
 
 /// Parses the form whose body starts at `start` (just after `${`); returns it and the index
 /// after its closing brace.
-fn parse_form(text: &str, start: usize, depth: usize) -> Option<(Node, usize)> {
-    let end = closing_brace(text.as_bytes(), start)?;
+fn parse_form(text: &str, start: usize, depth: usize, braces: &Braces) -> Option<(Node, usize)> {
+    let end = braces.closing(start)?;
     let body = &text[start..end];
     // clusterctl turns `${ VAR }`, `${ VAR}` and `${VAR }` into `${VAR}` before drone parses:
     // spaces are allowed around a bare name only.

@@ -279,3 +279,52 @@ async fn a_manifest_larger_than_the_specifications_limit_is_not_read_whole() {
         other => panic!("not refused: {other:?}"),
     }
 }
+
+/// A tar+gzip layer holding one file, the name its own.
+fn packed_layer(name: &str, size: usize) -> Vec<u8> {
+    use std::io::Read;
+    let mut builder =
+        tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best()));
+    let mut header = tar::Header::new_ustar();
+    header.set_size(size as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    builder.append_data(&mut header, name, std::io::repeat(b'x').take(size as u64)).unwrap();
+    builder.into_inner().unwrap().finish().unwrap()
+}
+
+/// Many archive layers, each within the most a download may hold, together far more: the
+/// artifact's layers have one total (each once had the whole limit to itself).
+#[tokio::test]
+async fn archive_layers_unpack_within_one_total() {
+    let server = registry().await;
+    let layers: Vec<Vec<u8>> = (0..3).map(|i| packed_layer(&format!("part-{i}.yaml"), 600 << 10)).collect();
+    let manifest = serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2,
+            "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
+        "layers": layers.iter().map(|l| serde_json::json!({
+            "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "size": l.len(),
+            "digest": format!("sha256:{}", butler_repository::sha256_hex(l))})).collect::<Vec<_>>(),
+    });
+    serve_manifest(&server, &manifest).await;
+    for layer in &layers {
+        Mock::given(method("GET"))
+            .and(path(format!("/v2/{REPOSITORY}/blobs/sha256:{}", butler_repository::sha256_hex(layer))))
+            .respond_with(ResponseTemplate::new(200).set_body_bytes(layer.clone()))
+            .mount(&server)
+            .await;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let mut options = RemoteOptions {
+        http: http_options(&cache),
+        oci: OciOptions { insecure: vec![server.address().to_string()], ..Default::default() },
+        ..Default::default()
+    };
+    options.http.max_download = 1 << 20;
+    let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", server.address())).unwrap();
+    let repo = Repository::from_url("infrastructure-harvester", &url, &options).unwrap();
+    let version = Version::parse("v1.0.0", "test").unwrap();
+    let refused = repo.metadata(&version).await.unwrap_err().to_string();
+    assert!(refused.contains("the artifact's layers hold at most 1048576 bytes"), "{refused}");
+}

@@ -385,12 +385,22 @@ impl OciSource {
             return Ok(files);
         }
         let mut files = BTreeMap::new();
+        // One total for every layer of the artifact: many layers of the most each may hold
+        // would hold that many times as much.
+        let mut left = self.http.max_download;
         for layer in &artifact.layout.archives {
             let bytes = self.blob(layer, &format!("the layer {}", layer.digest)).await?;
             let gzipped = bytes.starts_with(&[0x1f, 0x8b]);
-            let unpacked = artifact::unpack(&bytes, gzipped, self.http.max_download).map_err(|message| {
-                RepositoryError::Oci { reference: self.key(&format!("@{}", layer.digest)), message }
-            })?;
+            let unpacked =
+                artifact::unpack(&bytes, gzipped, left).map_err(|message| RepositoryError::Oci {
+                    reference: self.key(&format!("@{}", layer.digest)),
+                    message: format!(
+                        "{message} (unpacked, the artifact's layers hold at most {} bytes)",
+                        self.http.max_download
+                    ),
+                })?;
+            let size: u64 = unpacked.values().map(|data| data.len() as u64).sum();
+            left = left.saturating_sub(size);
             files.extend(unpacked);
         }
         let files = Arc::new(files);
