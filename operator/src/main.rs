@@ -117,6 +117,10 @@ struct RunArgs {
     /// when the provider's spec changes.
     #[arg(long = "upgrade-check-interval", value_name = "DURATION", default_value = "1h", value_parser = sync_period)]
     upgrade_check_interval: std::time::Duration,
+    /// The longest a provider's whole fetch may take (every request of it together: the
+    /// version's resolution, its pages, metadata and components), as a Go duration.
+    #[arg(long = "fetch-deadline", value_name = "DURATION", default_value = "2m", value_parser = sync_period)]
+    fetch_deadline: std::time::Duration,
 }
 
 /// A Go duration of at least a second.
@@ -166,6 +170,7 @@ fn run(args: RunArgs) -> ExitCode {
                 namespace: args.namespace.clone(),
                 sync_period: args.sync_period,
                 upgrade_check_interval: args.upgrade_check_interval,
+                fetch_deadline: args.fetch_deadline,
                 policy: controller::policy::Policy {
                     cluster_roles: args.allow_cluster_roles,
                     webhook_groups: args.allow_webhook_groups,

@@ -133,6 +133,8 @@ pub struct Context {
     pub upgrade_checks: Mutex<HashMap<String, (Option<i64>, std::time::Instant)>>,
     /// When this process's controllers started: backoffs stay short for a while after.
     pub started: std::time::Instant,
+    /// The longest a provider's whole fetch may take.
+    pub fetch_deadline: std::time::Duration,
 }
 
 impl Context {

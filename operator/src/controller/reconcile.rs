@@ -309,7 +309,17 @@ async fn fetch_release(
         .zip(me.contract.as_deref())
         .map(|(version, contract)| Installed { version, contract });
     let choice = fetch::choose_version(key.kind, spec, installed, core_contract.as_deref());
-    let version = fetch::resolve(&repo, &choice).await?;
+    // One deadline for the whole fetch: each request has its own timeout, but a repository of
+    // endless pages (or one that answers each just in time) must not hold the reconcile.
+    let deadline = tokio::time::Instant::now() + ctx.fetch_deadline;
+    let late = || {
+        format!(
+            "the fetch did not finish within {} s (--fetch-deadline, every request of it together); the repository is slow or holds too many pages: it is tried again, or pin spec.version",
+            ctx.fetch_deadline.as_secs()
+        )
+    };
+    let version =
+        tokio::time::timeout_at(deadline, fetch::resolve(&repo, &choice)).await.map_err(|_| late())??;
     // Kept apart by the credentials that fetched it (a provider that names the same private
     // release without them must fetch it, and be refused, itself) and by its pins (a release
     // kept unpinned is checked when a pin comes).
@@ -331,7 +341,9 @@ async fn fetch_release(
     };
     let fetched = match from_kept {
         Some(fetched) => fetched,
-        None => fetch::release(&repo, version).await?,
+        None => {
+            tokio::time::timeout_at(deadline, fetch::release(&repo, version)).await.map_err(|_| late())??
+        }
     };
     if let Some(k) = cache_key {
         let mut releases = ctx.releases.lock().expect("not poisoned");

@@ -55,7 +55,12 @@ pub struct Options {
     /// The least time between two checks of a provider's upgrade policy
     /// (`--upgrade-check-interval`); a check happens on a resync.
     pub upgrade_check_interval: std::time::Duration,
+    /// The longest a provider's whole fetch may take (`--fetch-deadline`).
+    pub fetch_deadline: std::time::Duration,
 }
+
+/// The default of `--fetch-deadline`.
+pub const FETCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Options {
     /// Options for the controllers running inside another process (a test, an example, a
@@ -74,6 +79,7 @@ impl Options {
             sync_period: super::status::RESYNC,
             // Tests publish a release and expect the next reconcile to see it.
             upgrade_check_interval: std::time::Duration::ZERO,
+            fetch_deadline: FETCH_DEADLINE,
         }
     }
 }
@@ -287,6 +293,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         policy: options.policy.clone(),
         sync_period: options.sync_period,
         upgrade_check_interval: options.upgrade_check_interval,
+        fetch_deadline: options.fetch_deadline,
         upgrade_checks: Mutex::new(HashMap::new()),
         migrations: Mutex::new(HashMap::new()),
         started: std::time::Instant::now(),

@@ -208,3 +208,41 @@ async fn a_release_that_is_not_the_pinned_one_is_refused_and_nothing_of_it_appli
     assert!(message.contains("is not a file the operator reads from this repository; pin metadata.yaml or infrastructure-components.yaml"), "{message}");
     s.stop_operator().await;
 }
+
+/// A repository that answers each request just within its timeout, slowly enough that the
+/// fetch as a whole never ends (endless pages, a trickle of answers), holds the reconcile no
+/// longer than the whole fetch's deadline.
+#[tokio::test]
+async fn a_repository_that_answers_slowly_meets_the_whole_fetchs_deadline() {
+    use wiremock::matchers::any;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let slow = MockServer::start().await;
+    let metadata = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3\nkind: Metadata\nreleaseSeries:\n- {major: 1, minor: 0, contract: v1beta1}\n";
+    Mock::given(any())
+        .respond_with(
+            ResponseTemplate::new(200).set_body_string(metadata).set_delay(std::time::Duration::from_secs(2)),
+        )
+        .mount(&slow)
+        .await;
+    let mut s = Scenario::new("attack-slow").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let base = slow.uri();
+    s.start_operator_with_options(|o| {
+        o.remote.github.api_base = base.clone();
+        o.remote.github.web_base = base.clone();
+        o.fetch_deadline = std::time::Duration::from_secs(3);
+    });
+    let mut core: serde_json::Value = serde_json::from_str(&selector("butler")).unwrap();
+    core["version"] = json!("v1.0.0");
+    s.create::<CoreProvider>("butler", &core.to_string()).await;
+    let url = "https://github.com/slow/trickle/releases/v1.0.0/infrastructure-components.yaml";
+    s.create::<InfrastructureProvider>("trickle", &json!({"fetchConfig": {"url": url}}).to_string()).await;
+    let failed = s
+        .wait_for::<InfrastructureProvider>("trickle", "the fetch given up", |p| {
+            reason(p, "ProviderInstalled", "FetchFailed")
+        })
+        .await;
+    let message = &condition(&failed, "ProviderInstalled").unwrap().message;
+    assert!(message.contains("did not finish within 3 s (--fetch-deadline"), "{message}");
+    s.stop_operator().await;
+}
