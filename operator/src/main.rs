@@ -98,7 +98,8 @@ struct RunArgs {
     credentials_for: Vec<String>,
     /// A namespace whose provider objects the operator honours (repeat for more; `*` for
     /// every one). Default: the --namespace it manages, else its own (POD_NAMESPACE), else
-    /// every one. Elsewhere a provider object is told so and nothing is installed for it.
+    /// every one. Elsewhere a provider object is left alone: nothing is installed, written or
+    /// deleted for it.
     #[arg(long = "provider-namespace", value_name = "NAMESPACE")]
     provider_namespaces: Vec<String>,
     /// A network the operator may fetch from although it is local (loopback, private,
@@ -107,6 +108,11 @@ struct RunArgs {
     /// name, their redirects and what their names resolve to.
     #[arg(long = "allow-network", value_name = "CIDR", value_parser = network)]
     allow_networks: Vec<butler_repository::IpNet>,
+    /// The HTTP proxy fetches go through (`http://proxy.internal:3128`). Without it the
+    /// operator uses none, whatever HTTPS_PROXY its environment holds: a proxy resolves the
+    /// names it is asked for, so the address checks would not hold.
+    #[arg(long = "proxy", env = "BUTLER_PROXY", value_name = "URL")]
+    proxy: Option<String>,
     /// How often every provider is reconciled when nothing wakes it, as a Go duration (`10m`).
     /// Changes to provider objects, their config Secrets, the ConfigMaps they read releases
     /// from and their Deployments wake them at once.
@@ -152,6 +158,10 @@ fn run(args: RunArgs) -> ExitCode {
     let mut remote = RemoteOptions::from_env();
     remote.http.offline = args.offline;
     remote.http.network = butler_repository::NetworkPolicy::refusing_local(args.allow_networks.clone());
+    remote.http.proxy = match &args.proxy {
+        Some(url) => butler_repository::ProxySetting::Url(url.clone()),
+        None => butler_repository::ProxySetting::Off,
+    };
     if let Some(dir) = &args.cache_dir {
         remote.http.cache =
             Some(Cache::new(dir.clone(), remote.http.cache.as_ref().map(Cache::max_age).unwrap_or_default()));

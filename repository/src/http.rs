@@ -35,6 +35,22 @@ pub struct HttpOptions {
     pub timeout: Duration,
     /// The addresses requests and their redirects may reach.
     pub network: NetworkPolicy,
+    /// Which HTTP proxy requests go through.
+    pub proxy: ProxySetting,
+}
+
+/// Which HTTP proxy requests go through.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ProxySetting {
+    /// `HTTPS_PROXY`, `HTTP_PROXY` and `NO_PROXY` of the environment, as clusterctl reads them:
+    /// the command line's, run by whoever sets them.
+    #[default]
+    Environment,
+    /// None: the operator's, whose environment anyone who edits its Deployment may change, and
+    /// whose address checks a proxy would bypass (the proxy resolves the names).
+    Off,
+    /// This one, configured on purpose.
+    Url(String),
 }
 
 impl Default for HttpOptions {
@@ -47,6 +63,7 @@ impl Default for HttpOptions {
             backoff: Duration::from_millis(250),
             timeout: Duration::from_secs(30),
             network: NetworkPolicy::default(),
+            proxy: ProxySetting::Environment,
         }
     }
 }
@@ -229,6 +246,13 @@ pub(crate) fn guarded_client(
         .user_agent(USER_AGENT)
         .redirect(reqwest::redirect::Policy::none())
         .dns_resolver(PolicyResolver(std::sync::Arc::new(options.network.clone())));
+    builder = match &options.proxy {
+        ProxySetting::Environment => builder,
+        ProxySetting::Off => builder.no_proxy(),
+        ProxySetting::Url(url) => builder
+            .no_proxy()
+            .proxy(reqwest::Proxy::all(url.as_str()).map_err(|e| format!("the proxy {url:?}: {e}"))?),
+    };
     for pem in extra_roots {
         let certificates =
             reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|e| format!("not PEM: {e}"))?;

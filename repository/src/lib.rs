@@ -39,7 +39,7 @@ pub use config::{ClusterctlConfig, ConfigError};
 pub use digest::{MAX_TAR_ENTRIES, gunzip, sha256_hex, untar};
 pub use envsubst::{BadSubstitution, ExpandError, MissingVariables, VariableUse, expand, list_variables};
 pub use error::{RepositoryError, Result};
-pub use http::HttpOptions;
+pub use http::{HttpOptions, ProxySetting};
 pub use images::{ImageMeta, ImageOverrides, ImageRef};
 pub use ipnet::IpNet;
 pub use metadata::{METADATA_FILE, Metadata, ReleaseSeries, core_supports, supported_contracts};

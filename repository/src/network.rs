@@ -23,10 +23,29 @@ pub struct NetworkPolicy {
 pub fn local_kind(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => local_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped().or_else(|| embedded_v4(v6)) {
             Some(v4) => local_v4(v4),
             None => local_v6(v6),
         },
+    }
+}
+
+/// The IPv4 address an IPv6 one carries to the network: IPv4-compatible `::a.b.c.d`, NAT64
+/// `64:ff9b::/96` (and the local-use `64:ff9b:1::/48`), 6to4 `2002::/16`. Each reaches that IPv4
+/// address through a translator or relay, so it is as local as it is.
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let last = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        // `::` and `::1` are IPv6's own unspecified and loopback addresses.
+        [0, 0, 0, 0, 0, 0, 0, 0 | 1] => None,
+        [0, 0, 0, 0, 0, 0, _, _] => Some(last),
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(last),
+        [0x64, 0xff9b, 1, ..] => Some(last),
+        [0x2002, high, low, ..] => {
+            Some(Ipv4Addr::new((high >> 8) as u8, high as u8, (low >> 8) as u8, low as u8))
+        }
+        _ => None,
     }
 }
 
@@ -122,6 +141,22 @@ impl reqwest::dns::Resolve for PolicyResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_addresses_that_carry_a_local_ipv4_one_are_local() {
+        let kind = |text: &str| local_kind(text.parse().unwrap());
+        assert_eq!(kind("64:ff9b::a9fe:a9fe"), Some("link-local"), "NAT64 of 169.254.169.254");
+        assert_eq!(kind("64:ff9b::7f00:1"), Some("loopback"), "NAT64 of 127.0.0.1");
+        assert_eq!(kind("64:ff9b:1::a00:1"), Some("private"), "local-use NAT64 of 10.0.0.1");
+        assert_eq!(kind("::169.254.169.254"), Some("link-local"), "IPv4-compatible");
+        assert_eq!(kind("2002:a9fe:a9fe::1"), Some("link-local"), "6to4 of 169.254.169.254");
+        assert_eq!(kind("2002:c0a8:0101::"), Some("private"), "6to4 of 192.168.1.1");
+        assert_eq!(kind("64:ff9b::808:808"), None, "NAT64 of a public address");
+        assert_eq!(kind("2002:808:808::1"), None, "6to4 of a public address");
+        assert_eq!(kind("::1"), Some("loopback"));
+        assert_eq!(kind("::"), Some("unspecified"));
+        assert_eq!(kind("2606:4700::1111"), None);
+    }
 
     #[test]
     fn local_addresses_are_refused_unless_their_network_is_allowed() {

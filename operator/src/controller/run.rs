@@ -68,7 +68,11 @@ impl Options {
     pub fn in_process(instance: &str) -> Options {
         Options {
             remote: RemoteOptions {
-                http: butler_repository::HttpOptions { cache: None, ..Default::default() },
+                http: butler_repository::HttpOptions {
+                    cache: None,
+                    proxy: butler_repository::ProxySetting::Off,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             instance: instance.into(),

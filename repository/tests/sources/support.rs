@@ -19,5 +19,6 @@ pub fn http_options(cache: &tempfile::TempDir) -> HttpOptions {
         backoff: Duration::from_millis(5),
         timeout: Duration::from_millis(500),
         network: Default::default(),
+        proxy: Default::default(),
     }
 }

@@ -334,7 +334,11 @@ pub(super) fn shared_client(
 ) -> std::result::Result<reqwest::Client, String> {
     type ClientKey = (Duration, String, String);
     static CLIENTS: Mutex<BTreeMap<ClientKey, reqwest::Client>> = Mutex::new(BTreeMap::new());
-    let key = (http.timeout, format!("{:?}", http.network), sha256_hex(roots.join("\0").as_bytes()));
+    let key = (
+        http.timeout,
+        format!("{:?} {:?}", http.network, http.proxy),
+        sha256_hex(roots.join("\0").as_bytes()),
+    );
     let mut clients = CLIENTS.lock().expect("not poisoned");
     if let Some(client) = clients.get(&key) {
         return Ok(client.clone());
