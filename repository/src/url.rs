@@ -241,6 +241,14 @@ impl ProviderUrl {
 
     fn local(path: &str, original: &str) -> Result<ProviderUrl, RepositoryError> {
         let parts: Vec<&str> = path.split('/').collect();
+        // A `..` (as the label, the version or anywhere) would climb out of the folder that the
+        // URL names, and out of the root the operator allows local folders under.
+        if parts.iter().any(|p| *p == ".." || *p == ".") {
+            return Err(RepositoryError::InvalidUrl {
+                url: original.to_string(),
+                expected: format!("{LOCAL_FORM}, without `.` or `..` segments"),
+            });
+        }
         match parts.as_slice() {
             [base @ .., label, version, file]
                 if !base.is_empty() && !label.is_empty() && !file.is_empty() =>
@@ -328,6 +336,14 @@ mod tests {
         );
         let latest = ProviderUrl::parse("/repo/core-butler/latest/core-components.yaml").unwrap();
         assert_eq!(latest.version, None);
+        for climbing in [
+            "/srv/providers/../v0.5.2/infrastructure-components.yaml",
+            "/srv/providers/../../etc/v0.5.2/passwd",
+            "/srv/./infrastructure-aws/v0.5.2/infrastructure-components.yaml",
+        ] {
+            let refused = ProviderUrl::parse(climbing).unwrap_err().to_string();
+            assert!(refused.contains("without `.` or `..` segments"), "{climbing}: {refused}");
+        }
     }
 
     #[test]

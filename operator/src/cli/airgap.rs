@@ -98,24 +98,50 @@ const BUNDLE_LIMIT: u64 = 512 << 20;
 
 /// Reads a bundle from a folder or a `.tar.gz`.
 pub fn read_bundle(from: &Path) -> Result<BTreeMap<String, Vec<u8>>, GenerateError> {
+    read_bundle_within(from, BUNDLE_LIMIT)
+}
+
+/// [`read_bundle`] within `limit` bytes.
+fn read_bundle_within(from: &Path, limit: u64) -> Result<BTreeMap<String, Vec<u8>>, GenerateError> {
     let mut files = BTreeMap::new();
     if from.is_dir() {
+        // A folder is bounded as an archive is: in bytes and entries, each file read no
+        // further than what is left (a folder someone handed over may hold anything).
+        let mut total = 0u64;
         for folder in ["operator", "configmaps"] {
             let dir = from.join(folder);
             let Ok(entries) = std::fs::read_dir(&dir) else { continue };
             for entry in entries {
                 let entry = entry.map_err(|e| io(&dir, e))?;
                 let path = entry.path();
-                if path.is_file() {
-                    let data = std::fs::read(&path).map_err(|e| io(&path, e))?;
-                    files.insert(format!("{folder}/{}", entry.file_name().to_string_lossy()), data);
+                if !path.is_file() {
+                    continue;
                 }
+                if files.len() >= butler_repository::MAX_TAR_ENTRIES {
+                    return Err(GenerateError::Usage(format!(
+                        "{}: the bundle holds more than {} files",
+                        from.display(),
+                        butler_repository::MAX_TAR_ENTRIES
+                    )));
+                }
+                let file = std::fs::File::open(&path).map_err(|e| io(&path, e))?;
+                let mut data = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::Read::take(file, limit - total + 1), &mut data)
+                    .map_err(|e| io(&path, e))?;
+                total += data.len() as u64;
+                if total > limit {
+                    return Err(GenerateError::Usage(format!(
+                        "{}: the bundle holds more than {limit} bytes",
+                        from.display()
+                    )));
+                }
+                files.insert(format!("{folder}/{}", entry.file_name().to_string_lossy()), data);
             }
         }
     } else {
         let file = std::fs::File::open(from).map_err(|e| io(from, e))?;
         // A bundle is read whole: bounded in bytes and entries, so that a bomb is refused.
-        files = butler_repository::untar(flate2::read::GzDecoder::new(file), BUNDLE_LIMIT)
+        files = butler_repository::untar(flate2::read::GzDecoder::new(file), limit)
             .map_err(|why| GenerateError::Usage(format!("{}: {why}", from.display())))?;
     }
     if !files.keys().any(|k| k.starts_with("configmaps/")) {
@@ -195,4 +221,20 @@ pub async fn load(
 /// What `airgap pack` prints: the files written.
 pub fn packed(written: &[PathBuf]) -> Output {
     Output { stdout: written.iter().map(|p| format!("{}\n", p.display())).collect(), stderr: Vec::new() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bundle_folder_is_read_within_the_bundles_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("configmaps")).unwrap();
+        std::fs::write(dir.path().join("configmaps/a.yaml"), vec![b'a'; 600]).unwrap();
+        assert!(read_bundle_within(dir.path(), 1000).is_ok());
+        std::fs::write(dir.path().join("configmaps/b.yaml"), vec![b'b'; 600]).unwrap();
+        let refused = read_bundle_within(dir.path(), 1000).unwrap_err().to_string();
+        assert!(refused.contains("holds more than 1000 bytes"), "{refused}");
+    }
 }

@@ -104,8 +104,17 @@ pub(super) fn check_realm(
             _ => authority.to_ascii_lowercase(),
         }
     };
-    let realm_host =
-        realm.split_once("://").map(|(_, rest)| host(rest.split('/').next().unwrap_or_default()));
+    // Read by the parser the request is sent with: a hand-made reading differs on forms such
+    // as `https://evil\@registry/token`, which goes to `evil`.
+    let realm_host = match reqwest::Url::parse(realm) {
+        Ok(url) => {
+            url.host_str().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase())
+        }
+        Err(_) if realm.contains("://") => {
+            return Err(format!("the registry's challenge names no usable token service ({realm:?})"));
+        }
+        Err(_) => None,
+    };
     if let Some(realm_host) = &realm_host
         && *realm_host != host(registry)
         && !token_hosts.iter().any(|t| host(t.trim()) == *realm_host)
@@ -322,6 +331,10 @@ mod tests {
         assert!(check_realm("http://127.0.0.1:5000/token", "127.0.0.1:5000", none, true).is_ok());
         assert!(check_realm("/token", "r.io", none, true).is_err());
         // Another host only when named.
+        // Forms a hand-made reading took for the registry's host, which go elsewhere.
+        for disguised in ["https://evil\\@r.io/token", "https://r.io.evil/t", "https://[::1/t"] {
+            assert!(check_realm(disguised, "r.io", none, false).is_err(), "{disguised} goes elsewhere");
+        }
         let refused = check_realm("https://collector.evil/token", "r.io", none, false).unwrap_err();
         assert!(
             refused.contains("not on the registry's host") && refused.contains("OCI_TOKEN_HOSTS"),
