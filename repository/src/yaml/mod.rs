@@ -87,14 +87,42 @@ pub fn describe_error(e: &serde_saphyr::Error) -> String {
     let text = e.to_string();
     let first = text.lines().next().unwrap_or_default();
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    let mut out = String::with_capacity(first.len());
-    for (i, part) in first.split('"').enumerate() {
-        match i % 2 {
-            0 => out.push_str(part),
-            _ => out.push_str("\"…\""),
+    without_quoted(first)
+}
+
+/// `text` with what it quotes (`"…"` and serde's `` `…` ``) left out: errors quote the input,
+/// which may be remote text or a secret, and they end up in conditions and events.
+fn without_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<char> = None;
+    for c in text.chars() {
+        match (quote, c) {
+            (None, '"' | '`') => {
+                quote = Some(c);
+                out.push(c);
+                out.push('…');
+            }
+            (Some(q), c) if c == q => {
+                quote = None;
+                out.push(c);
+            }
+            (Some(_), _) => {}
+            (None, c) => out.push(c),
         }
     }
     out
+}
+
+/// A JSON error as where it is and what kind, never the text it quotes (remote text, or a
+/// Secret's).
+pub fn describe_json_error(e: &serde_json::Error) -> String {
+    let kind = match e.classify() {
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax => "not JSON",
+        serde_json::error::Category::Data => "not of the expected shape",
+        serde_json::error::Category::Eof => "cut short",
+    };
+    format!("{kind} (line {}, column {}): {}", e.line(), e.column(), without_quoted(&e.to_string()))
 }
 
 /// A value as block-style YAML.

@@ -112,8 +112,8 @@ impl DockerConfig {
             password: Option<String>,
             identitytoken: Option<String>,
         }
-        let file: File =
-            serde_json::from_slice(text).map_err(|e| format!("is not a Docker config.json: {e}"))?;
+        let file: File = serde_json::from_slice(text)
+            .map_err(|e| format!("is not a Docker config.json: {}", crate::yaml::describe_json_error(&e)))?;
         let mut auths = BTreeMap::new();
         for (key, entry) in file.auths {
             if let Some(token) = entry.identitytoken.filter(|t| !t.is_empty()) {

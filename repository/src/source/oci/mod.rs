@@ -159,7 +159,10 @@ impl OciSource {
             }
             let page: Page = serde_json::from_slice(&received.body).map_err(|e| RepositoryError::Oci {
                 reference: self.key("/tags"),
-                message: format!("the tag list is not the JSON of the distribution specification: {e}"),
+                message: format!(
+                    "the tag list is not the JSON of the distribution specification: {}",
+                    crate::yaml::describe_json_error(&e)
+                ),
             })?;
             let page = page.tags.unwrap_or_default();
             let full = page.len() >= TAGS_PER_PAGE;
@@ -189,7 +192,10 @@ impl OciSource {
     fn parse_manifest(&self, body: &[u8], reference: &str) -> Result<OciImageManifest> {
         serde_json::from_slice(body).map_err(|e| RepositoryError::Oci {
             reference: self.key(reference),
-            message: format!("the manifest is not an OCI image manifest: {e}"),
+            message: format!(
+                "the manifest is not an OCI image manifest: {}",
+                crate::yaml::describe_json_error(&e)
+            ),
         })
     }
 

@@ -79,8 +79,8 @@ pub(super) fn parse_answer(body: &[u8]) -> std::result::Result<(String, Duration
         token: Option<String>,
         expires_in: Option<u64>,
     }
-    let answer: Answer =
-        serde_json::from_slice(body).map_err(|e| format!("the token service's answer is not JSON: {e}"))?;
+    let answer: Answer = serde_json::from_slice(body)
+        .map_err(|e| format!("the token service's answer: {}", crate::yaml::describe_json_error(&e)))?;
     let token = answer
         .access_token
         .or(answer.token)
