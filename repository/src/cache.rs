@@ -78,8 +78,12 @@ impl Cache {
         (self.dir.join(format!("{key}.body")), self.dir.join(format!("{key}.json")))
     }
 
-    /// The cached response of `url`, whatever its age.
+    /// The cached response of `url`, whatever its age; none from a folder that another user
+    /// owns or others may write (whoever could write there could plant what is then applied).
     pub fn lookup(&self, url: &str) -> Option<Entry> {
+        if check_private(&self.dir).is_err() {
+            return None;
+        }
         let (body_path, meta_path) = self.paths(url);
         let meta: Meta = serde_json::from_slice(&std::fs::read(meta_path).ok()?).ok()?;
         let body = std::fs::read(body_path).ok()?;
@@ -115,7 +119,54 @@ impl Cache {
         };
         ensure_private(&self.dir)?;
         write_atomically(&body_path, body)?;
-        write_atomically(&meta_path, &serde_json::to_vec(&meta).expect("cache metadata serializes"))
+        write_atomically(&meta_path, &serde_json::to_vec(&meta).expect("cache metadata serializes"))?;
+        self.prune_now_and_then();
+        Ok(())
+    }
+
+    /// At most once an hour: removes entries stored more than [`KEEP_FOR`] (or four times the
+    /// trusted age, if longer) ago, and temporary files a stopped process left, so that the
+    /// folder does not grow for ever with versions and pages no one asks for again.
+    fn prune_now_and_then(&self) {
+        let marker = self.dir.join(".pruned");
+        let recent = std::fs::metadata(&marker)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age < PRUNE_EVERY);
+        if recent || std::fs::write(&marker, b"").is_err() {
+            return;
+        }
+        self.prune(now_secs());
+    }
+
+    /// Removes what [`Cache::prune_now_and_then`] removes, as of `now` (seconds).
+    fn prune(&self, now: u64) {
+        let keep = KEEP_FOR.max(self.max_age * 4).as_secs();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().to_string();
+            let stale = if name.ends_with(".tmp") {
+                entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|a| a > PRUNE_EVERY)
+            } else if name.ends_with(".json") {
+                let stored = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<Meta>(&b).ok());
+                stored.is_none_or(|m| now.saturating_sub(m.stored_at) > keep)
+            } else {
+                false
+            };
+            if stale {
+                let _ = std::fs::remove_file(&path);
+                if let Some(stem) = name.strip_suffix(".json") {
+                    let _ = std::fs::remove_file(self.dir.join(format!("{stem}.body")));
+                }
+            }
+        }
     }
 
     /// Marks the entry of `url` as fresh (after a 304).
@@ -135,11 +186,22 @@ fn current_uid() -> Option<u32> {
     std::fs::metadata("/proc/self").ok().map(|m| m.uid())
 }
 
+/// How long an entry stays on disk at least.
+const KEEP_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How often a store looks for what to remove.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
 /// Makes the cache folder (0700) if need be, and refuses one that another user owns or that
 /// others may write: whoever could write there could plant what the operator then applies.
 fn ensure_private(dir: &Path) -> Result<(), RepositoryError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io(dir, e))?;
+    check_private(dir)
+}
+
+/// Refuses a cache folder that another user owns or that others may write.
+fn check_private(dir: &Path) -> Result<(), RepositoryError> {
+    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(dir).map_err(|e| io(dir, e))?;
     let refuse = |why: String| RepositoryError::Io {
         path: dir.to_path_buf(),
@@ -203,6 +265,25 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_folder_others_may_write_is_never_read_and_old_entries_go() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path(), Duration::from_secs(60));
+        cache.store("https://x/planted", b"body", None, None, None).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(cache.lookup("https://x/planted").is_none(), "a folder anyone may write is no cache");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(cache.lookup("https://x/planted").is_some());
+        cache.store("https://x/fresh", b"new", None, None, None).unwrap();
+        cache.prune(now_secs() + KEEP_FOR.as_secs() / 2);
+        assert!(cache.lookup("https://x/planted").is_some(), "kept for a week");
+        cache.prune(now_secs() + KEEP_FOR.as_secs() + 10);
+        assert!(cache.lookup("https://x/planted").is_none() && cache.lookup("https://x/fresh").is_none());
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left, [std::ffi::OsString::from(".pruned")], "bodies go with their metadata");
+    }
 
     #[test]
     fn entries_round_trip_and_a_torn_pair_is_a_miss() {
