@@ -28,6 +28,20 @@ fn crd(group: &str) -> CustomResourceDefinition {
     .unwrap()
 }
 
+/// Waits up to 5 s for the object `name` to be gone (the namespace controller and the CRD
+/// finalizer work a moment later); the caller asserts.
+async fn gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for _ in 0..100 {
+        if api.get_opt(name).await.unwrap().is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[test]
 fn the_clean_up_of_a_real_cluster_finishes_and_leaves_nothing_of_the_scenario() {
     let real = common::RealCluster::start();
@@ -85,31 +99,16 @@ fn the_clean_up_of_a_real_cluster_finishes_and_leaves_nothing_of_the_scenario() 
     runtime.block_on(async {
         let cluster = Cluster::connect_to(&kubeconfig).await;
         let namespaces: Api<Namespace> = Api::all(cluster.client());
-        for _ in 0..100 {
-            if namespaces.get_opt(&ns).await.unwrap().is_none() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        gone(&namespaces, &ns).await;
         assert!(
             namespaces.get_opt(&ns).await.unwrap().is_none(),
             "the namespace is gone, its finalizers released"
         );
         let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
-        for _ in 0..100 {
-            if crds.get_opt(&own).await.unwrap().is_none() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        gone(&crds, &own).await;
         assert!(crds.get_opt(&own).await.unwrap().is_none(), "the scenario's own CRD is gone");
         assert!(crds.get_opt("things.shared.example.com").await.unwrap().is_some(), "a shared CRD stays");
-        for _ in 0..100 {
-            if crds.get_opt("things.standin.example.com").await.unwrap().is_none() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        gone(&crds, "things.standin.example.com").await;
         assert!(crds.get_opt("things.standin.example.com").await.unwrap().is_none(), "a stand-in goes");
         let real = crds.get_opt("things.real.example.com").await.unwrap().expect("the real CRD stays");
         assert!(real.metadata.labels.unwrap_or_default().is_empty(), "and is not relabelled");
@@ -188,12 +187,7 @@ fn the_clean_up_outlasts_a_controller_that_still_runs() {
     runtime.block_on(async {
         let cluster = Cluster::connect_to(&kubeconfig).await;
         let namespaces: Api<Namespace> = Api::all(cluster.client());
-        for _ in 0..100 {
-            if namespaces.get_opt(&ns).await.unwrap().is_none() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        gone(&namespaces, &ns).await;
         let left = Api::<ConfigMap>::namespaced(cluster.client(), &ns).get_opt("held").await.unwrap();
         assert!(
             namespaces.get_opt(&ns).await.unwrap().is_none(),

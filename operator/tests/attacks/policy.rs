@@ -216,9 +216,7 @@ webhooks:
     publish(&s, "infrastructure-decoy", "infrastructure-components.yaml", "v1.1.0", &by_service).await;
     s.start_operator();
     s.create::<CoreProvider>("butler", &spec("butler")).await;
-    let mut decoy: serde_json::Value = serde_json::from_str(&selector("infrastructure-decoy")).unwrap();
-    decoy["version"] = json!("v1.0.0");
-    s.create::<InfrastructureProvider>("decoy", &decoy.to_string()).await;
+    s.create::<InfrastructureProvider>("decoy", &spec("infrastructure-decoy")).await;
     let refused = s
         .wait_for::<InfrastructureProvider>("decoy", "refused", |p| {
             reason(p, "ProviderInstalled", "PolicyViolation")
@@ -289,9 +287,7 @@ spec:
     publish(&s, "infrastructure-decoy", "infrastructure-components.yaml", "v1.0.0", &release).await;
     s.start_operator();
     s.create::<CoreProvider>("butler", &spec("butler")).await;
-    let mut decoy: serde_json::Value = serde_json::from_str(&selector("infrastructure-decoy")).unwrap();
-    decoy["version"] = json!("v1.0.0");
-    s.create::<InfrastructureProvider>("decoy", &decoy.to_string()).await;
+    s.create::<InfrastructureProvider>("decoy", &spec("infrastructure-decoy")).await;
     let refused = s
         .wait_for::<InfrastructureProvider>("decoy", "refused", |p| {
             reason(p, "ProviderInstalled", "PolicyViolation")
@@ -335,10 +331,7 @@ async fn a_variable_of_the_operators_config_reaches_only_the_providers_it_is_nam
     s.start_operator_with(Some(config));
     s.create::<CoreProvider>("butler", &spec("butler")).await;
     for name in ["thirdparty", "trusted"] {
-        let mut provider: serde_json::Value =
-            serde_json::from_str(&selector(&format!("infrastructure-{name}"))).unwrap();
-        provider["version"] = json!("v1.0.0");
-        s.create::<InfrastructureProvider>(name, &provider.to_string()).await;
+        s.create::<InfrastructureProvider>(name, &spec(&format!("infrastructure-{name}"))).await;
         s.wait_for::<InfrastructureProvider>(name, "installed", |p| {
             reason(p, "ProviderInstalled", "Installed")
         })
