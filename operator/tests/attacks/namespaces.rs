@@ -101,11 +101,13 @@ async fn a_forged_inventory_deletes_nothing_of_anyone_else() {
     forge_inventory(&s, &made, listed).await;
 
     // The operator watches every namespace and honours the scenario's alone.
+    // Under its shipped RBAC, as the attack was run on a real server.
     let honoured = s.namespace.clone();
-    s.start_operator_with_options(move |o| {
+    s.start_operator_shipped(move |o| {
         o.namespace = None;
         o.policy.provider_namespaces = Some(vec![honoured]);
-    });
+    })
+    .await;
     s.create::<CoreProvider>("butler", &spec("butler")).await;
     s.wait_for::<CoreProvider>("butler", "installed", |p| reason(p, "ProviderInstalled", "Installed")).await;
 
@@ -163,10 +165,11 @@ async fn two_operators_on_one_cluster_never_touch_each_others_providers() {
         .unwrap();
 
     let mine = s.namespace.clone();
-    s.start_operator_with_options(move |o| {
+    s.start_operator_shipped(move |o| {
         o.namespace = None;
         o.policy.provider_namespaces = Some(vec![mine]);
-    });
+    })
+    .await;
     let agent = "butler-operator-other";
     let client = match s.cluster.server() {
         Some(server) => server.client_as(agent),

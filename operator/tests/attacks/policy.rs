@@ -214,7 +214,7 @@ webhooks:
     publish(&s, "infrastructure-decoy", "infrastructure-components.yaml", "v1.0.0", &by_url).await;
     let by_service = release("{service: {name: decoy-webhook, namespace: decoy-system, path: /mutate}}");
     publish(&s, "infrastructure-decoy", "infrastructure-components.yaml", "v1.1.0", &by_service).await;
-    s.start_operator();
+    s.start_operator_shipped(|_| {}).await;
     s.create::<CoreProvider>("butler", &spec("butler")).await;
     s.create::<InfrastructureProvider>("decoy", &spec("infrastructure-decoy")).await;
     let refused = s
@@ -285,7 +285,7 @@ spec:
         components("decoy", "v1.0.0", &[])
     );
     publish(&s, "infrastructure-decoy", "infrastructure-components.yaml", "v1.0.0", &release).await;
-    s.start_operator();
+    s.start_operator_shipped(|_| {}).await;
     s.create::<CoreProvider>("butler", &spec("butler")).await;
     s.create::<InfrastructureProvider>("decoy", &spec("infrastructure-decoy")).await;
     let refused = s

@@ -9,7 +9,7 @@ use butler_operator::api::{CoreProvider, InfrastructureProvider};
 use kube::api::DeleteParams;
 use serde_json::json;
 
-use crate::support::{OPERATOR_AGENT, Scenario, reason};
+use crate::support::{Scenario, reason};
 use crate::upgrade::{installed, publish_releases, spec};
 
 #[tokio::test]
@@ -37,31 +37,10 @@ async fn the_install_manifest_applies_and_runs_the_operator_with_probes() {
     assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
 }
 
-/// Applies the install manifest as an administrator does.
-async fn apply_manifest(s: &Scenario) {
-    let applier = Applier::new(s.client.clone(), "butler-operator");
-    for object in manifest::objects("v0.1.0") {
-        applier.apply(&object, false).await.unwrap_or_else(|e| panic!("{e}"));
-    }
-}
-
-/// The manifest applied as an administrator does, and a client of its ServiceAccount; `None`
-/// on a real cluster, where it would install the operator for everyone.
-async fn installed_manifest(s: &Scenario) -> Option<kube::Client> {
-    let server = s.cluster.server()?;
-    let account = server.client_as_service_account(
-        OPERATOR_AGENT,
-        manifest::NAMESPACE,
-        butler_operator::api::FIELD_MANAGER,
-    );
-    apply_manifest(s).await;
-    Some(account)
-}
-
 #[tokio::test]
 async fn the_manifests_rbac_is_enough_to_install_upgrade_pause_and_delete_providers() {
     let mut s = Scenario::new("rbac").await;
-    let Some(account) = installed_manifest(&s).await else {
+    let Some(account) = s.shipped_account().await else {
         println!("skipped: the manifest would install the operator into the real cluster");
         return;
     };
@@ -155,7 +134,7 @@ fn cert_manager_crd(kind: &str, plural: &str) -> serde_json::Value {
 async fn an_upstream_provider_installs_under_the_manifests_account_with_the_upstream_grants() {
     use crate::fixtures::{Part, components, publish};
     let mut s = Scenario::new("upstream").await;
-    let Some(account) = installed_manifest(&s).await else {
+    let Some(account) = s.shipped_account().await else {
         println!("skipped: the manifest would install the operator into the real cluster");
         return;
     };

@@ -103,6 +103,37 @@ impl Scenario {
         self.start_operator_from(self.operator_client(), Options::in_process("scenario"));
     }
 
+    /// The install manifest applied as an administrator applies it, and a client of the
+    /// operator's ServiceAccount under its shipped RBAC; `None` on a real cluster, where it
+    /// would install the operator for everyone.
+    pub async fn shipped_account(&self) -> Option<Client> {
+        let server = self.cluster.server()?;
+        let account = server.client_as_service_account(
+            OPERATOR_AGENT,
+            butler_operator::manifest::NAMESPACE,
+            butler_operator::api::FIELD_MANAGER,
+        );
+        let applier = butler_runtime::apply::Applier::new(self.client.clone(), "butler-operator");
+        for object in butler_operator::manifest::objects("v0.1.0") {
+            applier.apply(&object, false).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        Some(account)
+    }
+
+    /// Starts the operator with `edit`ed options under its shipped RBAC where the scenario can
+    /// install it (in memory), else as [`Scenario::start_operator_with_options`] does: the
+    /// attacks that were first seen on a real server run as the operator runs there.
+    pub async fn start_operator_shipped(&mut self, edit: impl FnOnce(&mut Options)) {
+        let mut options =
+            Options { namespace: Some(self.namespace.clone()), ..Options::in_process("scenario") };
+        edit(&mut options);
+        let client = match self.shipped_account().await {
+            Some(account) => account,
+            None => self.operator_client(),
+        };
+        self.start_operator_from(client, options);
+    }
+
     /// Starts the operator in this process with a client of its own (a ServiceAccount's).
     pub fn start_operator_as(&mut self, client: Client) {
         let options = Options { namespace: Some(self.namespace.clone()), ..Options::in_process("scenario") };
