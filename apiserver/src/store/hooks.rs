@@ -74,11 +74,39 @@ pub fn before_save(rt: &ResourceType, old: Option<&Value>, new: &mut Value) -> R
         }
         _ => {}
     }
+    check_annotations_size(rt, new)?;
     if let Some(old) = old {
         check_no_new_finalizers(rt, old, new)?;
         check_immutable(rt, old, new)?;
     }
     Ok(())
+}
+
+/// The most an object's annotations may hold, keys and values together, as Kubernetes' object
+/// meta validation counts them.
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+fn check_annotations_size(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
+    let size: usize = object["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    if size <= MAX_ANNOTATIONS_BYTES {
+        return Ok(());
+    }
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(
+        &rt.group,
+        &rt.kind,
+        name,
+        vec![Cause {
+            reason: "FieldValueTooLong",
+            message: format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
+            field: "metadata.annotations".into(),
+        }],
+    ))
 }
 
 /// An object being deleted may lose finalizers but gain none, as Kubernetes' object meta
@@ -173,7 +201,9 @@ fn check_immutable(rt: &ResourceType, old: &Value, new: &Value) -> Result<(), Ap
     };
     let mut causes = Vec::new();
     for (field, message) in fields {
-        let value = |o: &Value| field.split('.').fold(o.clone(), |v, step| v[step].clone());
+        // Read in place: a CRD is large, and this runs at every write of one.
+        let path = format!("/{}", field.replace('.', "/"));
+        let value = |o: &Value| o.pointer(&path).cloned().unwrap_or(Value::Null);
         let (before, after) = (value(old), value(new));
         if before.is_null() || before == after {
             continue;

@@ -318,3 +318,25 @@ async fn config_maps_and_secrets_hold_at_most_one_mebibyte_and_any_object_at_mos
         other => panic!("a 1.6 MiB object was stored: {other:?}"),
     }
 }
+
+/// An object's annotations hold at most 256 KiB, keys and values together: a larger one is
+/// refused whatever the kind.
+#[tokio::test]
+async fn annotations_hold_at_most_256_kibibytes() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("annotations").await;
+    let maps: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    let annotated = |name: &str, size: usize| -> ConfigMap {
+        let mut cm = config_map(name, &[], &[]);
+        cm.metadata.annotations = Some([("k".to_string(), "x".repeat(size))].into());
+        cm
+    };
+    let refused = api_error(maps.create(&PostParams::default(), &annotated("over", 262_144)).await);
+    assert_eq!(refused.code, 422, "{}", refused.message);
+    assert!(
+        refused.message.contains("metadata.annotations: Too long: must have at most 262144 bytes"),
+        "{}",
+        refused.message
+    );
+    maps.create(&PostParams::default(), &annotated("fits", 262_143)).await.unwrap();
+}

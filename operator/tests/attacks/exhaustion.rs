@@ -13,16 +13,19 @@ use crate::support::Scenario;
 #[tokio::test]
 async fn deployments_labelled_as_a_providers_are_cached_without_their_bulk() {
     let mut s = Scenario::new("attack-bulk").await;
+    // Within what Kubernetes takes (annotations hold 256 KiB; a pod template the rest of an
+    // object's 1.5 MiB).
     let bulk = "x".repeat(900 * 1024);
     let api: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
     for i in 0..4 {
         let name = format!("bulky-{i}");
         let deployment: Deployment = serde_json::from_value(json!({
             "metadata": {"name": name, "labels": {"operator.butlerlabs.dev/provider-name": "nobody"},
-                "annotations": {"bulk": bulk}},
+                "annotations": {"bulk": "x".repeat(200 * 1024)}},
             "spec": {"selector": {"matchLabels": {"app": name}},
                 "template": {"metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{"name": "c", "image": "registry.example.com/c:v1"}]}}}
+                    "spec": {"containers": [{"name": "c", "image": "registry.example.com/c:v1",
+                        "env": [{"name": "BULK", "value": bulk}]}]}}}
         }))
         .unwrap();
         api.create(&PostParams::default(), &deployment).await.unwrap();
