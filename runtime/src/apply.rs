@@ -58,10 +58,9 @@ const REPLACEABLE: &[(&str, &str)] = &[
     ("", "Service"),
 ];
 
-/// Whether an object of `api_version` and `kind` may be deleted and made anew.
-pub fn replaceable(api_version: &str, kind: &str) -> bool {
-    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
-    REPLACEABLE.contains(&(group, kind))
+/// Whether an object may be deleted and made anew.
+pub fn replaceable(r: &ObjectRef) -> bool {
+    REPLACEABLE.contains(&(r.group(), r.kind.as_str()))
 }
 
 /// Whether the API server refused a change of a field that cannot change.
@@ -190,16 +189,16 @@ impl Applier {
     /// them gives their group and kind) and not in `namespace`, each as a message: a release's
     /// namespaced objects go to its provider's namespace, never another.
     pub async fn outside(&self, objects: &[Value], namespace: &str) -> Vec<String> {
+        // The scope of each kind the objects' own CRDs define, by `group/kind`.
+        let defined: HashMap<String, bool> = objects
+            .iter()
+            .filter_map(|o| Some((crate::objects::defined_kind(o)?, o["spec"]["scope"] == "Namespaced")))
+            .collect();
         let mut found = Vec::new();
         for object in objects {
             let r = ObjectRef::of(object);
-            let defined = objects.iter().find(|o| {
-                o["kind"] == "CustomResourceDefinition"
-                    && o["spec"]["group"].as_str() == Some(r.group())
-                    && o["spec"]["names"]["kind"].as_str() == Some(r.kind.as_str())
-            });
-            let namespaced = match defined {
-                Some(crd) => crd["spec"]["scope"] == "Namespaced",
+            let namespaced = match defined.get(&format!("{}/{}", r.group(), r.kind)) {
+                Some(namespaced) => *namespaced,
                 None => match self.resource(&r.api_version, &r.kind, false).await {
                     Ok((_, namespaced)) => namespaced,
                     Err(_) => continue,
@@ -254,7 +253,7 @@ impl Applier {
         let params = PatchParams::apply(&self.field_manager).force();
         match api.patch(&r.name, &params, &Patch::Apply(object)).await {
             Ok(applied) => Ok((applied, resource)),
-            Err(e) if immutable(&e) && replace && !replaceable(&r.api_version, &r.kind) => Err(format!(
+            Err(e) if immutable(&e) && replace && !replaceable(&r) => Err(format!(
                 "{}; a {} is never deleted and made anew (that would delete what it holds): change the field back in the release, or replace the object by hand",
                 failed(&e),
                 r.kind

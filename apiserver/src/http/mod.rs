@@ -239,8 +239,6 @@ pub async fn handle(
     }
 }
 
-/// An object or a list as `PartialObjectMetadata` / `PartialObjectMetadataList`, which a client
-/// asks for with `Accept: application/json;as=PartialObjectMetadata...`.
 /// What a restarting server answers: 503 while it starts, then 403 to watches while its
 /// authorizer's caches fill (RBAC cannot find the roles yet).
 fn restarting(shared: &Shared, watching: bool, path: &str) -> Option<ApiError> {
@@ -257,6 +255,8 @@ fn restarting(shared: &Shared, watching: bool, path: &str) -> Option<ApiError> {
     }
 }
 
+/// An object or a list as `PartialObjectMetadata` / `PartialObjectMetadataList`, which a client
+/// asks for with `Accept: application/json;as=PartialObjectMetadata...`.
 fn as_metadata(value: Value) -> Value {
     let partial = |object: &Value| serde_json::json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": object["metadata"]});
     match value.get("items").and_then(Value::as_array) {

@@ -112,7 +112,7 @@ pub async fn load(
     };
     let Some(reference) = &spec.config_secret else { return Ok(config) };
     beside_the_provider(namespace, spec).map_err(Unreadable)?;
-    let secret_namespace = reference.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(namespace);
+    let secret_namespace = namespace;
     let key = (secret_namespace.to_string(), reference.name.clone());
     let what = format!("the Secret {secret_namespace}/{} of spec.configSecret", reference.name);
     let secret = match cache.current(&key) {

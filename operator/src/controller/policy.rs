@@ -245,15 +245,14 @@ pub fn check(objects: &[Value], policy: &Policy) -> Result<(), String> {
     Ok(())
 }
 
-/// The kinds whose objects run pods: API group (with its `/`, or `v1` for the core group),
-/// kind, and where their pod spec is.
+/// The kinds whose objects run pods: API group, kind, and where their pod spec is.
 const POD_HOLDERS: &[(&str, &str, &str)] = &[
-    ("apps/", "Deployment", "/spec/template/spec"),
-    ("apps/", "DaemonSet", "/spec/template/spec"),
-    ("apps/", "StatefulSet", "/spec/template/spec"),
-    ("apps/", "ReplicaSet", "/spec/template/spec"),
-    ("batch/", "Job", "/spec/template/spec"),
-    ("v1", "Pod", "/spec"),
+    ("apps", "Deployment", "/spec/template/spec"),
+    ("apps", "DaemonSet", "/spec/template/spec"),
+    ("apps", "StatefulSet", "/spec/template/spec"),
+    ("apps", "ReplicaSet", "/spec/template/spec"),
+    ("batch", "Job", "/spec/template/spec"),
+    ("", "Pod", "/spec"),
 ];
 
 /// Whether the pods of a release's own objects (as rendered, before the provider object's
@@ -266,12 +265,8 @@ pub fn check_pods(objects: &[Value]) -> Result<(), String> {
         .map(|o| (text(&o["metadata"]["namespace"]), text(&o["metadata"]["name"])))
         .collect();
     for object in objects {
-        let api_version = text(&object["apiVersion"]);
-        let kind = text(&object["kind"]);
-        let holder = POD_HOLDERS.iter().find(|(group, k, _)| {
-            *k == kind
-                && if group.ends_with('/') { api_version.starts_with(group) } else { api_version == *group }
-        });
+        let r = butler_runtime::objects::ObjectRef::of(object);
+        let holder = POD_HOLDERS.iter().find(|(group, kind, _)| *group == r.group() && *kind == r.kind);
         let Some(pod) = holder.and_then(|(_, _, path)| object.pointer(path)) else { continue };
         let account =
             pod["serviceAccountName"].as_str().or(pod["serviceAccount"].as_str()).unwrap_or_default();

@@ -356,12 +356,6 @@ async fn fetch_release(
     Ok(fetched)
 }
 
-/// Whether an object that exists carries this provider's labels (gone counts as not).
-pub async fn owned(ctx: &Context, key: &ProviderKey, object: &ObjectRef) -> Result<bool, String> {
-    let existing = ctx.applier.get(object).await?;
-    Ok(existing.is_some_and(|o| key.labelled_on(&o.metadata)))
-}
-
 /// Makes an object the provider has not made before, as [`Applier::create_new`] does, and
 /// also takes over one this operator made for a provider that is gone (its provider object
 /// answers 404: deleted with its finalizer stripped, its namespace force-deleted), which no one

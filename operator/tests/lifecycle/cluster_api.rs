@@ -13,7 +13,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::Api;
 use serde_json::json;
 
-use crate::fixtures::publish_with;
+use crate::fixtures::{converted_crd, plural_of as plural, publish_with};
 use crate::support::{Scenario, condition, is, reason};
 use crate::upgrade::{installed, spec};
 
@@ -81,68 +81,9 @@ const LAGGING: Shape = Shape {
     properties: 20,
 };
 
-fn plural(kind: &str) -> String {
-    format!("{}s", kind.to_ascii_lowercase())
-}
-
-/// A CRD as Cluster API ships one: the contract's label, the CA injected from the provider's
-/// serving certificate, conversion by its webhook, two versions with long described schemas.
+/// A CRD of `shape` for `kind`, as Cluster API ships it.
 fn crd(shape: &Shape, kind: &str, contract: &str) -> String {
-    let short = shape.short;
-    let group = shape.group;
-    let plural = plural(kind);
-    let singular = kind.to_ascii_lowercase();
-    let properties: String = (0..shape.properties)
-        .map(|i| {
-            format!(
-                "                    field{i:03}:\n                      type: string\n                      description: Field {i} of the {kind} spec, described at the length Cluster API's generated schemas describe theirs, with the defaults, the validation and what the controller does with it when it changes ({group}).\n"
-            )
-        })
-        .collect();
-    let version = |name: &str, storage: bool| {
-        format!(
-            "    - name: {name}
-      served: true
-      storage: {storage}
-      subresources: {{status: {{}}}}
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              properties:
-{properties}            status:
-              type: object
-              x-kubernetes-preserve-unknown-fields: true
-"
-        )
-    };
-    format!(
-        "apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: {plural}.{group}
-  annotations:
-    cert-manager.io/inject-ca-from: {short}-system/{short}-serving-cert
-    controller-gen.kubebuilder.io/version: v0.17.2
-  labels:
-    cluster.x-k8s.io/provider: {short}
-    cluster.x-k8s.io/{contract}: {contract}
-spec:
-  group: {group}
-  scope: Namespaced
-  names: {{kind: {kind}, listKind: {kind}List, plural: {plural}, singular: {singular}, categories: [cluster-api]}}
-  conversion:
-    strategy: Webhook
-    webhook:
-      conversionReviewVersions: [v1, v1beta1]
-      clientConfig:
-        service: {{name: {short}-webhook-service, namespace: {short}-system, path: /convert}}
-{}{}",
-        "  versions:\n",
-        version("v1alpha4", false) + &version("v1beta1", true)
-    )
+    converted_crd(shape.short, shape.group, kind, contract, shape.properties)
 }
 
 /// The components of a provider's release: its namespace, CRDs, cert-manager objects, webhook

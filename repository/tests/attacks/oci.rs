@@ -24,11 +24,21 @@ async fn registry() -> MockServer {
 }
 
 fn repository(server: &MockServer, cache: &tempfile::TempDir) -> Repository {
-    let options = RemoteOptions {
+    repository_with(server, cache, |_| {})
+}
+
+/// [`repository`] with options `edit`ed.
+fn repository_with(
+    server: &MockServer,
+    cache: &tempfile::TempDir,
+    edit: impl FnOnce(&mut RemoteOptions),
+) -> Repository {
+    let mut options = RemoteOptions {
         http: http_options(cache),
         oci: OciOptions { insecure: vec![server.address().to_string()], ..Default::default() },
         ..Default::default()
     };
+    edit(&mut options);
     let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", server.address())).unwrap();
     Repository::from_url("infrastructure-harvester", &url, &options).unwrap()
 }
@@ -182,15 +192,10 @@ async fn a_blob_redirected_to_the_metadata_service_is_refused() {
         .mount(&server)
         .await;
     let cache = tempfile::tempdir().unwrap();
-    let mut options = RemoteOptions {
-        http: http_options(&cache),
-        oci: OciOptions { insecure: vec![server.address().to_string()], ..Default::default() },
-        ..Default::default()
-    };
-    // The operator's policy, with the loopback address the stand-in runs on allowed.
-    options.http.network = NetworkPolicy::refusing_local(vec!["127.0.0.0/8".parse().unwrap()]);
-    let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", server.address())).unwrap();
-    let repo = Repository::from_url("infrastructure-harvester", &url, &options).unwrap();
+    let repo = repository_with(&server, &cache, |options| {
+        // The operator's policy, with the loopback address the stand-in runs on allowed.
+        options.http.network = NetworkPolicy::refusing_local(vec!["127.0.0.0/8".parse().unwrap()]);
+    });
     let version = Version::parse("v1.0.0", "test").unwrap();
     match repo.metadata(&version).await {
         Err(RepositoryError::Refused { why, .. }) => {
@@ -261,15 +266,10 @@ async fn a_manifest_larger_than_the_specifications_limit_is_not_read_whole() {
     manifest["annotations"] = serde_json::json!({"padding": "x".repeat(5 << 20)});
     serve_manifest(&server, &manifest).await;
     let cache = tempfile::tempdir().unwrap();
-    let mut options = RemoteOptions {
-        http: http_options(&cache),
-        oci: OciOptions { insecure: vec![server.address().to_string()], ..Default::default() },
-        ..Default::default()
-    };
-    options.http.max_download = 64 << 20;
-    options.http.timeout = std::time::Duration::from_secs(10);
-    let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", server.address())).unwrap();
-    let repo = Repository::from_url("infrastructure-harvester", &url, &options).unwrap();
+    let repo = repository_with(&server, &cache, |options| {
+        options.http.max_download = 64 << 20;
+        options.http.timeout = std::time::Duration::from_secs(10);
+    });
     let version = Version::parse("v1.0.0", "test").unwrap();
     match repo.metadata(&version).await {
         Err(RepositoryError::TooLarge { what, limit }) => {
@@ -316,14 +316,9 @@ async fn archive_layers_unpack_within_one_total() {
             .await;
     }
     let cache = tempfile::tempdir().unwrap();
-    let mut options = RemoteOptions {
-        http: http_options(&cache),
-        oci: OciOptions { insecure: vec![server.address().to_string()], ..Default::default() },
-        ..Default::default()
-    };
-    options.http.max_download = 1 << 20;
-    let url = ProviderUrl::parse(&format!("oci://{}/{REPOSITORY}", server.address())).unwrap();
-    let repo = Repository::from_url("infrastructure-harvester", &url, &options).unwrap();
+    let repo = repository_with(&server, &cache, |options| {
+        options.http.max_download = 1 << 20;
+    });
     let version = Version::parse("v1.0.0", "test").unwrap();
     let refused = repo.metadata(&version).await.unwrap_err().to_string();
     assert!(refused.contains("the artifact's layers hold at most 1048576 bytes"), "{refused}");
