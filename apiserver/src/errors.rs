@@ -104,6 +104,22 @@ impl ApiError {
         ApiError::new(403, "Forbidden", message)
     }
 
+    /// `403 Forbidden` of NamespaceLifecycle: a create in a namespace being deleted, with the
+    /// `NamespaceTerminating` cause clients read it by.
+    pub fn namespace_terminating(group: &str, plural: &str, name: &str, namespace: &str) -> ApiError {
+        let message = format!(
+            "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+            qualified(group, plural)
+        );
+        let mut error = ApiError::new(403, "Forbidden", message).with_details(group, plural, name);
+        error.details.as_mut().expect("details set")["causes"] = json!([{
+            "reason": "NamespaceTerminating",
+            "message": format!("namespace {namespace} is being terminated"),
+            "field": "metadata.namespace",
+        }]);
+        error
+    }
+
     /// `503 ServiceUnavailable`: a server that is starting.
     pub fn unavailable() -> ApiError {
         ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request")

@@ -143,7 +143,8 @@ struct Shared {
     watches_open: tokio::sync::watch::Sender<bool>,
     /// ServiceAccount tokens this server issued: their requests go through RBAC.
     tokens: Mutex<std::collections::HashMap<String, rbac::Account>>,
-    /// How late the watches of a client (by the product of its User-Agent) deliver events.
+    /// How late the watches of a client (by the product of its User-Agent, or that and an API
+    /// group) deliver events.
     watch_delays: Mutex<std::collections::HashMap<String, std::time::Duration>>,
     /// Where a restart ([`MemoryApiServer::restart`]) stands.
     faults: Arc<outage::Faults>,
@@ -338,6 +339,14 @@ impl MemoryApiServer {
     /// that client's controllers read from their caches lags what the server holds.
     pub fn delay_watches_of(&self, agent: &str, by: std::time::Duration) {
         self.shared.watch_delays.lock().unwrap_or_else(|e| e.into_inner()).insert(agent.into(), by);
+    }
+
+    /// As [`MemoryApiServer::delay_watches_of`], for the watches of one API group only: two
+    /// streams of one client then arrive in an order the server did not make them in (a
+    /// Deployment's deletion seen before its owner's), as they may behind a real server.
+    pub fn delay_watches_of_group(&self, agent: &str, group: &str, by: std::time::Duration) {
+        let key = format!("{agent} {group}");
+        self.shared.watch_delays.lock().unwrap_or_else(|e| e.into_inner()).insert(key, by);
     }
 
     /// The requests of one client (by the product of its User-Agent) so far, as

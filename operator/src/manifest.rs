@@ -131,6 +131,8 @@ fn operator_rules() -> Vec<Value> {
         // Config Secrets: read, and watched so that a change re-renders the provider.
         json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}),
         json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
+        // Whether a provider's namespace is being deleted, read before a drift repair.
+        json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}),
         // What holds up a deletion: workload clusters, and objects of the providers' CRDs.
         json!({"apiGroups": ["butler.butlerlabs.dev"], "resources": ["*"], "verbs": ["get", "list", "watch"]}),
         // Storage-version migration: the stored objects of the providers' CRDs written again,

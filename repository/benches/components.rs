@@ -72,6 +72,9 @@ fn main() {
     criterion.bench_function("process_components/core_1_4mb", |b| {
         b.iter(|| process_components(black_box(&text), &options).unwrap().to_yaml())
     });
+    criterion.bench_function("process_components/core_1_4mb_objects", |b| {
+        b.iter(|| process_components(black_box(&text), &options).unwrap().objects().unwrap())
+    });
     criterion.final_summary();
     match mean_ms() {
         Some(ms) => println!(

@@ -384,13 +384,12 @@ fn dispatch(
                     query.get("timeoutSeconds").and_then(|t| t.parse().ok()).unwrap_or(1800),
                 ),
                 open: shared.watches_open.subscribe(),
-                delay: shared
-                    .watch_delays
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get(&user_agent_manager(headers))
-                    .copied()
-                    .unwrap_or_default(),
+                delay: {
+                    let agent = user_agent_manager(headers);
+                    let delays = shared.watch_delays.lock().unwrap_or_else(|e| e.into_inner());
+                    let of_group = delays.get(&format!("{agent} {}", rt.group));
+                    of_group.or_else(|| delays.get(&agent)).copied().unwrap_or_default()
+                },
             };
             Ok(Reply::Stream(watch::start(store, request)?))
         }

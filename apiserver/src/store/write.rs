@@ -54,7 +54,7 @@ impl Store {
         };
         body["metadata"]["name"] = Value::String(name.clone());
         if rt.namespaced {
-            self.check_namespace_accepts(namespace)?;
+            self.check_namespace_accepts(rt, namespace, &name)?;
             body["metadata"]["namespace"] = Value::String(namespace.to_string());
         } else if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("namespace");
@@ -66,13 +66,18 @@ impl Store {
         self.save(rt, None, body, Some(&opts.manager), false, opts.dry_run)
     }
 
-    fn check_namespace_accepts(&self, namespace: &str) -> Result<(), ApiError> {
+    fn check_namespace_accepts(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
         let namespaces = self.registry.find("", "v1", "namespaces").expect("namespaces are built in");
         match self.lookup(namespaces, "", namespace) {
             None => Err(ApiError::not_found("", "namespaces", namespace)),
-            Some(ns) if !ns["metadata"]["deletionTimestamp"].is_null() => Err(ApiError::forbidden(format!(
-                "unable to create new content in namespace {namespace} because it is being terminated"
-            ))),
+            Some(ns) if !ns["metadata"]["deletionTimestamp"].is_null() => {
+                Err(ApiError::namespace_terminating(&rt.group, &rt.plural, name, namespace))
+            }
             Some(_) => Ok(()),
         }
     }
@@ -169,7 +174,7 @@ impl Store {
                     return Err(ApiError::not_found(&rt.group, &rt.plural, name));
                 }
                 if rt.namespaced {
-                    self.check_namespace_accepts(namespace)?;
+                    self.check_namespace_accepts(rt, namespace, name)?;
                 }
                 hooks::check_name(rt, name)?;
                 let mut meta = json!({"name": name});

@@ -104,6 +104,8 @@ pub struct Context {
     pub inventories_loaded: tokio::sync::OnceCell<()>,
     /// Releases fetched from remote repositories, by URL and version: a release never changes.
     pub releases: Mutex<HashMap<String, Fetched>>,
+    /// Each provider's last rendered release, used again while its inputs are the same.
+    pub renders: super::render::Renders,
     /// Config Secrets as last read, valid while the Secret watch sees no change.
     pub secrets: super::config::SecretCache,
     /// Consecutive failures, by provider UID, for the backoff.
@@ -194,6 +196,7 @@ impl Context {
         self.statuses.lock().expect("not poisoned").remove(uid);
         self.inventories.lock().expect("not poisoned").remove(uid);
         self.failures.lock().expect("not poisoned").remove(uid);
+        self.renders.forget(key);
         self.gone.lock().expect("not poisoned").insert(uid.to_string());
         self.metrics.provider_installed(key, None);
     }

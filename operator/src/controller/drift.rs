@@ -28,15 +28,25 @@ pub fn stamp(meta: &ObjectMeta) -> Option<String> {
 /// The record of an object whose write has not answered yet.
 const PENDING: &str = "pending";
 
+/// The record of an object someone else changed or deleted since this process wrote it.
+const DRIFTED: &str = "drifted";
+
 /// The provider an applied object belongs to, from its labels.
 pub fn owner_of(meta: &ObjectMeta) -> Option<ProviderKey> {
     ProviderKey::from_labels(meta.labels.as_ref()?)
 }
 
-/// What the operator's last write left on an object, and the provider it belongs to.
+/// What the operator's last write left on an object, the provider it belongs to, and (for an
+/// apply) the digest of what was applied.
 struct Written {
     stamp: String,
     owner: Option<ProviderKey>,
+    content: Option<String>,
+}
+
+/// The digest of an object as it is applied.
+fn content_of(wanted: &serde_json::Value) -> String {
+    butler_repository::sha256_hex(serde_json::to_string(wanted).expect("objects serialize").as_bytes())
 }
 
 /// The operator's own writes, and the watches that compare them with what the cluster holds.
@@ -48,16 +58,36 @@ pub struct Drift {
 impl Drift {
     /// Records what the operator's write left on an object.
     pub fn record(&self, object: ObjectRef, meta: &ObjectMeta) {
+        self.record_with(object, meta, None);
+    }
+
+    /// Records what the operator's apply of `wanted` left on an object.
+    pub fn record_applied(&self, object: ObjectRef, meta: &ObjectMeta, wanted: &serde_json::Value) {
+        self.record_with(object, meta, Some(content_of(wanted)));
+    }
+
+    fn record_with(&self, object: ObjectRef, meta: &ObjectMeta, content: Option<String>) {
         if let Some(stamp) = stamp(meta) {
             let owner = owner_of(meta);
-            self.written.lock().expect("not poisoned").insert(object, Written { stamp, owner });
+            self.written.lock().expect("not poisoned").insert(object, Written { stamp, owner, content });
         }
+    }
+
+    /// Whether applying `wanted` would change nothing: this process applied exactly that, and
+    /// no one has changed it since. A pause or an unpause then applies the Deployments alone,
+    /// not a megabyte of CRDs again.
+    pub fn unchanged(&self, object: &ObjectRef, wanted: &serde_json::Value) -> bool {
+        let written = self.written.lock().expect("not poisoned");
+        let Some(record) = written.get(object) else { return false };
+        record.stamp != PENDING
+            && record.stamp != DRIFTED
+            && record.content.as_ref().is_some_and(|c| *c == content_of(wanted))
     }
 
     /// Marks an object as being written: watch events that arrive before the write's answer
     /// are the write's own.
     pub fn begin(&self, object: &ObjectRef) {
-        let pending = Written { stamp: PENDING.into(), owner: None };
+        let pending = Written { stamp: PENDING.into(), owner: None, content: None };
         self.written.lock().expect("not poisoned").insert(object.clone(), pending);
     }
 
@@ -69,25 +99,36 @@ impl Drift {
     /// Whether the cluster holds what the operator last wrote to this object. An object this
     /// process never wrote is not current, so the first reconcile after a start re-applies it.
     pub fn is_current(&self, object: &ObjectRef) -> bool {
-        self.written.lock().expect("not poisoned").get(object).is_some_and(|w| w.stamp != PENDING)
+        self.written
+            .lock()
+            .expect("not poisoned")
+            .get(object)
+            .is_some_and(|w| w.stamp != PENDING && w.stamp != DRIFTED)
+    }
+
+    /// Whether someone else changed or deleted this object since this process wrote it: its
+    /// re-apply is a repair, which a deletion under way (the provider's, or its namespace's,
+    /// seen late by the cache) must not make.
+    pub fn drifted(&self, object: &ObjectRef) -> bool {
+        self.written.lock().expect("not poisoned").get(object).is_some_and(|w| w.stamp == DRIFTED)
     }
 
     /// Compares a watch event with the record. Returns true when the object drifted: it was
     /// written by the operator and is now deleted or changed by someone else. The record is
-    /// dropped then, so that the next reconcile re-applies it.
+    /// marked then, so that the next reconcile re-applies it.
     pub fn observe(&self, object: &ObjectRef, seen: Seen<'_>) -> bool {
         let mut written = self.written.lock().expect("not poisoned");
-        let Some(expected) = written.get(object).map(|w| w.stamp.clone()) else { return false };
-        if expected == PENDING {
+        let Some(record) = written.get_mut(object) else { return false };
+        if record.stamp == PENDING || record.stamp == DRIFTED {
             return false;
         }
         let drifted = match seen {
             Seen::Deleted(_) => true,
-            Seen::Present(meta) => stamp(meta).is_some_and(|s| s != expected),
+            Seen::Present(meta) => stamp(meta).is_some_and(|s| s != record.stamp),
             Seen::Relisted(_) => false,
         };
         if drifted {
-            written.remove(object);
+            record.stamp = DRIFTED.into();
         }
         drifted
     }
@@ -114,13 +155,16 @@ impl Drift {
             present.iter().map(|m| (m.namespace.as_deref(), m.name.as_deref())).collect();
         let gone: Vec<(ObjectRef, Option<ProviderKey>)> = {
             let mut written = self.written.lock().expect("not poisoned");
-            let gone: Vec<ObjectRef> = written
-                .iter()
-                .filter(|(r, w)| &r.api_version == api_version && &r.kind == kind && w.stamp != PENDING)
+            written
+                .iter_mut()
+                .filter(|(r, _)| &r.api_version == api_version && &r.kind == kind)
+                .filter(|(_, w)| w.stamp != PENDING && w.stamp != DRIFTED)
                 .filter(|(r, _)| !here.contains(&(r.namespace.as_deref(), Some(r.name.as_str()))))
-                .map(|(r, _)| r.clone())
-                .collect();
-            gone.into_iter().filter_map(|r| written.remove(&r).map(|w| (r, w.owner))).collect()
+                .map(|(r, w)| {
+                    w.stamp = DRIFTED.into();
+                    (r.clone(), w.owner.clone())
+                })
+                .collect()
         };
         for (object, owner) in gone {
             if let Some(owner) = owner {
@@ -149,7 +193,7 @@ impl Drift {
         if self.observe(&object, seen)
             && let Some(owner) = owner_of(meta)
         {
-            tracing::info!(object = %object.describe(), provider = %owner, "an applied object drifted; applying it again");
+            tracing::info!(object = %object.describe(), provider = %owner, "an applied object drifted; its provider is woken to apply it again");
             triggers.trigger(&owner);
         }
     }
@@ -192,6 +236,10 @@ mod tests {
         );
         assert!(drift.observe(&d, Seen::Present(&meta(Some(3), "12"))), "someone changed the spec");
         assert!(!drift.is_current(&d), "so it is applied again");
+        assert!(drift.drifted(&d), "as a repair");
+        assert!(!drift.observe(&d, Seen::Present(&meta(Some(4), "13"))), "woken once");
+        drift.record(d.clone(), &meta(Some(5), "14"));
+        assert!(!drift.drifted(&d), "repaired");
 
         let role = ObjectRef {
             kind: "ClusterRole".into(),
@@ -207,6 +255,23 @@ mod tests {
         );
         drift.record(role.clone(), &meta(None, "22"));
         assert!(drift.observe(&role, Seen::Deleted(&meta(None, "22"))));
+    }
+
+    #[test]
+    fn what_was_applied_unchanged_needs_no_apply_until_someone_changes_it() {
+        let drift = Drift::default();
+        let d = object("manager");
+        let wanted = serde_json::json!({"spec": {"replicas": 1}});
+        assert!(!drift.unchanged(&d, &wanted), "never applied");
+        drift.begin(&d);
+        assert!(!drift.unchanged(&d, &wanted), "being applied");
+        drift.record_applied(d.clone(), &meta(Some(1), "5"), &wanted);
+        assert!(drift.unchanged(&d, &wanted));
+        assert!(!drift.unchanged(&d, &serde_json::json!({"spec": {"replicas": 0}})), "another content");
+        assert!(drift.observe(&d, Seen::Present(&meta(Some(2), "6"))));
+        assert!(!drift.unchanged(&d, &wanted), "someone changed it");
+        drift.record(d.clone(), &meta(Some(3), "7"));
+        assert!(!drift.unchanged(&d, &wanted), "a write that is not an apply of it");
     }
 
     #[test]
@@ -227,7 +292,8 @@ mod tests {
         let kind = ("apps/v1".to_string(), "Deployment".to_string());
         drift.on_event(&kind, Seen::Relisted(&[owned("kept", "1")]), &triggers);
         assert!(drift.is_current(&object("kept")));
-        assert!(!drift.is_current(&object("deleted")), "forgotten, so the next reconcile applies it");
+        assert!(!drift.is_current(&object("deleted")), "so the next reconcile applies it");
+        assert!(drift.drifted(&object("deleted")) && !drift.drifted(&object("kept")));
         let woken = futures::executor::block_on(futures::StreamExt::next(&mut stream)).unwrap();
         assert_eq!(woken.name, "aws", "its provider is woken");
     }

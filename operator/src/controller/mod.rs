@@ -20,6 +20,8 @@ pub mod plan;
 pub mod policy;
 pub mod reason;
 pub mod reconcile;
+pub mod render;
+pub mod repair;
 pub mod run;
 pub mod status;
 pub mod storage;

@@ -142,6 +142,8 @@ pub struct InstallInput<'a> {
     /// [`super::upgrades::engine::ROLLBACK_TO`]): that one downgrade is allowed, and the CRDs
     /// stay as the newer version left them.
     pub rollback_to: Option<&'a str>,
+    /// The last rendering of each provider's release, used again while its inputs are the same.
+    pub renders: &'a super::render::Renders,
 }
 
 /// The outcome of planning an install or upgrade.
@@ -291,19 +293,19 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         images: input.images,
         variables: input.variables,
     };
-    let rendered = process_components(&fetched.components, &options)
-        .map_err(|e| match e {
-            // The operator takes variables from the provider's config Secret, then its own
-            // config file; never from the environment.
-            ProcessError::MissingVariables(missing) => missing.message(VARIABLES_PLACE),
-            other => other.to_string(),
-        })
-        .and_then(|c| c.objects().map(|o| (o, c.warnings)).map_err(|e| e.to_string()));
-    let (mut objects, warnings) = match rendered {
-        Ok(r) => r,
+    let rendered = input.renders.render(&me.key, &fetched.components, &options).map_err(|e| match e {
+        // The operator takes variables from the provider's config Secret, then its own
+        // config file; never from the environment.
+        ProcessError::MissingVariables(missing) => missing.message(VARIABLES_PLACE),
+        other => other.to_string(),
+    });
+    let mut objects = match rendered {
+        Ok(r) => {
+            plan.warnings = r.warnings.clone();
+            r.objects.clone()
+        }
         Err(message) => return keep(plan, Reason::RenderFailed, message),
     };
-    plan.warnings = warnings;
     // The release's own pods run as its own accounts (the provider object's customisation,
     // which its administrator writes, may choose another).
     if let Err(message) = super::policy::check_pods(&objects) {

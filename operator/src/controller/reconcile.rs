@@ -109,6 +109,7 @@ where
             policy: &ctx.policy,
             additional: observed.additional.as_deref(),
             rollback_to,
+            renders: &ctx.renders,
         })
     };
     let plan_with = |me: &ProviderView, all: &[ProviderView]| {
@@ -158,9 +159,23 @@ where
         tracing::warn!(provider = %key, "{}", redactor.redact(warning));
     }
 
+    // A repair of what someone else changed waits for no deletion: one under way that the
+    // caches have not shown yet (the namespace's, or the provider's) is read live first.
+    let repair = !plan.changed && plan.objects.iter().any(|o| ctx.drift.drifted(&ObjectRef::of(o)));
+    if repair && let Some(why) = super::repair::deletion_under_way(&ctx, object, &key).await {
+        tracing::info!(provider = %key, "not applying what drifted again: {why}");
+        return Ok(Action::requeue(ctx.sync_period));
+    }
+
     // Apply.
     let applied = match apply(&ctx, object, &key, &plan, observed.previous.as_ref()).await {
         Ok(applied) => applied,
+        Err(message) if message.contains(super::repair::NAMESPACE_TERMINATING) => {
+            // The namespace goes, and the provider with it: nothing to say on a status that
+            // goes too.
+            tracing::info!(provider = %key, "not applied: {message}");
+            return Ok(Action::requeue(ctx.sync_period));
+        }
         Err(message) => {
             let preflight = plan
                 .conditions
@@ -516,7 +531,8 @@ async fn adopt_crd<K: ProviderObject>(
 
 /// Applies the plan. When the objects changed, the inventory first records the new objects
 /// and those of the previous set (so a crash at any point leaves every object findable), then
-/// everything is applied and what dropped out is deleted; the inventory then forgets those.
+/// every object this process has not applied as it is now (or that changed since) is applied
+/// and what dropped out is deleted; the inventory then forgets those.
 /// When they did not change, only objects that drifted (or that this process has not written
 /// yet: after a restart, all of them) are applied.
 async fn apply<K>(
@@ -530,8 +546,15 @@ where
     K: ProviderObject,
 {
     let mut deployments = Vec::new();
-    let to_apply: Vec<&serde_json::Value> =
-        plan.objects.iter().filter(|o| plan.changed || !ctx.drift.is_current(&ObjectRef::of(o))).collect();
+    // What changed goes, and what drifted; what this process applied as it is stays.
+    let to_apply: Vec<&serde_json::Value> = plan
+        .objects
+        .iter()
+        .filter(|o| match plan.changed {
+            true => !ctx.drift.unchanged(&ObjectRef::of(o), o),
+            false => !ctx.drift.is_current(&ObjectRef::of(o)),
+        })
+        .collect();
     let recorded = |ctx: &Context| {
         let inventories = ctx.inventories.lock().expect("not poisoned");
         inventories.get(&uid_of(object)).map(|i| (i.objects.len(), i.pending.is_empty()))
@@ -594,7 +617,7 @@ where
                 {
                     stale_crds.push(stale.name);
                 }
-                ctx.drift.record(r.clone(), &applied.metadata);
+                ctx.drift.record_applied(r.clone(), &applied.metadata, wanted);
                 if resource.kind == "Deployment"
                     && let Ok(d) = serde_json::to_value(&applied).and_then(serde_json::from_value)
                 {

@@ -288,6 +288,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         inventories: Mutex::new(HashMap::new()),
         inventories_loaded: tokio::sync::OnceCell::new(),
         releases: Mutex::new(HashMap::new()),
+        renders: Default::default(),
         secrets: Default::default(),
         failures: Mutex::new(HashMap::new()),
         gone: Mutex::default(),

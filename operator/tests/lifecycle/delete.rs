@@ -4,6 +4,7 @@
 
 use butler_core::api::{ProviderConfig, TenantCluster};
 use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
@@ -299,5 +300,77 @@ async fn an_object_made_for_a_provider_that_is_gone_is_taken_over() {
         Some(&again),
         "now the new provider's"
     );
+    s.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_namespace_deleted_under_its_providers_gets_nothing_written_again() {
+    let mut s = Scenario::new("nsgone").await;
+    if let Some(server) = s.cluster.server() {
+        // The provider objects' stream lags the Deployments' (two watches, no order between
+        // them): the namespace controller's deletion of a Deployment is seen before the
+        // provider's deletion timestamp, as it was on a real server.
+        let lag = std::time::Duration::from_millis(1500);
+        server.delay_watches_of_group(crate::support::OPERATOR_AGENT, "operator.butlerlabs.dev", lag);
+    }
+    // The releases are in a folder, as on GitHub: still there while the namespace goes.
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().to_path_buf();
+    for (label, name, file) in [
+        ("butler", "butler", "core-components.yaml"),
+        ("infrastructure-widget", "widget", "infrastructure-components.yaml"),
+    ] {
+        let dir = root.join(label).join("v1.0.0");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("metadata.yaml"), crate::fixtures::METADATA).unwrap();
+        std::fs::write(dir.join(file), components(name, "v1.0.0", &[])).unwrap();
+    }
+    let folder = root.clone();
+    s.start_operator_with_options(move |o| o.policy.local_root = Some(folder));
+    let spec = |label: &str, file: &str| {
+        let url = format!("file://{}/{label}/v1.0.0/{file}", root.display());
+        serde_json::json!({"version": "v1.0.0", "fetchConfig": {"url": url}}).to_string()
+    };
+    s.create::<CoreProvider>("butler", &spec("butler", "core-components.yaml")).await;
+    s.create::<InfrastructureProvider>(
+        "widget",
+        &spec("infrastructure-widget", "infrastructure-components.yaml"),
+    )
+    .await;
+    s.wait_for::<InfrastructureProvider>("widget", "v1.0.0", crate::upgrade::installed("v1.0.0")).await;
+    s.wait_for::<CoreProvider>("butler", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    let before = s.cluster.server().map(|server| server.requests_from(crate::support::OPERATOR_AGENT).len());
+
+    let namespaces: Api<Namespace> = Api::all(s.client.clone());
+    namespaces.delete(&s.namespace, &DeleteParams::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("widget").await;
+    s.wait_gone::<CoreProvider>("butler").await;
+    let roles: Api<ClusterRole> = Api::all(s.client.clone());
+    let left = roles
+        .list(
+            &kube::api::ListParams::default()
+                .labels(&format!("operator.butlerlabs.dev/provider-namespace={}", s.namespace)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(left.items.len(), 0, "the providers' cluster-wide objects go with them");
+
+    if let (Some(server), Some(before)) = (s.cluster.server(), before) {
+        // Status, finalizers and events of the providers being deleted are written; nothing
+        // the namespace controller deleted is made or applied again.
+        let in_namespace = format!("/namespaces/{}/", s.namespace);
+        let written: Vec<String> = server
+            .requests_from(crate::support::OPERATOR_AGENT)
+            .split_off(before)
+            .into_iter()
+            .filter(|(method, path)| method != "GET" && method != "DELETE" && path.contains(&in_namespace))
+            .filter(|(_, path)| {
+                !path.starts_with("/apis/operator.butlerlabs.dev/")
+                    && !path.starts_with("/apis/events.k8s.io/")
+            })
+            .map(|(method, path)| format!("{method} {path}"))
+            .collect();
+        assert_eq!(written, Vec::<String>::new(), "written again during the namespace's deletion");
+    }
     s.stop_operator().await;
 }

@@ -46,6 +46,7 @@ fn plan(
         policy: &Default::default(),
         additional: None,
         rollback_to: None,
+        renders: &Default::default(),
     })
 }
 
@@ -432,6 +433,7 @@ fn a_missing_variable_says_where_the_operator_takes_variables_from() {
         policy: &Default::default(),
         additional: None,
         rollback_to: None,
+        renders: &Default::default(),
     });
     let installed = condition(&p, INSTALLED);
     assert_eq!(installed.reason, "RenderFailed");
