@@ -44,23 +44,29 @@ const NODES_PER_TENANT: i32 = 5;
 const LB_PER_TENANT: i32 = 8;
 
 /// spec/000 "Team Scope": a ProviderConfig scoped to a team may be used by that team's
-/// clusters only (`team`: the team of the cluster's namespace, if it is a team's). A
-/// platform-scoped one (or one without a scope) may be used by any.
+/// clusters only (`team`: the team of the cluster's namespace, if it is a team's). One in a
+/// team's namespace is that team's alone, whatever its scope says: the team's admin writes
+/// its scope. A platform-scoped one (or one without a scope) outside every team's namespace
+/// may be used by any.
 pub fn scope_allows(config: &ProviderConfig, team: Option<&str>) -> Result<(), String> {
-    let Some(scope) =
+    let namespace = config.namespace().unwrap_or_default();
+    let name = config.name_any();
+    if let Some(scope) =
         config.spec.scope.as_ref().filter(|s| s.type_ == Some(butler_core::api::ScopeType::Team))
-    else {
-        return Ok(());
-    };
-    let owner = scope.team_ref.as_ref().map(|r| r.name.as_str()).unwrap_or_default();
-    if !owner.is_empty() && team == Some(owner) {
-        return Ok(());
+    {
+        let owner = scope.team_ref.as_ref().map(|r| r.name.as_str()).unwrap_or_default();
+        if owner.is_empty() || team != Some(owner) {
+            return Err(format!(
+                "the ProviderConfig {namespace}/{name} is scoped to the team {owner:?}, and only that team's clusters may use it; point spec.providerConfigRef at a platform ProviderConfig or one of your team's"
+            ));
+        }
     }
-    Err(format!(
-        "the ProviderConfig {}/{} is scoped to the team {owner:?}, and only that team's clusters may use it; point spec.providerConfigRef at a platform ProviderConfig or one of your team's",
-        config.namespace().unwrap_or_default(),
-        config.name_any()
-    ))
+    match crate::team::plan::team_of_namespace(&namespace) {
+        Some(owner) if team != Some(owner) => Err(format!(
+            "the ProviderConfig {namespace}/{name} is in the namespace of the team {owner:?}, and only that team's clusters may use it, whatever its scope says; point spec.providerConfigRef at a platform ProviderConfig (outside every team's namespace) or one of your team's"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// What the plan reads.
@@ -291,9 +297,25 @@ mod tests {
         );
         assert!(scope_allows(&team_a, None).is_err(), "a namespace of no team");
         for platform in ["", "  scope: {type: platform}\n"] {
-            assert_eq!(scope_allows(&config(platform), Some("b")), Ok(()));
-            assert_eq!(scope_allows(&config(platform), None), Ok(()));
+            // In a team's namespace: that team's alone, whatever the scope says.
+            let theirs = config(platform);
+            assert_eq!(scope_allows(&theirs, Some("a")), Ok(()));
+            let refused = scope_allows(&theirs, Some("b")).unwrap_err();
+            assert!(
+                refused.starts_with("the ProviderConfig team-a/azure is in the namespace of the team \"a\""),
+                "{refused}"
+            );
+            assert!(scope_allows(&theirs, None).is_err());
+            // In the platform's namespace: anyone's.
+            let mut shared = config(platform);
+            shared.metadata.namespace = Some("butler-system".into());
+            assert_eq!(scope_allows(&shared, Some("b")), Ok(()));
+            assert_eq!(scope_allows(&shared, None), Ok(()));
         }
+        let mut elsewhere = config("  scope: {type: team, teamRef: {name: b}}\n");
+        assert!(scope_allows(&elsewhere, Some("b")).is_err(), "a's namespace, scoped to b");
+        elsewhere.metadata.namespace = Some("butler-system".into());
+        assert_eq!(scope_allows(&elsewhere, Some("b")), Ok(()));
     }
 
     use super::*;

@@ -346,3 +346,89 @@ async fn hanging_tenants_never_take_every_reconcile_worker() {
     }
     held.abort();
 }
+
+/// A Team of the scenario's with one admin, Ready: its namespace `team-{name}`.
+async fn team_with_admin(s: &Scenario, base: &str, admin: &str) -> String {
+    use butler_core::api::Team;
+    let name = s.cluster.unique(base);
+    let teams: Api<Team> = Api::all(s.client.clone());
+    let run_label = format!("scenario.butlerlabs.dev/team={name}");
+    s.cluster.remove_cluster_objects_labelled(&run_label);
+    create(
+        &teams,
+        &format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}, labels: {{scenario.butlerlabs.dev/team: {name}}}}}\nspec:\n  access:\n    users:\n    - {{name: {admin}, role: admin}}\n"
+        ),
+    )
+    .await;
+    wait_for(&teams, &name, "Ready", |t| {
+        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(butler_core::api::TeamPhase::Ready))
+    })
+    .await;
+    name
+}
+
+#[tokio::test]
+async fn a_provider_config_in_a_teams_namespace_serves_that_team_only_whatever_its_scope() {
+    let s = Scenario::start().await;
+    let a = team_with_admin(&s, "iso-unscoped-a", "alice@example.com").await;
+    let b = team_with_admin(&s, "iso-unscoped-b", "bob@example.com").await;
+    let (team_a, team_b) = (format!("team-{a}"), format!("team-{b}"));
+    let alice = s.cluster.client_as_user("alice@example.com", &[]);
+    let bob = s.cluster.client_as_user("bob@example.com", &[]);
+    // Alice writes a ProviderConfig in her team's namespace and gives it no scope (or the
+    // platform's): it is her team's all the same.
+    for (name, scope) in [("unscoped", ""), ("platform", "\n  scope: {type: platform}")] {
+        create(
+            &Api::<ProviderConfig>::namespaced(alice.clone(), &team_a),
+            &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: {name}, namespace: {team_a}}}\nspec:\n  provider: aws\n  credentialsRef: {{name: c}}\n  aws: {{region: eu-west-1}}{scope}\n"),
+        )
+        .await;
+    }
+    let cluster = |name: &str, config: &str| -> TenantCluster {
+        crate::support::from_yaml(&format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: {name}, namespace: {team_b}}}\nspec:\n  providerConfigRef: {{name: {config}, namespace: {team_a}}}\n"
+        ))
+    };
+    let bobs: Api<TenantCluster> = Api::namespaced(bob.clone(), &team_b);
+    if s.webhooks_allowed() {
+        // Admission refuses Bob's cluster that names Alice's ProviderConfig.
+        let home = s.namespace("iso-unscoped-hooks").await;
+        let served = crate::support::serve_webhooks(&s, &home).await;
+        for config in ["unscoped", "platform"] {
+            let mut refused = None;
+            for _ in 0..200 {
+                match bobs.create(&PostParams::default(), &cluster("intruder", config)).await {
+                    Err(e) => {
+                        refused = Some(crate::support::api_message(&e));
+                        break;
+                    }
+                    // The webhook's cache had not seen the ProviderConfig yet: try again.
+                    Ok(_) => {
+                        bobs.delete("intruder", &Default::default()).await.unwrap();
+                        wait_for(&bobs, "intruder", "gone", |c| c.is_none()).await;
+                    }
+                }
+            }
+            let refused = refused.expect("Bob's cluster naming Alice's ProviderConfig was admitted");
+            assert!(
+                refused.contains(&format!(
+                    "the ProviderConfig {team_a}/{config} is in the namespace of the team \"{a}\", and only that team's clusters may use it"
+                )),
+                "{refused}"
+            );
+        }
+        let _ = served.stop.send(true);
+        crate::support::remove_webhook_configurations(&s).await;
+    }
+    // Where no webhook stops it (a real cluster here, or one whose webhooks fail open), the
+    // controller serves such a cluster nothing.
+    bobs.create(&PostParams::default(), &cluster("slipped", "unscoped")).await.expect("no webhook here");
+    let all_b: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team_b);
+    let conditions =
+        once_reason(&all_b, "slipped", "IPAMReady", "ProviderConfigNotAllowed", of_cluster).await;
+    let message = &condition(&conditions, "IPAMReady").unwrap().message;
+    assert!(message.contains(&format!("is in the namespace of the team \"{a}\"")), "{message}");
+    all_b.delete("slipped", &Default::default()).await.unwrap();
+    wait_for(&all_b, "slipped", "gone", |c| c.is_none()).await;
+}
