@@ -32,7 +32,9 @@ pub struct Attributes {
     pub namespaced: bool,
     pub namespace: Option<String>,
     pub name: String,
+    /// Who writes, as authenticated, and the groups the API server gives them.
     pub user: String,
+    pub groups: Vec<String>,
     pub dry_run: bool,
 }
 
@@ -50,7 +52,7 @@ fn contains(list: &Value, value: &str) -> bool {
     list.as_array().is_some_and(|l| l.iter().any(|v| v == "*" || v == value))
 }
 
-fn rule_matches(rule: &Value, a: &Attributes) -> bool {
+pub(crate) fn rule_matches(rule: &Value, a: &Attributes) -> bool {
     let resource = match &a.subresource {
         Some(sub) => format!("{}/{sub}", a.resource),
         None => a.resource.clone(),
@@ -108,6 +110,7 @@ fn conditions_hold(conditions: &Value, a: &Attributes, object: &Value, old: &Val
     let request = kube_cel::AdmissionRequest {
         operation: a.operation.into(),
         username: a.user.clone(),
+        groups: a.groups.clone(),
         name: a.name.clone(),
         namespace: a.namespace.clone().unwrap_or_default(),
         dry_run: a.dry_run,
@@ -181,7 +184,7 @@ pub fn review(uid: &str, a: &Attributes, object: &Value, old: &Value) -> Value {
     let gvr = json!({"group": a.group, "version": a.version, "resource": a.resource});
     let mut request = json!({
         "uid": uid, "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
-        "name": a.name, "operation": a.operation, "userInfo": {"username": a.user},
+        "name": a.name, "operation": a.operation, "userInfo": {"username": a.user, "groups": a.groups},
         "object": object, "oldObject": old, "dryRun": a.dry_run,
         "options": {"apiVersion": "meta.k8s.io/v1", "kind": format!("{}Options", match a.operation {
             "CREATE" => "Create", "UPDATE" => "Update", _ => "Delete" })},
@@ -322,6 +325,7 @@ mod tests {
             namespace: Some("team-a".into()),
             name: "web".into(),
             user: "someone".into(),
+            groups: Vec::new(),
             dry_run: false,
         }
     }

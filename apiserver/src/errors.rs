@@ -120,6 +120,11 @@ impl ApiError {
         error
     }
 
+    /// A ValidatingAdmissionPolicy's refusal, at the code of its validation's reason.
+    pub fn policy(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(code, reason, message)
+    }
+
     /// `503 ServiceUnavailable`: a server that is starting.
     pub fn unavailable() -> ApiError {
         ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request")

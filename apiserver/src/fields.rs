@@ -74,6 +74,14 @@ fn schemas() -> &'static BTreeMap<(&'static str, &'static str), Root> {
                 ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
                 root::<admissionregistration::v1::MutatingWebhookConfiguration>(),
             ),
+            (
+                ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+                root::<admissionregistration::v1::ValidatingAdmissionPolicy>(),
+            ),
+            (
+                ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+                root::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>(),
+            ),
             (("coordination.k8s.io", "Lease"), root::<coordination::v1::Lease>()),
             (("events.k8s.io", "Event"), root::<events::v1::Event>()),
             (("apiextensions.k8s.io", "CustomResourceDefinition"), root::<CustomResourceDefinition>()),

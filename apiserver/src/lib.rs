@@ -52,6 +52,9 @@
 //!   [`MemoryApiServer::route_service`]); mutating first, their JSON patches applied, then
 //!   validating; denials and, with `failurePolicy: Fail`, calls that fail, refuse the write with
 //!   Kubernetes' wording. A mutated patch is written as a replacement of the admitted object.
+//! - ValidatingAdmissionPolicies and their bindings: the CEL of a bound policy (match
+//!   conditions, validations) over `object`, `oldObject`, `request` with the authenticated user
+//!   and groups, and `namespaceObject`, refusing as the API server does (see `policies.rs`).
 //!
 //! # Deliberately not supported
 //! Authentication beyond the ServiceAccount tokens it issues (a client without a token is an
@@ -76,6 +79,7 @@ mod fieldset;
 mod http;
 mod outage;
 mod patch;
+mod policies;
 mod rbac;
 mod registry;
 mod reviews;

@@ -37,6 +37,12 @@ pub fn builtin(api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
         ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
             of::<admission::MutatingWebhookConfiguration>(false)
         }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+            of::<admission::ValidatingAdmissionPolicy>(false)
+        }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+            of::<admission::ValidatingAdmissionPolicyBinding>(false)
+        }
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => of::<CustomResourceDefinition>(false),
         ("policy/v1", "PodDisruptionBudget") => of::<policy::PodDisruptionBudget>(true),
         _ => None,

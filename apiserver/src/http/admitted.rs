@@ -38,7 +38,21 @@ fn reply_object(reply: Reply) -> Value {
     }
 }
 
-/// A write through the admission webhooks; without a webhook that matches, the write as it is.
+/// The ValidatingAdmissionPolicies and their bindings of the store.
+fn policies(shared: &Shared) -> (Vec<Value>, Vec<Value>) {
+    let store = lock(&shared.store);
+    let items = |plural: &str| -> Vec<Value> {
+        let Some(rt) = store.registry.find("admissionregistration.k8s.io", "v1", plural).cloned() else {
+            return Vec::new();
+        };
+        let list = store.list(&rt, None, &ListOptions::default()).unwrap_or_default();
+        list["items"].as_array().cloned().unwrap_or_default()
+    };
+    (items("validatingadmissionpolicies"), items("validatingadmissionpolicybindings"))
+}
+
+/// A write through the admission webhooks and policies; without a webhook or policy that
+/// matches, the write as it is.
 pub(super) async fn write(
     shared: &Arc<Shared>,
     target: Target,
@@ -46,11 +60,14 @@ pub(super) async fn write(
     query: &HashMap<String, String>,
     headers: &HeaderMap,
     body: &[u8],
+    identity: &super::Identity,
 ) -> Result<Reply, ApiError> {
     let configurations = configurations(shared);
+    let (policies, bindings) = policies(shared);
     let plain =
         |target: Target| dispatch(shared, super::Route::Resource(target), method, query, headers, body);
-    if configurations.is_empty() || target.name.is_none() && *method != Method::POST {
+    let nothing_to_ask = configurations.is_empty() && bindings.is_empty();
+    if nothing_to_ask || target.name.is_none() && *method != Method::POST {
         return plain(target);
     }
     let rt = lock(&shared.store)
@@ -89,11 +106,13 @@ pub(super) async fn write(
             .name
             .clone()
             .unwrap_or_else(|| candidate["metadata"]["name"].as_str().unwrap_or_default().to_string()),
-        user: user_agent_manager(headers),
+        user: identity.user.clone(),
+        groups: identity.groups.clone(),
         dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
     };
     let hooks = matching(&configurations, &attributes, &candidate, &old);
     if hooks.is_empty() {
+        check_policies(shared, &policies, &bindings, &attributes, &candidate, &old)?;
         return plain(target);
     }
     let services = shared.services.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -115,6 +134,7 @@ pub(super) async fn write(
             Err(why) => tracing::debug!(webhook = %hook.name, error = %why, "ignored: failurePolicy Ignore"),
         }
     }
+    check_policies(shared, &policies, &bindings, &attributes, &object, &old)?;
     if object == candidate || attributes.dry_run && operation != "DELETE" {
         return match attributes.dry_run {
             true => Ok(Reply::Json(if operation == "CREATE" { 201 } else { 200 }, object)),
@@ -148,6 +168,27 @@ pub(super) async fn write(
     }
     query.remove("force");
     dispatch(shared, super::Route::Resource(target), &method, &query, headers, &bytes)
+}
+
+/// The bound policies' verdict on the object the write would store (after the mutating
+/// webhooks), with its namespace as `namespaceObject`.
+fn check_policies(
+    shared: &Shared,
+    policies: &[Value],
+    bindings: &[Value],
+    attributes: &Attributes,
+    object: &Value,
+    old: &Value,
+) -> Result<(), ApiError> {
+    if bindings.is_empty() {
+        return Ok(());
+    }
+    let namespace = attributes.namespace.as_deref().filter(|_| attributes.namespaced).and_then(|ns| {
+        let store = lock(&shared.store);
+        let rt = store.registry.find("", "v1", "namespaces").cloned()?;
+        store.get(&rt, "", ns).ok()
+    });
+    crate::policies::check(policies, bindings, attributes, object, old, namespace.as_ref())
 }
 
 fn clone(target: &Target) -> Target {

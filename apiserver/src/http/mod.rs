@@ -90,9 +90,25 @@ fn route(path: &str) -> Option<Route> {
     Some(Route::Resource(target))
 }
 
+/// Who sends a request: the user and the groups the API server gives them.
+pub(crate) struct Identity {
+    pub user: String,
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    /// A request without a token: the cluster's administrator, as kubeadm's admin.conf is.
+    fn administrator() -> Identity {
+        Identity {
+            user: "kubernetes-admin".into(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        }
+    }
+}
+
 /// RBAC for the ServiceAccount tokens the server issued and for the users an administrator
 /// impersonates; other requests without a token are an administrator's, and a token the
-/// server did not issue is refused (401).
+/// server did not issue is refused (401). Says who sent the request.
 fn authorize(
     shared: &Shared,
     headers: &HeaderMap,
@@ -100,7 +116,7 @@ fn authorize(
     method: &Method,
     query: &HashMap<String, String>,
     body: &[u8],
-) -> Result<(), ApiError> {
+) -> Result<Identity, ApiError> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -119,10 +135,11 @@ fn authorize(
                 .collect();
             rbac::Account::user(user, groups)
         }
-        (None, None) => return Ok(()),
+        (None, None) => return Ok(Identity::administrator()),
     };
+    let identity = Identity { user: account.username().to_string(), groups: account.groups().to_vec() };
     let Some(Route::Resource(target)) = route else {
-        return Ok(()); // Discovery: open to every authenticated account.
+        return Ok(identity); // Discovery: open to every authenticated account.
     };
     let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
     let attributes = rbac::Attributes {
@@ -133,7 +150,7 @@ fn authorize(
         namespace: target.namespace.clone(),
         name: target.name.clone(),
     };
-    rbac::authorize(&lock(&shared.store), &account, &attributes, body)
+    rbac::authorize(&lock(&shared.store), &account, &attributes, body).map(|()| identity)
 }
 
 fn json_response(code: u16, value: &Value) -> Response {
@@ -191,16 +208,17 @@ pub async fn handle(
         let _ = shared.watches_open.subscribe().wait_for(|open| *open).await;
     }
     let routed = route(uri.path());
-    if let Err(refused) = authorize(&shared, &headers, routed.as_ref(), &method, &query, &body) {
-        return error_response(refused);
-    }
+    let identity = match authorize(&shared, &headers, routed.as_ref(), &method, &query, &body) {
+        Ok(identity) => identity,
+        Err(refused) => return error_response(refused),
+    };
     let result = match routed {
         None => Err(ApiError::no_such_resource()),
         Some(Route::Resource(target)) if reviews::is_review(&target.group, &target.plural) => {
             review(&shared, &target, &method, &body)
         }
         Some(Route::Resource(target)) if method != Method::GET => {
-            admitted::write(&shared, target, &method, &query, &headers, &body).await
+            admitted::write(&shared, target, &method, &query, &headers, &body, &identity).await
         }
         Some(route) => dispatch(&shared, route, &method, &query, &headers, &body),
     };

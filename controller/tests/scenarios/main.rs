@@ -2,6 +2,7 @@
 //! (`make e2e`).
 
 mod caches;
+mod confinement;
 mod docs_examples;
 mod examples;
 mod ipam;

@@ -18,7 +18,20 @@ pub const ACCOUNT: &str = "butler-controller";
 /// The namespace the components install into, which the scenario's replaces.
 const HOME: &str = "butler-system";
 
-const KINDS: [&str; 5] = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
+const KINDS: [&str; 7] = [
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+];
+
+/// Whether objects of a kind are cluster-wide (and so get the scenario's suffix).
+fn cluster_wide(kind: &str) -> bool {
+    kind.starts_with("Cluster") || kind.starts_with("ValidatingAdmissionPolicy")
+}
 
 /// The label of the cluster-wide objects a scenario made from the components.
 const RUN_LABEL: &str = "scenario.butlerlabs.dev/run";
@@ -31,14 +44,13 @@ pub fn objects(namespace: &str, suffix: &str) -> Vec<Value> {
         documents.into_iter().filter(|o| o["kind"].as_str().is_some_and(|k| KINDS.contains(&k))).collect();
     let renamed: Vec<Value> = documents
         .iter()
-        .filter(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("Cluster")))
+        .filter(|o| o["kind"].as_str().is_some_and(cluster_wide))
         .map(|o| o["metadata"]["name"].clone())
         .collect();
     documents
         .into_iter()
         .map(|mut object| {
-            let cluster_wide = object["kind"].as_str().is_some_and(|k| k.starts_with("Cluster"));
-            if cluster_wide {
+            if object["kind"].as_str().is_some_and(cluster_wide) {
                 let name = format!("{}-{suffix}", object["metadata"]["name"].as_str().unwrap_or_default());
                 object["metadata"]["name"] = json!(name);
                 object["metadata"]["labels"][RUN_LABEL] = json!(suffix);
@@ -58,6 +70,19 @@ pub fn objects(namespace: &str, suffix: &str) -> Vec<Value> {
                         *name = json!(format!("{}-{suffix}", name.as_str().unwrap_or_default()));
                     }
                 }
+            }
+            // The confinement policy names the account and the Secrets role in its expressions.
+            if object["kind"] == "ValidatingAdmissionPolicy" {
+                let text = object["spec"]
+                    .to_string()
+                    .replace(HOME, namespace)
+                    .replace("'butler-controller-secrets'", &format!("'butler-controller-secrets-{suffix}'"));
+                object["spec"] = serde_json::from_str(&text).expect("the policy stays JSON");
+            }
+            if object["kind"] == "ValidatingAdmissionPolicyBinding" {
+                let policy =
+                    format!("{}-{suffix}", object["spec"]["policyName"].as_str().unwrap_or_default());
+                object["spec"]["policyName"] = json!(policy);
             }
             for subject in object.get_mut("subjects").and_then(Value::as_array_mut).into_iter().flatten() {
                 if subject["namespace"] == HOME {

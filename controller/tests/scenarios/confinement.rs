@@ -1,0 +1,158 @@
+//! The controller's own token in an attacker's hands: every write its RBAC allows but its work
+//! never needs is refused by the shipped policy `butler-controller-confinement` (cluster-admin
+//! through a team role bound cluster-wide, a ClusterRole of its own making, another namespace
+//! deleted, its webhooks pointed elsewhere), while a Team still gets its namespace and RBAC.
+
+use butler_core::api::Team;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support::{Scenario, api_message, create, install_shipped_webhooks, wait_for};
+
+/// The label that removes the scenario's cluster-wide objects with it.
+const RUN: &str = "scenario.butlerlabs.dev/confinement";
+
+/// Asserts the write was refused by the confinement policy.
+fn confined<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) {
+    match result {
+        Err(kube::Error::Api(e)) if e.code == 403 && e.message.contains("butler-controller-confinement") => {}
+        other => panic!("{what}: the controller's token was not refused by its policy: {other:?}"),
+    }
+}
+
+fn object<T: serde::de::DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("a valid object")
+}
+
+#[tokio::test]
+async fn the_controllers_token_writes_nothing_beyond_its_teams() {
+    let s = Scenario::start().await;
+    let run = s.cluster.unique("confined-run");
+    s.cluster.remove_cluster_objects_labelled(&format!("{RUN}={run}"));
+    let labels = json!({RUN: run});
+    let token = s.controller_client_as("stolen-token").await;
+    let admin_role = format!("butler-team-admin-{}", s.rbac);
+    let me = json!({"kind": "ServiceAccount", "name": "butler-controller", "namespace": s.home});
+
+    // The Team controller does its work under the policy.
+    let team = s.cluster.unique("confined");
+    let teams: Api<Team> = Api::all(s.client.clone());
+    create(
+        &teams,
+        &format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {team}, labels: {{{RUN}: {run}}}}}\nspec:\n  access:\n    users:\n    - {{name: alice@example.com, role: admin}}\n"
+        ),
+    )
+    .await;
+    wait_for(&teams, &team, "Ready", |t| {
+        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(butler_core::api::TeamPhase::Ready))
+    })
+    .await;
+    let team_ns = format!("team-{team}");
+
+    // A team role bound cluster-wide to itself: Secrets everywhere.
+    let bindings: Api<ClusterRoleBinding> = Api::all(token.clone());
+    let everywhere = |name: &str, role: &str| -> ClusterRoleBinding {
+        object(json!({"metadata": {"name": name, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [me]}))
+    };
+    confined(
+        bindings.create(&PostParams::default(), &everywhere(&format!("{run}-admin"), &admin_role)).await,
+        "binding the team admin role cluster-wide",
+    );
+    confined(
+        bindings
+            .create(&PostParams::default(), &everywhere(&format!("butler-team-{run}-admin"), &admin_role))
+            .await,
+        "a per-team name binding another role",
+    );
+    // A ClusterRole of its own making, with rights it holds (RBAC would allow it).
+    let roles: Api<ClusterRole> = Api::all(token.clone());
+    let grabbing: ClusterRole =
+        object(json!({"metadata": {"name": format!("butler-team-{run}-member"), "labels": labels},
+        "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["delete"]}]}));
+    confined(roles.create(&PostParams::default(), &grabbing).await, "a per-team ClusterRole granting more");
+
+    // What is not a team's: a namespace, its Roles and bindings, cluster-wide RBAC.
+    let theirs = s.cluster.namespace("confined-theirs").await;
+    let role: Role = object(json!({"metadata": {"name": "theirs", "namespace": theirs}, "rules": []}));
+    Api::<Role>::namespaced(s.client.clone(), &theirs).create(&PostParams::default(), &role).await.unwrap();
+    confined(
+        Api::<Role>::namespaced(token.clone(), &theirs).delete("theirs", &DeleteParams::default()).await,
+        "deleting a Role outside the teams",
+    );
+    let binding = |ns: &str, name: &str, role: &str, subject: Value| -> RoleBinding {
+        object(json!({"metadata": {"name": name, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [subject]}))
+    };
+    let user =
+        json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "mallory@example.com"});
+    confined(
+        Api::<RoleBinding>::namespaced(token.clone(), &theirs)
+            .create(&PostParams::default(), &binding(&theirs, "grab", &admin_role, user.clone()))
+            .await,
+        "a RoleBinding outside the teams",
+    );
+    confined(
+        Api::<RoleBinding>::namespaced(token.clone(), &team_ns)
+            .create(&PostParams::default(), &binding(&team_ns, "grab", &admin_role, me.clone()))
+            .await,
+        "a team role bound to a ServiceAccount in a team's namespace",
+    );
+    let cluster_role: ClusterRole =
+        object(json!({"metadata": {"name": format!("{run}-theirs"), "labels": labels}, "rules": []}));
+    Api::<ClusterRole>::all(s.client.clone()).create(&PostParams::default(), &cluster_role).await.unwrap();
+    confined(
+        roles.delete(&format!("{run}-theirs"), &DeleteParams::default()).await,
+        "deleting a ClusterRole",
+    );
+    confined(
+        Api::<Namespace>::all(token.clone()).delete(&theirs, &DeleteParams::default()).await,
+        "deleting another namespace",
+    );
+    let still = Api::<Namespace>::all(s.client.clone()).get(&theirs).await.unwrap();
+    assert!(still.metadata.deletion_timestamp.is_none(), "the namespace stays");
+
+    // Its webhook configurations: their CA bundle and failure policy, nothing else.
+    if s.webhooks_allowed() {
+        install_shipped_webhooks(&s, &s.home).await;
+        let configurations: Api<ValidatingWebhookConfiguration> = Api::all(token.clone());
+        let name = butler_controller::webhooks::registration::VALIDATING;
+        let current = configurations.get(name).await.unwrap();
+        let hooks = serde_json::to_value(current.webhooks.unwrap()).unwrap();
+        let mut elsewhere = hooks.clone();
+        elsewhere[0]["clientConfig"] = json!({"url": "https://attacker.example.com/"});
+        confined(
+            configurations
+                .patch(name, &PatchParams::default(), &Patch::Merge(json!({"webhooks": elsewhere})))
+                .await,
+            "pointing a webhook elsewhere",
+        );
+        let mut narrower = hooks.clone();
+        narrower[0]["rules"][0]["operations"] = json!(["DELETE"]);
+        confined(
+            configurations
+                .patch(name, &PatchParams::default(), &Patch::Merge(json!({"webhooks": narrower})))
+                .await,
+            "changing a webhook's rules",
+        );
+        let mut ignoring = hooks;
+        ignoring[0]["failurePolicy"] = json!("Ignore");
+        let patched = configurations
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({"webhooks": ignoring})))
+            .await;
+        assert!(
+            patched.is_ok(),
+            "the failure policy is the controller's: {:?}",
+            patched.err().map(|e| api_message(&e))
+        );
+        crate::support::remove_webhook_configurations(&s).await;
+    }
+    teams.delete(&team, &DeleteParams::default()).await.unwrap();
+    wait_for(&teams, &team, "gone", |t| t.is_none()).await;
+}
