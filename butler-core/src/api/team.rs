@@ -134,6 +134,11 @@ pub struct TeamResourceLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub max_storage: Option<Quantity>,
+    /// Most addresses from NetworkPools (load-balancer and node addresses) summed over the
+    /// team's clusters in IPAM mode: what one team may take of pools that teams share.
+    #[serde(rename = "maxIPAddresses", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_ip_addresses: Option<i32>,
     /// Worker nodes of a new cluster that does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0), extend("default" = 3))]

@@ -95,13 +95,15 @@ pub struct MachineTemplate {
 #[serde(rename_all = "camelCase")]
 pub struct TenantNetworking {
     /// Load-balancer addresses for this cluster; overrides the ProviderConfig's defaultPoolSize.
+    /// At most 256 (a /24); the ProviderConfig's `quotaPerTenant` and the Team's
+    /// `maxIPAddresses` may hold it lower.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 256))]
     pub lb_pool_size: Option<i32>,
     /// Node addresses to allocate from the ProviderConfig's pools (IPAM mode), clamped to its
-    /// `quotaPerTenant.maxNodeIPs`. When empty, the nodes get none from Butler.
+    /// `quotaPerTenant.maxNodeIPs`. When empty, the nodes get none from Butler. At most 256.
     #[serde(default, rename = "nodeIPs", skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 256))]
     pub node_ips: Option<i32>,
 }
 

@@ -244,7 +244,9 @@ pub fn status(
 }
 
 /// The TenantClusters (as `namespace/name`) whose `providerConfigRef` names this
-/// ProviderConfig; the reference's namespace defaults to the cluster's.
+/// ProviderConfig; the reference's namespace defaults to the cluster's. A cluster of a team
+/// that may not use it (re-pointed at it while being deleted, past the webhook) holds nothing:
+/// it is served nothing, and never keeps the ProviderConfig from being deleted.
 pub fn users<'a>(
     config: &ProviderConfig,
     clusters: impl IntoIterator<Item = &'a TenantCluster>,
@@ -258,7 +260,7 @@ pub fn users<'a>(
             c.spec.provider_config_ref.as_ref().is_some_and(|r| {
                 r.name == name
                     && r.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(&own) == namespace
-            })
+            }) && scope_allows(config, crate::team::plan::team_of_namespace(&own)).is_ok()
         })
         .map(|c| format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()))
         .collect();
@@ -420,5 +422,10 @@ mod tests {
             cluster("team-c", "{name: other, namespace: butler-system}"),
         ];
         assert_eq!(users(&nutanix, &clusters), ["butler-system/c", "team-a/c"]);
+        // A team's own ProviderConfig: another team's cluster that names it holds nothing.
+        let mut theirs = nutanix.clone();
+        theirs.metadata.namespace = Some("team-a".into());
+        let clusters = [cluster("team-a", "{name: pc}"), cluster("team-b", "{name: pc, namespace: team-a}")];
+        assert_eq!(users(&theirs, &clusters), ["team-a/c"]);
     }
 }

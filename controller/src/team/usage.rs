@@ -114,11 +114,12 @@ impl Totals {
         }
     }
 
-    /// The totals of the team's clusters that are not being deleted.
+    /// The totals of the team's clusters, those being deleted too: they run until they are
+    /// gone (and a team's own finalizer could hold one there for ever).
     pub fn of(team: &Team, clusters: &[&TenantCluster]) -> Totals {
         let mut totals = Totals::default();
         let mut parsed = Parsed::default();
-        for cluster in clusters.iter().filter(|c| c.metadata.deletion_timestamp.is_none()) {
+        for cluster in clusters {
             let name = cluster.metadata.name.as_deref().unwrap_or_default();
             totals.add(name, &footprint_with(cluster, Some(team), &mut parsed));
         }
@@ -317,10 +318,11 @@ mod tests {
         going.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
         let totals = Totals::of(&t, &[&going]);
-        assert_eq!(totals.clusters, 0);
+        assert_eq!((totals.clusters, totals.nodes), (1, 3), "it runs until it is gone");
         let a = assess(&t, &totals);
         assert_eq!((a.status, a.message.as_str()), (QuotaStatus::Ok, "no resource limits are set"));
-        assert_eq!(a.usage.total_cpu, Some(Quantity("0".into())));
+        let none = assess(&t, &Totals::of(&t, &[]));
+        assert_eq!(none.usage.total_cpu, Some(Quantity("0".into())));
         let zero = team("  resourceLimits: {maxClusters: 0}\n");
         let one = cluster("one", "");
         let z = assess(&zero, &Totals::of(&zero, &[&one]));

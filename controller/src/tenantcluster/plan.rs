@@ -160,6 +160,16 @@ pub fn initial_size(cluster: &TenantCluster, config: &ProviderConfig) -> i32 {
     cap.map_or(size, |cap| size.min(cap)).max(1)
 }
 
+/// The addresses a cluster takes of its ProviderConfig's pools (load balancer and nodes), as
+/// it counts against the Team's `maxIPAddresses`: none outside IPAM mode.
+pub fn addresses(cluster: &TenantCluster, config: &ProviderConfig) -> i64 {
+    let mode = config.spec.network.as_ref().and_then(|n| n.mode).unwrap_or_default();
+    if mode != NetworkMode::Ipam {
+        return 0;
+    }
+    i64::from(initial_size(cluster, config)) + i64::from(node_size(cluster, config).unwrap_or(0))
+}
+
 /// The pool names of the ProviderConfig, lowest priority value first (stable).
 pub(super) fn pools_by_priority(config: &ProviderConfig) -> Vec<String> {
     let mut refs: Vec<_> =
@@ -327,6 +337,9 @@ fn one_block(
         .iter()
         .copied()
         .find(|a| a.name_any() == *name && a.namespace().as_deref() == Some(namespace));
+    // Figures of pools that other teams share are theirs too: a cluster on a ProviderConfig of
+    // another namespace is told that no pool has room, not how much each has left.
+    let own_pools = cluster.namespace().as_deref() == Some(namespace);
     let state = |ready: bool, reason: &'static str, message: String| BlockState {
         exists: existing.is_some(),
         ready,
@@ -347,17 +360,19 @@ fn one_block(
                 let figures: Vec<String> = order
                     .iter()
                     .map(|n| match available((observed.pool)(n)) {
-                        Some(free) => format!("{n} {free} free"),
+                        Some(free) if own_pools => format!("{n} {free} free"),
+                        Some(_) => n.clone(),
                         None if (observed.pool)(n).is_some() => format!("{n} not counted yet"),
                         None => format!("{n} missing"),
                     })
                     .collect();
+                let ask = if own_pools { "add capacity or a pool" } else { "ask the platform for capacity" };
                 wait(30);
                 state(
                     false,
                     "NoPoolCapacity",
                     format!(
-                        "no NetworkPool of ProviderConfig {namespace}/{} has {size} free addresses for {} ({}); add capacity or a pool",
+                        "no NetworkPool of ProviderConfig {namespace}/{} has {size} free addresses for {} ({}); {ask}",
                         config.name_any(),
                         block.what,
                         figures.join(", ")
@@ -386,18 +401,30 @@ fn one_block(
             // and labels are this cluster's).
             Some(next) if a.labels().get(LABEL_TENANT) == Some(&tenant_label(cluster)) => {
                 plan.delete.push((namespace.to_string(), name.clone()));
+                let why = if own_pools { format!(" ({message})") } else { String::new() };
                 state(
                     false,
                     "Allocating",
                     format!(
-                        "NetworkPool {} could not serve {name} ({message}); moving to {next}",
+                        "NetworkPool {} could not serve {name}{why}; moving to {next}",
                         a.spec.pool_ref.name
                     ),
                 )
             }
-            _ => {
+            _ if own_pools => {
                 wait(30);
                 state(false, "AllocationFailed", format!("IPAllocation {namespace}/{name}: {message}"))
+            }
+            _ => {
+                wait(30);
+                state(
+                    false,
+                    "AllocationFailed",
+                    format!(
+                        "IPAllocation {namespace}/{name}: NetworkPool {} has no block of {size} addresses left; ask the platform for capacity",
+                        a.spec.pool_ref.name
+                    ),
+                )
             }
         },
         _ => state(

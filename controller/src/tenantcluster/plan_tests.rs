@@ -45,12 +45,13 @@ fn run(
     allocations: &[IPAllocation],
 ) -> Plan {
     let lookup = |name: &str| pools.iter().find(|p| p.name_any() == name);
+    let namespace = c.namespace().unwrap_or_default();
     plan(&Observed {
         cluster: c,
         config: pc,
         pool: &lookup,
         allocations: allocations.iter().collect(),
-        team: None,
+        team: crate::team::plan::team_of_namespace(&namespace),
     })
 }
 
@@ -135,7 +136,18 @@ fn the_first_pool_by_priority_with_room_gets_the_request() {
     assert_eq!(condition.reason, "NoPoolCapacity");
     assert_eq!(
         condition.message,
-        "no NetworkPool of ProviderConfig butler-system/pc has 8 free addresses for load balancers (first 7 free, second missing); add capacity or a pool"
+        "no NetworkPool of ProviderConfig butler-system/pc has 8 free addresses for load balancers (first, second missing); ask the platform for capacity",
+        "a shared pool's figures are other teams' too"
+    );
+    // The team's own ProviderConfig and pools: the figures.
+    let mut own = pc.clone();
+    own.metadata.namespace = Some("team-platform".into());
+    let mut mine = cluster(json!({}));
+    mine.spec.provider_config_ref.as_mut().unwrap().namespace = None;
+    let planned = run(&mine, Some(&own), &[pool("first", 7)], &[]);
+    assert_eq!(
+        planned.condition.unwrap().message,
+        "no NetworkPool of ProviderConfig team-platform/pc has 8 free addresses for load balancers (first 7 free, second missing); add capacity or a pool"
     );
 }
 

@@ -140,13 +140,19 @@ struct Related {
 }
 
 /// The context of a TenantCluster: its Team, its ProviderConfig and the team's other clusters.
+/// The ProviderConfig a cluster references, if the cache holds it.
+fn config_of(ctx: &Caches, cluster: &TenantCluster) -> Option<Arc<ProviderConfig>> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    cluster.spec.provider_config_ref.as_ref().and_then(|r| {
+        let ns = r.namespace.clone().filter(|n| !n.is_empty()).unwrap_or(namespace);
+        ctx.configs.get(&ObjectRef::new(&r.name).within(&ns))
+    })
+}
+
 fn cluster_context(ctx: &Caches, cluster: &TenantCluster) -> Related {
     let namespace = cluster.namespace().unwrap_or_default();
     let team = team_of_namespace(&namespace).and_then(|t| ctx.teams.get(&ObjectRef::new(t)));
-    let config = cluster.spec.provider_config_ref.as_ref().and_then(|r| {
-        let ns = r.namespace.clone().filter(|n| !n.is_empty()).unwrap_or(namespace.clone());
-        ctx.configs.get(&ObjectRef::new(&r.name).within(&ns))
-    });
+    let config = config_of(ctx, cluster);
     let others =
         ctx.clusters_in(&namespace).into_iter().filter(|c| c.name_any() != cluster.name_any()).collect();
     Related { team, config, others }
@@ -157,10 +163,28 @@ fn cluster_context(ctx: &Caches, cluster: &TenantCluster) -> Related {
 pub fn validate_tenantcluster(ctx: &Caches, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
     let decision = typed::<TenantCluster>(request.object.as_ref()).and_then(|cluster| {
         let related = cluster_context(ctx, &cluster);
+        // Clusters being deleted hold their addresses until they are released; counted only
+        // for a team that has the limit (a config lookup per cluster).
+        let limited = related
+            .team
+            .as_ref()
+            .and_then(|t| t.spec.resource_limits.as_ref())
+            .is_some_and(|l| l.max_ip_addresses.is_some());
+        let addresses = match limited {
+            true => related
+                .others
+                .iter()
+                .filter_map(|other| {
+                    Some(crate::tenantcluster::plan::addresses(other, config_of(ctx, other)?.as_ref()))
+                })
+                .sum(),
+            false => 0,
+        };
         let check = tenantcluster::Context {
             team: related.team.as_deref(),
             config: related.config.as_deref(),
             others: related.others.iter().map(Arc::as_ref).collect(),
+            addresses,
         };
         match request.operation {
             Operation::Update => {

@@ -3,13 +3,14 @@
 //! ProviderConfig's per-team limits, and the defaults the Team fills in. Each refusal names the
 //! limit, what is in use, what is asked for and the limit.
 
-use butler_core::api::{ProviderConfig, Team, TenantCluster};
+use butler_core::api::{ProviderConfig, Team, TeamResourceLimits, TenantCluster};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use crate::team::usage::{Totals, footprint};
 
 /// What a TenantCluster is checked against.
+#[derive(Default)]
 pub struct Context<'a> {
     /// The Team of the cluster's namespace, if any.
     pub team: Option<&'a Team>,
@@ -17,6 +18,8 @@ pub struct Context<'a> {
     pub config: Option<&'a ProviderConfig>,
     /// The team's other TenantClusters (on update, without this one).
     pub others: Vec<&'a TenantCluster>,
+    /// The pool addresses the team's other clusters take (each on its own ProviderConfig).
+    pub addresses: i64,
 }
 
 fn who(cluster: &TenantCluster) -> String {
@@ -110,7 +113,10 @@ pub fn validate_update(
         };
         n(a) > n(b)
     };
+    let addresses =
+        |c: &TenantCluster| ctx.config.map_or(0, |config| crate::tenantcluster::plan::addresses(c, config));
     let grows = after.replicas > before.replicas
+        || addresses(cluster) > addresses(old)
         || larger(&after.cpu, &before.cpu)
         || larger(&after.memory, &before.memory)
         || larger(&after.storage, &before.storage);
@@ -118,10 +124,12 @@ pub fn validate_update(
     let restricted = o.kubernetes_version != n.kubernetes_version
         || o.addons != n.addons
         || o.provider_config_ref != n.provider_config_ref;
-    if o.provider_config_ref != n.provider_config_ref {
+    // Re-pointed, the cluster counts against the new ProviderConfig's limits as a new one would.
+    let re_pointed = o.provider_config_ref != n.provider_config_ref;
+    if re_pointed {
         scope(cluster, ctx)?;
     }
-    check(cluster, ctx, restricted, grows)
+    check(cluster, ctx, restricted, grows || re_pointed)
 }
 
 fn check(
@@ -135,9 +143,45 @@ fn check(
     if restrictions {
         self::restrictions(cluster, ctx, &limits)?;
     }
-    if !limits_too {
-        return Ok(());
+    if limits_too {
+        self::limits(cluster, ctx, team, &limits)?;
     }
+    if restrictions {
+        unknown_config(cluster, ctx, &limits)?;
+    }
+    Ok(())
+}
+
+/// With `allowedProviders` set, a ProviderConfig the webhook does not know (yet) cannot be
+/// checked: the cluster is refused, not let by (else the team could make the config after, of
+/// a provider it may not use). Last, so that what else the cluster breaks is said first.
+fn unknown_config(
+    cluster: &TenantCluster,
+    ctx: &Context<'_>,
+    limits: &TeamResourceLimits,
+) -> Result<(), String> {
+    let allowed = limits.allowed_providers.as_ref().filter(|a| !a.is_empty());
+    let (Some(allowed), None, Some(r)) = (allowed, ctx.config, cluster.spec.provider_config_ref.as_ref())
+    else {
+        return Ok(());
+    };
+    let namespace = r.namespace.clone().filter(|n| !n.is_empty()).or_else(|| cluster.namespace());
+    Err(format!(
+        "{}: the team allows the providers {} only, and the ProviderConfig {}/{} of spec.providerConfigRef does not exist (yet), so its provider cannot be checked; create it first, or name another",
+        who(cluster),
+        allowed.join(", "),
+        namespace.unwrap_or_default(),
+        r.name
+    ))
+}
+
+/// The Team's and the ProviderConfig's limits, over the team's clusters.
+fn limits(
+    cluster: &TenantCluster,
+    ctx: &Context<'_>,
+    team: &Team,
+    limits: &TeamResourceLimits,
+) -> Result<(), String> {
     let mine = footprint(cluster, Some(team));
     let others = Totals::of(team, &ctx.others);
     let mut with_me = others.clone();
@@ -197,6 +241,23 @@ fn check(
                 |q: &Option<kube_quantity::ParsedQuantity>| q.as_ref().map_or("0".into(), |q| q.to_string());
             let asked = one.clone().map(|q| q * mine.replicas);
             return Err(over(cluster, "Team", name, &text(used), &text(&asked), &limit.to_string()));
+        }
+    }
+    // Addresses of the pools teams share: the cluster's (on its ProviderConfig) and what the
+    // team's other clusters take.
+    if let Some(max) = limits.max_ip_addresses
+        && let Some(config) = ctx.config
+    {
+        let asked = crate::tenantcluster::plan::addresses(cluster, config);
+        if asked > 0 && ctx.addresses + asked > i64::from(max) {
+            return Err(over(
+                cluster,
+                "Team",
+                "maxIPAddresses",
+                &ctx.addresses.to_string(),
+                &asked.to_string(),
+                &max.to_string(),
+            ));
         }
     }
     // The ProviderConfig's limits, over the team's clusters on it.
@@ -386,7 +447,7 @@ mod tests {
             "  resourceLimits: {maxClusters: 2, maxNodesPerCluster: 5, maxTotalNodes: 8, maxCPUCores: '20', maxMemory: 64Gi}\n",
         );
         let existing = cluster("one", "  workers: {replicas: 4, machineTemplate: {cpu: '4', memory: 8Gi}}\n");
-        let ctx = Context { team: Some(&t), config: None, others: vec![&existing] };
+        let ctx = Context { team: Some(&t), config: None, others: vec![&existing], ..Default::default() };
         let cases: &[(&str, Result<(), &str>)] = &[
             ("  workers: {replicas: 2, machineTemplate: {cpu: '1', memory: 4Gi}}\n", Ok(())),
             (
@@ -419,14 +480,65 @@ mod tests {
             assert_eq!(got.as_ref().map_err(String::as_str), expected.as_ref().map_err(|e| *e), "{spec}");
         }
         let two = cluster("two", "  workers: {replicas: 1}\n");
-        let full = Context { team: Some(&t), config: None, others: vec![&existing, &two] };
+        let full =
+            Context { team: Some(&t), config: None, others: vec![&existing, &two], ..Default::default() };
         assert!(
             validate(&cluster("three", "  workers: {replicas: 1}\n"), &full)
                 .unwrap_err()
                 .contains("maxClusters: 2 in use, 1 requested, limit 2")
         );
-        let no_team = Context { team: None, config: None, others: vec![] };
+        let no_team = Context { team: None, config: None, others: vec![], ..Default::default() };
         assert_eq!(validate(&cluster("x", "  workers: {replicas: 99}\n"), &no_team), Ok(()));
+    }
+
+    #[test]
+    fn a_team_takes_no_more_of_the_shared_pools_than_its_address_limit() {
+        let t = team("  resourceLimits: {maxIPAddresses: 16}\n");
+        let pc = config(
+            "  harvester: {networkName: a/b}\n  network: {mode: ipam, poolRefs: [{name: lab}], loadBalancer: {defaultPoolSize: 4}}\n",
+        );
+        let with = |used: i64| Context { team: Some(&t), config: Some(&pc), others: vec![], addresses: used };
+        let big = cluster("big", "  networking: {lbPoolSize: 12, nodeIPs: 3}\n");
+        assert_eq!(
+            validate(&big, &with(4)).unwrap_err(),
+            "TenantCluster team-a/big would exceed the Team's maxIPAddresses: 4 in use, 15 requested, limit 16; lower the request, remove a cluster, or raise the limit"
+        );
+        assert_eq!(validate(&big, &with(1)), Ok(()));
+        assert_eq!(validate(&cluster("small", ""), &with(12)), Ok(()), "the config's default of 4");
+        // Growing is checked; shrinking is not.
+        let grown = cluster("big", "  networking: {lbPoolSize: 13, nodeIPs: 3}\n");
+        assert!(validate_update(&big, &grown, &with(1)).unwrap_err().contains("maxIPAddresses"));
+        assert_eq!(validate_update(&grown, &big, &with(16)), Ok(()));
+        // Cloud mode takes no pool addresses.
+        let cloud = config("  harvester: {networkName: a/b}\n  network: {mode: cloud}\n");
+        let ctx = Context { team: Some(&t), config: Some(&cloud), others: vec![], addresses: 16 };
+        assert_eq!(validate(&big, &ctx), Ok(()));
+    }
+
+    #[test]
+    fn re_pointing_counts_against_the_new_config_and_an_unknown_config_is_no_way_past_the_providers() {
+        let t = team("  resourceLimits:\n    allowedProviders: [harvester]\n");
+        let full = config("  harvester: {networkName: a/b}\n  limits: {maxClustersPerTeam: 1}\n");
+        let there = cluster("there", "");
+        let moved = cluster("moved", "  workers: {replicas: 1}\n");
+        let mut before = moved.clone();
+        before.spec.provider_config_ref.as_mut().unwrap().name = "other".into();
+        let ctx = Context { team: Some(&t), config: Some(&full), others: vec![&there], ..Default::default() };
+        assert!(
+            validate_update(&before, &moved, &ctx)
+                .unwrap_err()
+                .contains("maxClustersPerTeam: 1 in use, 1 requested"),
+            "re-pointed at a full ProviderConfig"
+        );
+        let unknown = Context { team: Some(&t), config: None, others: vec![], ..Default::default() };
+        let refused = validate(&cluster("c", ""), &unknown).unwrap_err();
+        assert!(
+            refused.contains("the team allows the providers harvester only, and the ProviderConfig butler-system/pc of spec.providerConfigRef does not exist (yet)"),
+            "{refused}"
+        );
+        let open = team("");
+        let ctx = Context { team: Some(&open), config: None, others: vec![], ..Default::default() };
+        assert_eq!(validate(&cluster("c", ""), &ctx), Ok(()), "no provider restriction: nothing to check");
     }
 
     #[test]
@@ -437,14 +549,14 @@ mod tests {
         let pc = config(
             "  harvester: {networkName: a/b}\n  limits: {maxClustersPerTeam: 1, maxNodesPerTeam: 4}\n",
         );
-        let ctx = Context { team: Some(&t), config: Some(&pc), others: vec![] };
+        let ctx = Context { team: Some(&t), config: Some(&pc), others: vec![], ..Default::default() };
         assert!(
             validate(&cluster("c", ""), &ctx)
                 .unwrap_err()
                 .contains("Kubernetes \"1.30.4\" is not allowed in this team; allowed: 1.29.x")
         );
         let t = team("  resourceLimits:\n    allowedProviders: [nutanix]\n");
-        let ctx = Context { team: Some(&t), config: Some(&pc), others: vec![] };
+        let ctx = Context { team: Some(&t), config: Some(&pc), others: vec![], ..Default::default() };
         assert!(
             validate(&cluster("c", ""), &ctx)
                 .unwrap_err()
@@ -452,7 +564,7 @@ mod tests {
         );
         let t =
             team("  resourceLimits:\n    allowedAddons: [cilium, longhorn]\n    deniedAddons: [longhorn]\n");
-        let ctx = Context { team: Some(&t), config: Some(&pc), others: vec![] };
+        let ctx = Context { team: Some(&t), config: Some(&pc), others: vec![], ..Default::default() };
         assert!(
             validate(&cluster("c", "  addons: [{name: longhorn}]\n"), &ctx)
                 .unwrap_err()
@@ -467,7 +579,12 @@ mod tests {
         let on_pc = cluster("one", "  workers: {replicas: 2}\n");
         let elsewhere = serde_saphyr::from_str::<TenantCluster>("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {name: other, namespace: team-a}\nspec:\n  providerConfigRef: {name: another}\n  workers: {replicas: 9}\n").unwrap();
         let plain = team("");
-        let ctx = Context { team: Some(&plain), config: Some(&pc), others: vec![&on_pc, &elsewhere] };
+        let ctx = Context {
+            team: Some(&plain),
+            config: Some(&pc),
+            others: vec![&on_pc, &elsewhere],
+            ..Default::default()
+        };
         assert!(
             validate(&cluster("c", "  workers: {replicas: 1}\n"), &ctx)
                 .unwrap_err()
@@ -481,7 +598,7 @@ mod tests {
         // The limits were lowered under the team's clusters: 8 nodes in use, 4 allowed now.
         let t = team("  resourceLimits: {maxTotalNodes: 4, allowedKubernetesVersions: ['1.30.x']}\n");
         let other = cluster("other", "  workers: {replicas: 4}\n");
-        let ctx = Context { team: Some(&t), config: None, others: vec![&other] };
+        let ctx = Context { team: Some(&t), config: None, others: vec![&other], ..Default::default() };
         let old = cluster("web", "  workers: {replicas: 4}\n");
         assert_eq!(validate_update(&old, &old, &ctx), Ok(()), "an unchanged spec");
         let smaller = cluster("web", "  workers: {replicas: 2}\n");
@@ -507,7 +624,7 @@ mod tests {
     #[test]
     fn sizes_must_be_positive_quantities() {
         let t = team("  resourceLimits: {maxCPUCores: '8'}\n");
-        let ctx = Context { team: Some(&t), config: None, others: vec![] };
+        let ctx = Context { team: Some(&t), config: None, others: vec![], ..Default::default() };
         for (spec, field) in [
             ("  workers: {replicas: 1, machineTemplate: {cpu: lots}}\n", "cpu \"lots\""),
             ("  workers: {replicas: 1, machineTemplate: {cpu: '-4'}}\n", "cpu \"-4\""),

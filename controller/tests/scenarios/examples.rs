@@ -141,10 +141,34 @@ async fn every_seed_example_is_admitted_and_every_rule_refuses_what_breaks_it() 
         "maxNodesPerCluster: 0 in use, 4 requested, limit 3",
     )
     .await;
-    clusters
-        .create(&PostParams::default(), &cluster("web", "  kubernetesVersion: 1.30.4\n  workers: {replicas: 2, machineTemplate: {cpu: '4', memory: 16Gi}}\n  addons: [{name: cilium}]\n"))
+    let web = "  kubernetesVersion: 1.30.4\n  workers: {replicas: 2, machineTemplate: {cpu: '4', memory: 16Gi}}\n  addons: [{name: cilium}]\n";
+    // The team's default ProviderConfig must exist for its provider to be checked.
+    refused(
+        web,
+        "the ProviderConfig team-sandbox/harvester-sandbox of spec.providerConfigRef does not exist (yet)",
+    )
+    .await;
+    let sandbox_configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), "team-sandbox");
+    sandbox_configs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+                "metadata": {"name": "harvester-sandbox", "namespace": "team-sandbox"},
+                "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"}}}))
+            .unwrap(),
+        )
         .await
         .unwrap();
+    let mut admitted = false;
+    for _ in 0..200 {
+        // The webhook's cache sees the ProviderConfig a moment later.
+        if clusters.create(&PostParams::default(), &cluster("web", web)).await.is_ok() {
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(admitted, "the cluster on the team's harvester ProviderConfig is admitted");
 
     // A ProviderConfig in use cannot be deleted.
     let users: Api<TenantCluster> = Api::namespaced(s.client.clone(), &ns);

@@ -432,3 +432,102 @@ async fn a_provider_config_in_a_teams_namespace_serves_that_team_only_whatever_i
     all_b.delete("slipped", &Default::default()).await.unwrap();
     wait_for(&all_b, "slipped", "gone", |c| c.is_none()).await;
 }
+
+#[tokio::test]
+async fn a_team_cannot_empty_a_shared_pool() {
+    let s = Scenario::start().await;
+    // The platform's ProviderConfig, shared by every team, over one /24.
+    let platform = s.namespace("iso-shared-pool").await;
+    pool(&s, &platform, "shared", "10.67.0.0/24").await;
+    crate::tenants::make::<ProviderConfig>(
+        &s,
+        &platform,
+        json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+            "metadata": {"name": "pc", "namespace": platform},
+            "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"},
+                "network": {"mode": "ipam", "poolRefs": [{"name": "shared"}], "loadBalancer": {"defaultPoolSize": 4}}}}),
+    )
+    .await;
+    let name = team_with_admin(&s, "iso-hungry", "hungry@example.com").await;
+    let team_ns = format!("team-{name}");
+    let limit = json!({"spec": {"resourceLimits": {"maxIPAddresses": 16}}});
+    Api::<butler_core::api::Team>::all(s.client.clone())
+        .patch(&name, &PatchParams::default(), &Patch::Merge(limit))
+        .await
+        .unwrap();
+    let hungry = s.cluster.client_as_user("hungry@example.com", &[]);
+    let clusters: Api<TenantCluster> = Api::namespaced(hungry, &team_ns);
+    let cluster = |name: &str, lb: i64| -> TenantCluster {
+        crate::support::from_yaml(&format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: {name}, namespace: {team_ns}}}\nspec:\n  providerConfigRef: {{name: pc, namespace: {platform}}}\n  networking: {{lbPoolSize: {lb}}}\n"
+        ))
+    };
+    // The whole pool in one cluster: beyond what any cluster may ask (the CRD's maximum).
+    let refused = clusters.create(&PostParams::default(), &cluster("all", 100_000)).await.unwrap_err();
+    let message = crate::support::api_message(&refused);
+    assert!(message.contains("spec.networking.lbPoolSize"), "{message}");
+    if !s.webhooks_allowed() {
+        return;
+    }
+    let home = s.namespace("iso-shared-pool-hooks").await;
+    let served = crate::support::serve_webhooks(&s, &home).await;
+    // Within the team's limit, then past it.
+    if let Err(e) = clusters.create(&PostParams::default(), &cluster("first", 12)).await {
+        panic!("the first cluster is within the limit: {}", crate::support::api_message(&e));
+    }
+    // The webhook's caches see the Team's limit and the ProviderConfig a moment later.
+    let mut refusal = None;
+    for _ in 0..200 {
+        match clusters.create(&PostParams::default(), &cluster("second", 8)).await {
+            Err(e) => {
+                refusal = Some(crate::support::api_message(&e));
+                break;
+            }
+            Ok(_) => {
+                clusters.delete("second", &Default::default()).await.unwrap();
+                wait_for(&clusters, "second", "gone", |c| c.is_none()).await;
+                tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+            }
+        }
+    }
+    let refusal = refusal.expect("a cluster past the team's address limit was admitted");
+    assert!(
+        refusal.contains("would exceed the Team's maxIPAddresses: 12 in use, 8 requested, limit 16"),
+        "{refusal}"
+    );
+    let _ = served.stop.send(true);
+    crate::support::remove_webhook_configurations(&s).await;
+}
+
+#[tokio::test]
+async fn a_cluster_re_pointed_while_it_is_deleted_holds_no_other_teams_config() {
+    let s = Scenario::start().await;
+    let a = team_with_admin(&s, "iso-held-a", "ann@example.com").await;
+    let b = team_with_admin(&s, "iso-held-b", "ben@example.com").await;
+    let (team_a, team_b) = (format!("team-{a}"), format!("team-{b}"));
+    let ann = s.cluster.client_as_user("ann@example.com", &[]);
+    let ben = s.cluster.client_as_user("ben@example.com", &[]);
+    let anns: Api<ProviderConfig> = Api::namespaced(ann, &team_a);
+    create(
+        &anns,
+        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pc, namespace: {team_a}}}\nspec:\n  provider: aws\n  credentialsRef: {{name: c}}\n  aws: {{region: eu-west-1}}\n"),
+    )
+    .await;
+    // Ben's cluster, held by a finalizer of his own, deleted, then pointed at Ann's config
+    // (no webhook looks at an object being deleted).
+    let bens: Api<TenantCluster> = Api::namespaced(ben, &team_b);
+    create(
+        &bens,
+        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: held, namespace: {team_b}, finalizers: [example.com/ben]}}\nspec: {{}}\n"),
+    )
+    .await;
+    bens.delete("held", &Default::default()).await.unwrap();
+    let point = json!({"spec": {"providerConfigRef": {"name": "pc", "namespace": team_a}}});
+    bens.patch("held", &PatchParams::default(), &Patch::Merge(point)).await.expect("webhooks skip it");
+    // Ann can still delete her ProviderConfig: Ben's cluster does not hold it.
+    anns.delete("pc", &Default::default()).await.expect("not refused for Ben's cluster");
+    wait_for(&anns, "pc", "gone", |c| c.is_none()).await;
+    let release = json!({"metadata": {"finalizers": null}});
+    bens.patch("held", &PatchParams::default(), &Patch::Merge(release)).await.unwrap();
+    wait_for(&bens, "held", "gone", |c| c.is_none()).await;
+}
