@@ -10,7 +10,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::support::{Scenario, api_message, create, install_shipped_webhooks, wait_for};
+use crate::support::{Scenario, api_message, install_shipped_webhooks, team_with_admin, wait_for};
 
 /// The label that removes the scenario's cluster-wide objects with it.
 const RUN: &str = "scenario.butlerlabs.dev/confinement";
@@ -38,19 +38,8 @@ async fn the_controllers_token_writes_nothing_beyond_its_teams() {
     let me = json!({"kind": "ServiceAccount", "name": "butler-controller", "namespace": s.home});
 
     // The Team controller does its work under the policy.
-    let team = s.cluster.unique("confined");
+    let team = team_with_admin(&s, "confined", "alice@example.com", "").await;
     let teams: Api<Team> = Api::all(s.client.clone());
-    create(
-        &teams,
-        &format!(
-            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {team}, labels: {{{RUN}: {run}}}}}\nspec:\n  access:\n    users:\n    - {{name: alice@example.com, role: admin}}\n"
-        ),
-    )
-    .await;
-    wait_for(&teams, &team, "Ready", |t| {
-        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(butler_core::api::TeamPhase::Ready))
-    })
-    .await;
     let team_ns = format!("team-{team}");
 
     // A team role bound cluster-wide to itself: Secrets everywhere.

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::support::{Scenario, create, wait_for};
+use crate::support::{Scenario, create, team_with_admin, wait_for};
 use crate::tenants::{cluster, pool, small_ipam};
 
 /// A server of the attacker's on 127.0.0.1 that counts the requests it gets.
@@ -162,23 +162,9 @@ async fn a_team_admin_reads_the_team_but_cannot_raise_its_limits_or_reach_anothe
     use butler_core::api::Team;
     use k8s_openapi::api::core::v1::ConfigMap;
     let s = Scenario::start().await;
-    let name = s.cluster.unique("iso-admin");
+    let name = team_with_admin(&s, "iso-admin", "mallory@example.com", "{maxClusters: 1}").await;
     let ns = format!("team-{name}");
     let other = s.namespace("iso-admin-other").await;
-    let teams: Api<Team> = Api::all(s.client.clone());
-    let run_label = format!("scenario.butlerlabs.dev/team={name}");
-    s.cluster.remove_cluster_objects_labelled(&run_label);
-    create(
-        &teams,
-        &format!(
-            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}, labels: {{scenario.butlerlabs.dev/team: {name}}}}}\nspec:\n  access:\n    users:\n    - {{name: mallory@example.com, role: admin}}\n  resourceLimits: {{maxClusters: 1}}\n"
-        ),
-    )
-    .await;
-    wait_for(&teams, &name, "Ready", |t| {
-        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(butler_core::api::TeamPhase::Ready))
-    })
-    .await;
     let mallory = s.cluster.client_as_user("mallory@example.com", &[]);
     fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) {
         match result {
@@ -347,35 +333,21 @@ async fn hanging_tenants_never_take_every_reconcile_worker() {
     held.abort();
 }
 
-/// A Team of the scenario's with one admin, Ready: its namespace `team-{name}`.
-async fn team_with_admin(s: &Scenario, base: &str, admin: &str) -> String {
-    use butler_core::api::Team;
-    let name = s.cluster.unique(base);
-    let teams: Api<Team> = Api::all(s.client.clone());
-    let run_label = format!("scenario.butlerlabs.dev/team={name}");
-    s.cluster.remove_cluster_objects_labelled(&run_label);
-    create(
-        &teams,
-        &format!(
-            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}, labels: {{scenario.butlerlabs.dev/team: {name}}}}}\nspec:\n  access:\n    users:\n    - {{name: {admin}, role: admin}}\n"
-        ),
-    )
-    .await;
-    wait_for(&teams, &name, "Ready", |t| {
-        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(butler_core::api::TeamPhase::Ready))
-    })
-    .await;
-    name
+/// Two Teams of the scenario's, `a` and `b`, each with an admin: each team's name, namespace
+/// and its admin's client.
+async fn two_teams(s: &Scenario, base: &str) -> [(String, String, kube::Client); 2] {
+    let team = |side: &'static str| async move {
+        let admin = format!("{side}-admin@example.com");
+        let name = team_with_admin(s, &format!("{base}-{side}"), &admin, "").await;
+        (name.clone(), format!("team-{name}"), s.cluster.client_as_user(&admin, &[]))
+    };
+    [team("a").await, team("b").await]
 }
 
 #[tokio::test]
 async fn a_provider_config_in_a_teams_namespace_serves_that_team_only_whatever_its_scope() {
     let s = Scenario::start().await;
-    let a = team_with_admin(&s, "iso-unscoped-a", "alice@example.com").await;
-    let b = team_with_admin(&s, "iso-unscoped-b", "bob@example.com").await;
-    let (team_a, team_b) = (format!("team-{a}"), format!("team-{b}"));
-    let alice = s.cluster.client_as_user("alice@example.com", &[]);
-    let bob = s.cluster.client_as_user("bob@example.com", &[]);
+    let [(a, team_a, alice), (_, team_b, bob)] = two_teams(&s, "iso-unscoped").await;
     // Alice writes a ProviderConfig in her team's namespace and gives it no scope (or the
     // platform's): it is her team's all the same.
     for (name, scope) in [("unscoped", ""), ("platform", "\n  scope: {type: platform}")] {
@@ -448,13 +420,8 @@ async fn a_team_cannot_empty_a_shared_pool() {
                 "network": {"mode": "ipam", "poolRefs": [{"name": "shared"}], "loadBalancer": {"defaultPoolSize": 4}}}}),
     )
     .await;
-    let name = team_with_admin(&s, "iso-hungry", "hungry@example.com").await;
+    let name = team_with_admin(&s, "iso-hungry", "hungry@example.com", "{maxIPAddresses: 16}").await;
     let team_ns = format!("team-{name}");
-    let limit = json!({"spec": {"resourceLimits": {"maxIPAddresses": 16}}});
-    Api::<butler_core::api::Team>::all(s.client.clone())
-        .patch(&name, &PatchParams::default(), &Patch::Merge(limit))
-        .await
-        .unwrap();
     let hungry = s.cluster.client_as_user("hungry@example.com", &[]);
     let clusters: Api<TenantCluster> = Api::namespaced(hungry, &team_ns);
     let cluster = |name: &str, lb: i64| -> TenantCluster {
@@ -502,11 +469,7 @@ async fn a_team_cannot_empty_a_shared_pool() {
 #[tokio::test]
 async fn a_cluster_re_pointed_while_it_is_deleted_holds_no_other_teams_config() {
     let s = Scenario::start().await;
-    let a = team_with_admin(&s, "iso-held-a", "ann@example.com").await;
-    let b = team_with_admin(&s, "iso-held-b", "ben@example.com").await;
-    let (team_a, team_b) = (format!("team-{a}"), format!("team-{b}"));
-    let ann = s.cluster.client_as_user("ann@example.com", &[]);
-    let ben = s.cluster.client_as_user("ben@example.com", &[]);
+    let [(_, team_a, ann), (_, team_b, ben)] = two_teams(&s, "iso-held").await;
     let anns: Api<ProviderConfig> = Api::namespaced(ann, &team_a);
     create(
         &anns,

@@ -360,3 +360,28 @@ pub fn api_message(error: &kube::Error) -> String {
         other => other.to_string(),
     }
 }
+
+/// A Team of the scenario's with one admin and the `limits` given (YAML of `resourceLimits`, or
+/// empty), Ready; removed with the scenario. Its name (its namespace is `team-{name}`).
+pub async fn team_with_admin(s: &Scenario, base: &str, admin: &str, limits: &str) -> String {
+    use butler_core::api::{Team, TeamPhase};
+    let name = s.cluster.unique(base);
+    let teams: Api<Team> = Api::all(s.client.clone());
+    s.cluster.remove_cluster_objects_labelled(&format!("scenario.butlerlabs.dev/team={name}"));
+    let limits = match limits {
+        "" => String::new(),
+        some => format!("  resourceLimits: {some}\n"),
+    };
+    create(
+        &teams,
+        &format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}, labels: {{scenario.butlerlabs.dev/team: {name}}}}}\nspec:\n  access:\n    users:\n    - {{name: {admin}, role: admin}}\n{limits}"
+        ),
+    )
+    .await;
+    wait_for(&teams, &name, "Ready", |t| {
+        t.and_then(|t| t.status.as_ref()).is_some_and(|s| s.phase == Some(TeamPhase::Ready))
+    })
+    .await;
+    name
+}
