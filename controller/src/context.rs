@@ -91,6 +91,8 @@ pub struct Context {
     pub configs: Store<ProviderConfig>,
     /// The last probe of each ProviderConfig's platform, by UID.
     pub probes: Mutex<HashMap<String, ProbeRecord>>,
+    /// What the probe of an endpoint a team chose may reach.
+    pub probe_network: Arc<butler_runtime::network::NetworkPolicy>,
     /// The ProviderConfig statuses this process wrote last, by UID.
     pub config_statuses: Mutex<HashMap<String, ProviderConfigStatus>>,
     /// The resourceVersion of the credentials Secret each ProviderConfig was validated with.

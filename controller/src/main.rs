@@ -53,6 +53,17 @@ struct RunArgs {
     /// The Secret of the controller's own webhook certificates, in its namespace.
     #[arg(long, env = "BUTLER_WEBHOOK_SECRET", default_value = "butler-webhook-certs")]
     webhook_secret: String,
+    /// A local network (CIDR; repeat for more) that the probe of a ProviderConfig in a team's
+    /// namespace may reach: a team chooses that endpoint, so without this it reaches no
+    /// loopback, private, link-local or shared address. ProviderConfigs outside the teams'
+    /// namespaces are the platform's and probed wherever they point.
+    #[arg(
+        long = "allow-probe-network",
+        env = "BUTLER_ALLOW_PROBE_NETWORK",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
+    allow_probe_network: Vec<ipnet::IpNet>,
     /// The controller's namespace (default: the pod's, POD_NAMESPACE, else butler-system).
     #[arg(long, env = "BUTLER_NAMESPACE")]
     namespace: Option<String>,
@@ -171,6 +182,7 @@ fn run(args: RunArgs) -> ExitCode {
             scope,
             team_roles: args.team_cluster_roles.clone(),
             secret_reader,
+            probe_networks: args.allow_probe_network.clone(),
         };
         let controllers = start(leading.client, metrics, options, leading.shutdown);
         Started { run: controllers.run, ready: controllers.ready }

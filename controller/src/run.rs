@@ -49,6 +49,8 @@ pub struct Options {
     /// The controller's ServiceAccount and the ClusterRole that lets it read Secrets, bound in
     /// each team namespace.
     pub secret_reader: crate::secrets::SecretReader,
+    /// Local networks the probe of a team's ProviderConfig may reach (`--allow-probe-network`).
+    pub probe_networks: Vec<ipnet::IpNet>,
 }
 
 impl Options {
@@ -61,6 +63,7 @@ impl Options {
             scope: Default::default(),
             team_roles: Default::default(),
             secret_reader: Default::default(),
+            probe_networks: Vec::new(),
         }
     }
 }
@@ -389,6 +392,11 @@ pub fn start(
         pools: pools.clone(),
         configs: config_cache.clone(),
         probes: Mutex::new(HashMap::new()),
+        probe_network: Arc::new(butler_runtime::network::NetworkPolicy::refusing_local_as(
+            "butler-controller",
+            "--allow-probe-network",
+            options.probe_networks.clone(),
+        )),
         config_statuses: Mutex::new(HashMap::new()),
         validated_secrets: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),

@@ -17,7 +17,6 @@ mod error;
 mod http;
 mod images;
 mod metadata;
-mod network;
 mod provider;
 mod repository;
 mod retarget;
@@ -30,6 +29,7 @@ mod variables;
 mod version;
 mod yaml;
 
+pub use butler_runtime::network::{self, NetworkPolicy};
 pub use cache::Cache;
 pub use components::{
     CLUSTER_SCOPED_KINDS, CLUSTERCTL_LABEL, Components, ComponentsOptions, INJECT_CA_FROM, PROVIDER_LABEL,
@@ -43,7 +43,6 @@ pub use http::{HttpOptions, ProxySetting};
 pub use images::{ImageMeta, ImageOverrides, ImageRef};
 pub use ipnet::IpNet;
 pub use metadata::{METADATA_FILE, Metadata, ReleaseSeries, core_supports, supported_contracts};
-pub use network::NetworkPolicy;
 pub use provider::{BUTLER_GITHUB, ProviderEntry, ProviderType};
 pub use repository::{RemoteOptions, Repository};
 pub use source::{

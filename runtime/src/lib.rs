@@ -14,6 +14,7 @@
 //!   [`metrics`]: the reconcile metrics every controller exports.
 //! - [`crds`]: rendering CRDs as the committed YAML, and the structural check a real API server
 //!   makes.
+//! - [`network`]: which addresses a client that follows what users write may reach.
 //! - [`webhook`]: an admission-webhook server (AdmissionReview v1) over rustls, and the
 //!   certificates it serves.
 
@@ -25,6 +26,7 @@ pub mod error;
 pub mod finalizer;
 pub mod inventory;
 pub mod metrics;
+pub mod network;
 pub mod objects;
 pub mod precondition;
 pub mod process;

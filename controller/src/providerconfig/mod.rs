@@ -115,7 +115,11 @@ async fn reconcile_live(
     // The platform, when its probe is due.
     let now = jiff::Timestamp::now();
     let mut probed_now = false;
-    if let Some(target) = checked.as_ref().ok().and_then(|c| probe::target(&config.spec, c)) {
+    if let Some(mut target) = checked.as_ref().ok().and_then(|c| probe::target(&config.spec, c)) {
+        // A team chose this endpoint: it reaches no local address outside the allowed networks.
+        if in_team_namespace {
+            target.policy = Some(ctx.probe_network.clone());
+        }
         let due = ctx.probes.lock().expect("not poisoned").get(&uid).is_none_or(|r| r.due(now));
         let recent = config
             .status

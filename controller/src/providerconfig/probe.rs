@@ -3,10 +3,19 @@
 //! (a 401 answers too: the credentials are checked elsewhere); the platform's version is read
 //! where the endpoint tells it. Probes run at most once a minute per ProviderConfig and back
 //! off while they fail.
+//!
+//! The endpoint of a ProviderConfig in a team's namespace is the team's to choose: its probe
+//! reaches no local address (loopback, private, link-local, ...) outside the networks the
+//! controller allows (`--allow-probe-network`), checked on every address a name resolves to;
+//! no probe follows a redirect; an endpoint's own query or fragment is dropped, never made the
+//! probe's (`http://10.0.0.5/admin?x=` does not turn `/version` into a query); at most
+//! [`MAX_ANSWER`] of an answer is read, and none of its text reaches a status.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use butler_core::api::{Platform, ProviderConfigSpec};
+use butler_runtime::network::{NetworkPolicy, PolicyResolver};
 
 use super::credentials::Credentials;
 
@@ -18,6 +27,8 @@ pub const HEALTHY_INTERVAL: Duration = Duration::from_secs(300);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
 /// How long a probe waits for an answer.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
+/// The most of an answer a probe reads (a version is a few hundred bytes).
+pub const MAX_ANSWER: usize = 64 * 1024;
 
 /// Where and how to probe a platform.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +42,8 @@ pub struct Target {
     pub authorization: Option<String>,
     /// Where the answer tells the version.
     pub version: VersionAt,
+    /// The addresses the probe may reach, for an endpoint a team chose; `None`: any.
+    pub policy: Option<Arc<NetworkPolicy>>,
 }
 
 /// Where an answer carries the platform's version.
@@ -43,8 +56,19 @@ pub enum VersionAt {
     Nowhere,
 }
 
+/// The endpoint's URL with `path` after its own path, and no query or fragment; an endpoint
+/// that is no URL is kept as written (the probe refuses it).
 fn join(base: &str, path: &str) -> String {
-    format!("{}{path}", base.trim_end_matches('/'))
+    match reqwest::Url::parse(base) {
+        Ok(mut url) => {
+            let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+            url.set_path(&joined);
+            url.set_query(None);
+            url.set_fragment(None);
+            url.to_string()
+        }
+        Err(_) => format!("{}{path}", base.trim_end_matches('/')),
+    }
 }
 
 /// The probe of a ProviderConfig's platform; `None` for the cloud platforms (and for an
@@ -65,6 +89,7 @@ pub fn target(spec: &ProviderConfigSpec, credentials: &Credentials) -> Option<Ta
                 insecure,
                 authorization: None,
                 version: VersionAt::GitVersion,
+                policy: None,
             })
         }
         Platform::Nutanix => spec.nutanix.as_ref().map(|n| {
@@ -78,6 +103,7 @@ pub fn target(spec: &ProviderConfigSpec, credentials: &Credentials) -> Option<Ta
                 insecure: n.insecure.unwrap_or(false),
                 authorization: None,
                 version: VersionAt::Nowhere,
+                policy: None,
             }
         }),
         Platform::Proxmox => spec.proxmox.as_ref().map(|p| Target {
@@ -86,6 +112,7 @@ pub fn target(spec: &ProviderConfigSpec, credentials: &Credentials) -> Option<Ta
             insecure: p.insecure.unwrap_or(false),
             authorization: credentials.proxmox_token.as_ref().map(|t| format!("PVEAPIToken={t}")),
             version: VersionAt::ProxmoxData,
+            policy: None,
         }),
         Platform::Azure | Platform::Aws | Platform::Gcp => None,
     }
@@ -111,8 +138,31 @@ pub fn version_of(body: &[u8], at: VersionAt) -> Option<String> {
 
 /// Probes a target.
 pub async fn probe(target: &Target) -> Probed {
-    let mut builder =
-        reqwest::Client::builder().timeout(TIMEOUT).danger_accept_invalid_certs(target.insecure);
+    let url = match reqwest::Url::parse(&target.url) {
+        Ok(url)
+            if matches!(url.scheme(), "http" | "https")
+                && url.username().is_empty()
+                && url.password().is_none() =>
+        {
+            url
+        }
+        _ => {
+            return Probed::Unreachable(format!(
+                "{} is no http or https URL without a user name or password; write the endpoint as https://host:port",
+                target.url
+            ));
+        }
+    };
+    let mut builder = reqwest::Client::builder()
+        .timeout(TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .danger_accept_invalid_certs(target.insecure);
+    if let Some(policy) = &target.policy {
+        if let Some(why) = policy.refusal_of_url(&url) {
+            return Probed::Unreachable(why);
+        }
+        builder = builder.dns_resolver(Arc::new(PolicyResolver(policy.clone())));
+    }
     if let Some(pem) = &target.ca_pem {
         match reqwest::Certificate::from_pem_bundle(pem.as_bytes()) {
             Ok(certs) => {
@@ -127,7 +177,7 @@ pub async fn probe(target: &Target) -> Probed {
         Ok(c) => c,
         Err(e) => return Probed::Unreachable(format!("no HTTPS client: {e}")),
     };
-    let mut request = client.get(&target.url);
+    let mut request = client.get(url);
     if let Some(auth) = &target.authorization {
         request = request.header(reqwest::header::AUTHORIZATION, auth);
     }
@@ -137,11 +187,24 @@ pub async fn probe(target: &Target) -> Probed {
         }
         Ok(answer) => {
             let ok = answer.status().is_success();
-            let body = answer.bytes().await.unwrap_or_default();
+            let body = bounded(answer).await;
             Probed::Reachable { version: ok.then(|| version_of(&body, target.version)).flatten() }
         }
         Err(e) => Probed::Unreachable(format!("{}: {}", target.url, describe(&e))),
     }
+}
+
+/// At most [`MAX_ANSWER`] bytes of an answer: whatever an endpoint sends, the rest is not read.
+async fn bounded(mut answer: reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = answer.chunk().await {
+        let room = MAX_ANSWER - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= MAX_ANSWER {
+            break;
+        }
+    }
+    body
 }
 
 /// A reqwest error with its causes, which say what went wrong (refused, timed out, a
@@ -217,6 +280,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(proxmox.url, "https://pve:8006/api2/json/version");
+        let sneaky = target(
+            &spec("provider: proxmox\ncredentialsRef: {name: c}\nproxmox: {endpoint: 'http://10.0.0.5:8080/admin?x=', nodes: [a], storage: s}\n"),
+            &credentials,
+        )
+        .unwrap();
+        assert_eq!(
+            sneaky.url, "http://10.0.0.5:8080/admin/api2/json/version",
+            "the endpoint's query is dropped"
+        );
         assert_eq!(proxmox.authorization.as_deref(), Some("PVEAPIToken=root@pam!t=abc"));
         assert!(target(&spec("provider: aws\ncredentialsRef: {name: c}\n"), &credentials).is_none());
     }

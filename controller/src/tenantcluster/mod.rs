@@ -26,7 +26,7 @@ use serde_json::json;
 use crate::context::Context;
 use crate::error::Error;
 use butler_runtime::conditions::Wanted;
-use butler_runtime::error::{describe, is_conflict, is_not_found};
+use butler_runtime::error::{is_conflict, is_not_found};
 use plan::{IPAM_READY, Observed};
 
 /// The conditions the tenant's side keeps.
@@ -279,7 +279,7 @@ async fn tenant_side<'a>(
         let (message, again) = ctx.tenants.failed(cluster, failed_at, |failures, again| {
             format!(
                 "the tenant cluster (through {kubeconfig}) does not answer: {}; tried {failures} times, next in {}s",
-                describe(&e),
+                release::said(&e),
                 again.as_secs()
             )
         });
@@ -374,7 +374,7 @@ async fn tenant_side<'a>(
             METALLB_SYNCED,
             false,
             "MetalLBMissing",
-            format!("the tenant has no MetalLB (namespace {} or the IPAddressPool kind is missing): {}; install MetalLB", tenant::METALLB_NAMESPACE, describe(&e)),
+            format!("the tenant has no MetalLB (namespace {} or the IPAddressPool kind is missing): {}; install MetalLB", tenant::METALLB_NAMESPACE, release::said(&e)),
         )),
         Err(e) => match release::answer(&e) {
             // It answered: not a silent tenant to back off from, but one to ask again soon

@@ -150,16 +150,42 @@ pub fn refused_sync(why: &str, namespace: &str, held: &[String]) -> String {
 
 /// A refusal (the tenant answered 4xx) or silence (no answer, or a server error).
 pub fn answer(error: &kube::Error) -> Tenant {
-    let said = butler_runtime::error::describe(error);
+    let said = said(error);
     match error {
         kube::Error::Api(status) if (400..500).contains(&status.code) => Tenant::Refused(said),
         _ => Tenant::Silent(said),
     }
 }
 
+/// What a tenant's failure says in a status: its HTTP code and reason, never the text of its
+/// answer. A team names the tenant's server, which may be anything on the network; what it
+/// answers is not copied where the team can read it (a status), so the controller reads
+/// nothing for the team. A failure to reach it at all is the controller's own words.
+pub fn said(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            let reason: String = status.reason.chars().filter(char::is_ascii_alphabetic).take(40).collect();
+            match reason.is_empty() {
+                true => format!("it answered HTTP {}", status.code),
+                false => format!("it answered {reason} (HTTP {})", status.code),
+            }
+        }
+        other => butler_runtime::error::describe(other),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tenants_answer_is_said_by_its_code_and_reason_only() {
+        let status =
+            kube::core::Status::failure("the admin page of 10.0.0.5: SECRET", "Forbidden").with_code(403);
+        let error = kube::Error::Api(Box::new(status));
+        assert_eq!(said(&error), "it answered Forbidden (HTTP 403)");
+        assert!(matches!(answer(&error), Tenant::Refused(why) if !why.contains("SECRET")));
+    }
 
     const MINUTE: Duration = Duration::from_secs(60);
 

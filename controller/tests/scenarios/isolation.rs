@@ -29,6 +29,24 @@ async fn attacker() -> (String, Arc<AtomicUsize>) {
     (format!("http://{address}"), seen)
 }
 
+/// `app` served over HTTPS on 127.0.0.1 with a certificate of its own: its `https://` URL.
+async fn serve_tls(app: Router) -> String {
+    use butler_runtime::webhook::certificates::{issue, new_ca};
+    let now = jiff::Timestamp::now();
+    let ca = new_ca("scenario-ca", now, 1).unwrap();
+    let serving = issue(&ca, &["127.0.0.1".into()], now, 1).unwrap();
+    let config =
+        axum_server::tls_rustls::RustlsConfig::from_pem(serving.cert.into_bytes(), serving.key.into_bytes())
+            .await
+            .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = axum_server::from_tcp_rustls(listener, config).unwrap();
+    tokio::spawn(async move { server.serve(app.into_make_service()).await });
+    format!("https://{address}")
+}
+
 fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
 }
@@ -493,4 +511,106 @@ async fn a_cluster_re_pointed_while_it_is_deleted_holds_no_other_teams_config() 
     let release = json!({"metadata": {"finalizers": null}});
     bens.patch("held", &PatchParams::default(), &Patch::Merge(release)).await.unwrap();
     wait_for(&bens, "held", "gone", |c| c.is_none()).await;
+}
+
+#[tokio::test]
+async fn a_teams_provider_config_probes_no_local_address() {
+    let s = Scenario::start().await;
+    let name = team_with_admin(&s, "iso-ssrf", "carol@example.com", "").await;
+    let team_ns = format!("team-{name}");
+    let carol = s.cluster.client_as_user("carol@example.com", &[]);
+    let reached = Arc::new(AtomicUsize::new(0));
+    let counter = reached.clone();
+    let inside = serve_tls(Router::new().fallback(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        async { "{}" }
+    }))
+    .await;
+    Api::<Secret>::namespaced(carol.clone(), &team_ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "pve", "namespace": team_ns},
+                "stringData": {"token": "root@pam!t=secret"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    // An endpoint on the cluster's own network, its query meant to swallow the probe's path.
+    let configs: Api<ProviderConfig> = Api::namespaced(carol, &team_ns);
+    create(
+        &configs,
+        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pve, namespace: {team_ns}}}\nspec:\n  provider: proxmox\n  credentialsRef: {{name: pve}}\n  proxmox: {{endpoint: '{inside}/admin?x=', insecure: true, nodes: [pve1], storage: local-lvm}}\n"),
+    )
+    .await;
+    let conditions = once_reason(&configs, "pve", "Reachable", "Unreachable", |c: &ProviderConfig| {
+        c.status.as_ref().map(|s| &s.conditions)
+    })
+    .await;
+    let message = &condition(&conditions, "Reachable").unwrap().message;
+    assert!(
+        message.contains("is a loopback address, which butler-controller does not reach unless its network is allowed (--allow-probe-network 127.0.0.1/32)"),
+        "{message}"
+    );
+    assert_eq!(reached.load(Ordering::Relaxed), 0, "the probe never reached the address");
+}
+
+#[tokio::test]
+async fn a_probe_follows_no_redirect() {
+    let s = Scenario::start().await;
+    let platform = s.namespace("iso-redirect").await;
+    let (target, reached) = attacker().await;
+    // The platform's endpoint answers with a redirect to another address.
+    let location = format!("{target}/steal");
+    let app = Router::new().fallback(move || {
+        let location = location.clone();
+        async move { (axum::http::StatusCode::FOUND, [(axum::http::header::LOCATION, location)]) }
+    });
+    let redirecting = serve_tls(app).await;
+    Api::<Secret>::namespaced(s.client.clone(), &platform)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "pve", "namespace": platform},
+                "stringData": {"token": "root@pam!t=secret"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &platform);
+    create(
+        &configs,
+        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pve, namespace: {platform}}}\nspec:\n  provider: proxmox\n  credentialsRef: {{name: pve}}\n  proxmox: {{endpoint: '{redirecting}', insecure: true, nodes: [pve1], storage: local-lvm}}\n"),
+    )
+    .await;
+    // The platform's own ProviderConfig may point anywhere: it answers (a redirect is an
+    // answer), and the redirect is not followed.
+    once_reason(&configs, "pve", "Reachable", "Reachable", |c: &ProviderConfig| {
+        c.status.as_ref().map(|s| &s.conditions)
+    })
+    .await;
+    assert_eq!(reached.load(Ordering::Relaxed), 0, "the redirect was followed");
+}
+
+#[tokio::test]
+async fn what_a_tenants_server_answers_never_reaches_a_status() {
+    let s = Scenario::start().await;
+    let system = s.namespace("iso-echo-system").await;
+    let team = s.namespace("iso-echo-team").await;
+    // The "tenant" a team names: any server of the network, whose error pages say too much.
+    let app = Router::new().fallback(|| async {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
+            "reason": "InternalError", "message": "db password is hunter2"});
+        (axum::http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(status))
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    small_ipam(&s, &system, "10.71.0.0/24").await;
+    kubeconfig_secret(&s, &team, "echo", &format!("http://{address}"), "{token: t}").await;
+    cluster(&s, &team, "echo", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let conditions = once_reason(&clusters, "echo", "MetalLBSynced", "TenantUnreachable", of_cluster).await;
+    let message = &condition(&conditions, "MetalLBSynced").unwrap().message;
+    assert!(message.contains("it answered InternalError (HTTP 500)"), "{message}");
+    let all = serde_json::to_string(&clusters.get("echo").await.unwrap().status).unwrap();
+    assert!(!all.contains("hunter2"), "the tenant's text is in the status: {all}");
 }

@@ -1,9 +1,10 @@
-//! Which addresses the repository client may reach. The operator fetches what provider objects
-//! name, so a URL (or a redirect, or a name that resolves to one) must not turn it against the
-//! cluster's own network: loopback, private, link-local (where the clouds' metadata services
-//! answer, 169.254.169.254), shared and unspecified addresses are refused unless the operator's configuration
-//! allows their network. The command line allows every address, as clusterctl does: whoever
-//! runs it is the one who names the URL.
+//! Which addresses a client that follows what users write may reach. The operator fetches what
+//! provider objects name, and butler-controller probes the endpoints a team's ProviderConfig
+//! names, so a URL (or a redirect, or a name that resolves to one) must not turn them against
+//! the cluster's own network: loopback, private, link-local (where the clouds' metadata
+//! services answer, 169.254.169.254), shared and unspecified addresses are refused unless their
+//! configuration allows the network. The command line allows every address, as clusterctl
+//! does: whoever runs it is the one who names the URL.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -17,6 +18,8 @@ pub struct NetworkPolicy {
     pub refuse_local: bool,
     /// Networks reachable even so (`10.20.0.0/16` for an in-house GitLab).
     pub allowed: Vec<IpNet>,
+    /// Who refuses, and the flag that allows a network, for messages.
+    pub voice: (&'static str, &'static str),
 }
 
 /// What makes an address local, or `None` for a public one.
@@ -77,7 +80,12 @@ fn local_v6(ip: Ipv6Addr) -> Option<&'static str> {
 impl NetworkPolicy {
     /// The operator's: local networks refused, but those given.
     pub fn refusing_local(allowed: Vec<IpNet>) -> NetworkPolicy {
-        NetworkPolicy { refuse_local: true, allowed }
+        NetworkPolicy::refusing_local_as("the operator", "--allow-network", allowed)
+    }
+
+    /// Local networks refused but those given, by `who`, whose `flag` allows a network.
+    pub fn refusing_local_as(who: &'static str, flag: &'static str, allowed: Vec<IpNet>) -> NetworkPolicy {
+        NetworkPolicy { refuse_local: true, allowed, voice: (who, flag) }
     }
 
     /// Why `ip` may not be reached, if it may not.
@@ -85,9 +93,10 @@ impl NetworkPolicy {
         if !self.refuse_local || self.allowed.iter().any(|net| net.contains(&ip)) {
             return None;
         }
+        let (who, flag) = self.voice;
         local_kind(ip).map(|kind| {
             format!(
-                "{ip} is a {kind} address, which the operator does not reach unless its network is allowed (--allow-network {})",
+                "{ip} is a {kind} address, which {who} does not reach unless its network is allowed ({flag} {})",
                 IpNet::from(ip).trunc()
             )
         })
