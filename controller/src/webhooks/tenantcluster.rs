@@ -325,11 +325,12 @@ fn restrictions(
         ));
     }
     for addon in cluster.spec.addons.iter().flatten() {
-        if limits.denied_addons.iter().flatten().any(|d| d == &addon.name) {
+        // Addon names as users write them: `Longhorn` is `longhorn`.
+        if limits.denied_addons.iter().flatten().any(|d| d.eq_ignore_ascii_case(&addon.name)) {
             return Err(format!("{}: the addon {} is denied in this team", who(cluster), addon.name));
         }
         if let Some(allowed) = limits.allowed_addons.as_ref().filter(|a| !a.is_empty())
-            && !allowed.contains(&addon.name)
+            && !allowed.iter().any(|a| a.eq_ignore_ascii_case(&addon.name))
         {
             return Err(format!(
                 "{}: the addon {} is not allowed in this team; allowed: {}",
@@ -565,6 +566,11 @@ mod tests {
         let t =
             team("  resourceLimits:\n    allowedAddons: [cilium, longhorn]\n    deniedAddons: [longhorn]\n");
         let ctx = Context { team: Some(&t), config: Some(&pc), others: vec![], ..Default::default() };
+        assert!(
+            validate(&cluster("c", "  addons: [{name: LongHorn}]\n"), &ctx).unwrap_err().contains("denied"),
+            "names compare without case"
+        );
+        assert_eq!(validate(&cluster("c", "  addons: [{name: Cilium}]\n"), &ctx), Ok(()));
         assert!(
             validate(&cluster("c", "  addons: [{name: longhorn}]\n"), &ctx)
                 .unwrap_err()

@@ -154,3 +154,18 @@ fn the_shipped_rbac_moves_to_the_scenarios_namespace_and_names() {
     assert_eq!(home_binding["subjects"][0]["namespace"], "ns-x");
     assert_eq!(team_roles("run-x").name(butler_core::api::TeamRole::Admin), "butler-team-admin-run-x");
 }
+
+#[test]
+fn the_two_replicas_prefer_two_nodes() {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(COMPONENTS).expect("the core components parse");
+    let deployment =
+        documents.iter().find(|o| o["kind"] == "Deployment").expect("the controller's Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let spread = &deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        [0]["podAffinityTerm"];
+    assert_eq!(spread["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(
+        spread["labelSelector"]["matchLabels"], deployment["spec"]["selector"]["matchLabels"],
+        "it keeps the replicas of this Deployment apart"
+    );
+}
