@@ -103,6 +103,8 @@ pub struct Context {
     pub ipam: crate::ipam::Ipam,
     /// Turns at calling tenants: half the reconcile workers (all when they are unlimited).
     pub tenant_calls: tokio::sync::Semaphore,
+    /// The longest one call to a tenant may take as a whole.
+    pub tenant_deadline: std::time::Duration,
     /// Clients of the tenant clusters, for elastic IPAM and MetalLB.
     pub tenants: crate::tenantcluster::tenant::TenantClients,
     /// Watches of tenants in elastic mode, which wake their TenantClusters.

@@ -183,6 +183,7 @@ fn run(args: RunArgs) -> ExitCode {
             team_roles: args.team_cluster_roles.clone(),
             secret_reader,
             probe_networks: args.allow_probe_network.clone(),
+            tenant_deadline: butler_controller::tenantcluster::tenant::CALL_DEADLINE,
         };
         let controllers = start(leading.client, metrics, options, leading.shutdown);
         Started { run: controllers.run, ready: controllers.ready }

@@ -51,6 +51,8 @@ pub struct Options {
     pub secret_reader: crate::secrets::SecretReader,
     /// Local networks the probe of a team's ProviderConfig may reach (`--allow-probe-network`).
     pub probe_networks: Vec<ipnet::IpNet>,
+    /// The longest one call to a tenant may take as a whole.
+    pub tenant_deadline: std::time::Duration,
 }
 
 impl Options {
@@ -64,6 +66,7 @@ impl Options {
             team_roles: Default::default(),
             secret_reader: Default::default(),
             probe_networks: Vec::new(),
+            tenant_deadline: crate::tenantcluster::tenant::CALL_DEADLINE,
         }
     }
 }
@@ -407,6 +410,7 @@ pub fn start(
         ),
         tenants: Default::default(),
         tenant_calls: tokio::sync::Semaphore::new(tenant_turns(options.concurrency)),
+        tenant_deadline: options.tenant_deadline,
         tenant_watches,
         scope,
         synced: synced_rx.clone(),

@@ -297,11 +297,13 @@ async fn tenant_side<'a>(
     }
     if elastic_mode {
         ctx.tenant_watches.follow(cluster, &version, tenant.clone());
-        let services = match tenant::services(&tenant).await {
+        let services = match tenant::within(ctx.tenant_deadline, tenant::services(&tenant)).await {
             Ok(services) => services,
             Err(e) => return Ok(unreachable(e)),
         };
-        let full = tenant::metallb_full(&tenant).await;
+        let full = tenant::within(ctx.tenant_deadline, async { Ok(tenant::metallb_full(&tenant).await) })
+            .await
+            .unwrap_or(false);
         let decision = elastic::decide(
             cluster,
             config,
@@ -355,7 +357,7 @@ async fn tenant_side<'a>(
         wanted.push(Wanted::new(METALLB_SYNCED, false, "NothingAllocated", message));
         return Ok((wanted, wake));
     }
-    match tenant::sync_metallb(&tenant, &addresses).await {
+    match tenant::within(ctx.tenant_deadline, tenant::sync_metallb(&tenant, &addresses)).await {
         Ok(()) => {
             ctx.tenants.answered(cluster);
             let namespace = config.namespace().unwrap_or_default();
@@ -503,9 +505,24 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
         .collect();
     let ranges = release::ranges(&blocks);
     if !ranges.is_empty() {
+        // Deletions take turns at the tenants too, so that hanging ones never hold every worker.
+        let Ok(_turn) = ctx.tenant_calls.try_acquire() else {
+            let message = "other tenants' calls are under way; this one follows in a moment";
+            let wanted = [Wanted::new(METALLB_SYNCED, false, "WaitingForTenant", message)];
+            write_conditions(ctx, api, cluster, &wanted).await?;
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        };
         let tenant = match ctx.tenants.get(&ctx.client, &ctx.secret_reader, cluster).await {
             Ok(None) => release::Tenant::Clear,
-            Ok(Some((tenant, _))) => release::ask(&tenant, &ranges).await,
+            Ok(Some((tenant, _))) => {
+                match tokio::time::timeout(ctx.tenant_deadline, release::ask(&tenant, &ranges)).await {
+                    Ok(answer) => answer,
+                    Err(_) => release::Tenant::Silent(format!(
+                        "no whole answer within {}s",
+                        ctx.tenant_deadline.as_secs_f64()
+                    )),
+                }
+            }
             Err(why) => release::Tenant::Silent(why),
         };
         let since = cluster.meta().deletion_timestamp.as_ref().map_or(ctx.ipam.clock.now(), |t| t.0);

@@ -23,6 +23,23 @@ pub const METALLB_POOL: &str = "default-pool";
 /// How long a tenant's API server may take to accept a connection, and to answer.
 const TENANT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 const TENANT_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The longest one call to a tenant may take as a whole: a server that sends a byte now and
+/// then never meets a read timeout, and would hold a reconcile (and a turn) for ever.
+pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A call to a tenant, given up after `deadline` as a whole.
+pub async fn within<T>(
+    deadline: std::time::Duration,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    match tokio::time::timeout(deadline, call).await {
+        Ok(answer) => answer,
+        Err(_) => Err(kube::Error::Service(Box::new(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no whole answer within {}s", deadline.as_secs_f64()),
+        )))),
+    }
+}
 
 /// Clients of tenant clusters, by TenantCluster UID, with the Secret's resourceVersion they
 /// were made from; and the tenants that did not answer.

@@ -614,3 +614,55 @@ async fn what_a_tenants_server_answers_never_reaches_a_status() {
     let all = serde_json::to_string(&clusters.get("echo").await.unwrap().status).unwrap();
     assert!(!all.contains("hunter2"), "the tenant's text is in the status: {all}");
 }
+
+#[tokio::test]
+async fn a_tenant_that_trickles_its_answer_is_given_up_on_as_a_whole() {
+    let s = Scenario::start().await;
+    let system = s.namespace("iso-trickle-system").await;
+    let team = s.namespace("iso-trickle-team").await;
+    // Answers at once, then sends a byte a second for ever: no read ever times out.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let head =
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                loop {
+                    if socket.write_all(b"1\r\n \r\n").await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            });
+        }
+    });
+    small_ipam(&s, &system, "10.72.0.0/24").await;
+    kubeconfig_secret(&s, &team, "slow", &format!("http://{address}"), "{token: t}").await;
+    cluster(&s, &team, "slow", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let started = std::time::Instant::now();
+    let conditions = crate::support::wait_within(
+        &clusters,
+        "slow",
+        "TenantUnreachable",
+        std::time::Duration::from_secs(60),
+        |c| {
+            c.and_then(of_cluster)
+                .and_then(|all| condition(all, "MetalLBSynced"))
+                .is_some_and(|c| c.reason == "TenantUnreachable")
+        },
+    )
+    .await;
+    let conditions = conditions.expect("the cluster");
+    let message = &condition(of_cluster(&conditions).unwrap(), "MetalLBSynced").unwrap().message;
+    assert!(message.contains("no whole answer within 30s"), "{message}");
+    println!("a trickling tenant given up on after {:.1} s", started.elapsed().as_secs_f64());
+    held.abort();
+}

@@ -237,14 +237,28 @@ pub async fn wait_for<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    wait_within(api, name, what, Duration::from_secs(30), check).await
+}
+
+/// As [`wait_for`], with the patience given.
+pub async fn wait_within<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    patience: Duration,
+    check: impl Fn(Option<&K>) -> bool,
+) -> Option<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let deadline = Instant::now() + patience;
     loop {
         let found = api.get_opt(name).await.expect("reading an object");
         if check(found.as_ref()) {
             return found;
         }
         if Instant::now() > deadline {
-            panic!("{name}: {what} did not happen within 30s; last seen: {found:#?}");
+            panic!("{name}: {what} did not happen within {}s; last seen: {found:#?}", patience.as_secs());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
