@@ -50,4 +50,76 @@ pub fn crds()
 -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
     use kube::CustomResourceExt;
     vec![Team::crd(), ProviderConfig::crd(), NetworkPool::crd(), IPAllocation::crd(), TenantCluster::crd()]
+        .into_iter()
+        .map(bounded)
+        .collect()
+}
+
+/// The longest string any field of Butler's kinds takes where the type says no less: a team
+/// writes these objects, and every byte of them is held by both controller replicas and read
+/// by every CEL rule (whose cost the API server bounds by these lengths).
+pub const MAX_STRING: u64 = 4096;
+
+/// A CRD whose every string field without a length, an enumeration or a format of its own is
+/// at most [`MAX_STRING`] long.
+fn bounded(
+    crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    fn walk(node: &mut serde_json::Value) {
+        match node {
+            serde_json::Value::Object(map) => {
+                let open_string = map.get("type").is_some_and(|t| t == "string")
+                    && !map.contains_key("maxLength")
+                    && !map.contains_key("enum")
+                    && !map.contains_key("format");
+                if open_string {
+                    map.insert("maxLength".into(), MAX_STRING.into());
+                }
+                map.values_mut().for_each(walk);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::to_value(&crd).expect("a CRD serializes");
+    let versions = value.pointer_mut("/spec/versions").and_then(serde_json::Value::as_array_mut);
+    for schema in versions.into_iter().flatten().filter_map(|v| v.get_mut("schema")) {
+        walk(schema);
+    }
+    serde_json::from_value(value).unwrap_or(crd)
+}
+
+#[cfg(test)]
+mod bounds {
+    #[test]
+    fn every_string_of_butlers_kinds_has_a_bound() {
+        fn open(node: &serde_json::Value, path: &str, found: &mut Vec<String>) {
+            match node {
+                serde_json::Value::Object(map) => {
+                    if map.get("type").is_some_and(|t| t == "string")
+                        && !["maxLength", "enum", "format"].iter().any(|k| map.contains_key(*k))
+                    {
+                        found.push(path.to_string());
+                    }
+                    for (key, value) in map {
+                        open(value, &format!("{path}.{key}"), found);
+                    }
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|i| open(i, path, found)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        for crd in super::crds() {
+            let value = serde_json::to_value(&crd).unwrap();
+            let name = crd.metadata.name.unwrap_or_default();
+            for version in value["spec"]["versions"].as_array().into_iter().flatten() {
+                open(&version["schema"], &name, &mut found);
+            }
+        }
+        assert_eq!(found, Vec::<String>::new(), "strings without a bound");
+        let tenants = super::crds().into_iter().find(|c| c.spec.names.kind == "TenantCluster").unwrap();
+        let text = serde_json::to_string(&tenants).unwrap();
+        assert!(text.contains(&format!("\"maxLength\":{}", super::MAX_STRING)), "{text}");
+    }
 }
