@@ -513,6 +513,27 @@ async fn a_cluster_re_pointed_while_it_is_deleted_holds_no_other_teams_config() 
     wait_for(&bens, "held", "gone", |c| c.is_none()).await;
 }
 
+/// A Proxmox ProviderConfig `pve` at `endpoint` (any certificate taken) with its token Secret,
+/// written by `client` in `namespace`.
+async fn proxmox(client: &kube::Client, namespace: &str, endpoint: &str) -> Api<ProviderConfig> {
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "pve", "namespace": namespace},
+                "stringData": {"token": "root@pam!t=secret"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let configs: Api<ProviderConfig> = Api::namespaced(client.clone(), namespace);
+    create(
+        &configs,
+        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pve, namespace: {namespace}}}\nspec:\n  provider: proxmox\n  credentialsRef: {{name: pve}}\n  proxmox: {{endpoint: '{endpoint}', insecure: true, nodes: [pve1], storage: local-lvm}}\n"),
+    )
+    .await;
+    configs
+}
+
 #[tokio::test]
 async fn a_teams_provider_config_probes_no_local_address() {
     let s = Scenario::start().await;
@@ -526,22 +547,8 @@ async fn a_teams_provider_config_probes_no_local_address() {
         async { "{}" }
     }))
     .await;
-    Api::<Secret>::namespaced(carol.clone(), &team_ns)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "pve", "namespace": team_ns},
-                "stringData": {"token": "root@pam!t=secret"}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
     // An endpoint on the cluster's own network, its query meant to swallow the probe's path.
-    let configs: Api<ProviderConfig> = Api::namespaced(carol, &team_ns);
-    create(
-        &configs,
-        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pve, namespace: {team_ns}}}\nspec:\n  provider: proxmox\n  credentialsRef: {{name: pve}}\n  proxmox: {{endpoint: '{inside}/admin?x=', insecure: true, nodes: [pve1], storage: local-lvm}}\n"),
-    )
-    .await;
+    let configs = proxmox(&carol, &team_ns, &format!("{inside}/admin?x=")).await;
     let conditions = once_reason(&configs, "pve", "Reachable", "Unreachable", |c: &ProviderConfig| {
         c.status.as_ref().map(|s| &s.conditions)
     })
@@ -566,21 +573,7 @@ async fn a_probe_follows_no_redirect() {
         async move { (axum::http::StatusCode::FOUND, [(axum::http::header::LOCATION, location)]) }
     });
     let redirecting = serve_tls(app).await;
-    Api::<Secret>::namespaced(s.client.clone(), &platform)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "pve", "namespace": platform},
-                "stringData": {"token": "root@pam!t=secret"}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &platform);
-    create(
-        &configs,
-        &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pve, namespace: {platform}}}\nspec:\n  provider: proxmox\n  credentialsRef: {{name: pve}}\n  proxmox: {{endpoint: '{redirecting}', insecure: true, nodes: [pve1], storage: local-lvm}}\n"),
-    )
-    .await;
+    let configs = proxmox(&s.client, &platform, &redirecting).await;
     // The platform's own ProviderConfig may point anywhere: it answers (a redirect is an
     // answer), and the redirect is not followed.
     once_reason(&configs, "pve", "Reachable", "Reachable", |c: &ProviderConfig| {
