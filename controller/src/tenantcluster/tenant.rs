@@ -27,6 +27,10 @@ const TENANT_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// then never meets a read timeout, and would hold a reconcile (and a turn) for ever.
 pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The most of one answer of a tenant that is read (a list of its Services, its MetalLB pool):
+/// a tenant sending more, however fast, is one that does not answer.
+pub const MAX_ANSWER: usize = 8 * 1024 * 1024;
+
 /// A call to a tenant, given up after `deadline` as a whole.
 pub async fn within<T>(
     deadline: std::time::Duration,
@@ -114,7 +118,14 @@ impl TenantClients {
         config.connect_timeout = Some(TENANT_CONNECT_TIMEOUT);
         config.read_timeout = Some(TENANT_READ_TIMEOUT);
         config.write_timeout = Some(TENANT_READ_TIMEOUT);
-        let client = Client::try_from(config).map_err(|e| format!("{what}: {e}"))?;
+        // However much a tenant sends, at most MAX_ANSWER of it is read.
+        let limit = tower::util::MapResponseLayer::new(|answer: http::Response<_>| {
+            answer.map(|body| http_body_util::Limited::new(body, MAX_ANSWER))
+        });
+        let client = kube::client::ClientBuilder::try_from(config)
+            .map_err(|e| format!("{what}: {e}"))?
+            .with_layer(&limit)
+            .build();
         self.0.lock().expect("not poisoned").insert(uid, (version.clone(), client.clone()));
         Ok(Some((client, version)))
     }

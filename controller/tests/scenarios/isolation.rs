@@ -659,3 +659,26 @@ async fn a_tenant_that_trickles_its_answer_is_given_up_on_as_a_whole() {
     println!("a trickling tenant given up on after {:.1} s", started.elapsed().as_secs_f64());
     held.abort();
 }
+
+#[tokio::test]
+async fn a_tenant_answering_without_end_is_read_no_further_than_the_cap() {
+    let s = Scenario::start().await;
+    let system = s.namespace("iso-flood-system").await;
+    let team = s.namespace("iso-flood-team").await;
+    // A "tenant" that answers every request at once with 20 MiB.
+    let flood = format!("{{\"padding\": \"{}\"}}", "a".repeat(20 * 1024 * 1024));
+    let app = Router::new().fallback(move || {
+        let flood = flood.clone();
+        async move { ([(axum::http::header::CONTENT_TYPE, "application/json")], flood) }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    small_ipam(&s, &system, "10.73.0.0/24").await;
+    kubeconfig_secret(&s, &team, "flood", &format!("http://{address}"), "{token: t}").await;
+    cluster(&s, &team, "flood", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let conditions = once_reason(&clusters, "flood", "MetalLBSynced", "TenantUnreachable", of_cluster).await;
+    let message = &condition(&conditions, "MetalLBSynced").unwrap().message;
+    assert!(message.contains("length limit exceeded"), "{message}");
+}
