@@ -107,6 +107,26 @@ pub(crate) fn selector_matches(selector: &Value, object: &Value) -> bool {
 /// (Kubernetes then applies the failure policy; the webhooks here never rely on that).
 fn conditions_hold(conditions: &Value, a: &Attributes, object: &Value, old: &Value) -> bool {
     let Some(conditions) = conditions.as_array().filter(|c| !c.is_empty()) else { return true };
+    let expressions: Vec<kube_cel::VapExpression> = conditions
+        .iter()
+        .map(|c| kube_cel::VapExpression {
+            expression: c["expression"].as_str().unwrap_or("false").to_string(),
+            message: None,
+            message_expression: None,
+        })
+        .collect();
+    evaluator(a, object, old, None).evaluate(&expressions).iter().all(|r| r.passed)
+}
+
+/// What the CEL of admission sees of a write: `object`, `oldObject` (null where Kubernetes has
+/// null: on CREATE; `object` is null on DELETE), `request` with the user and groups, and the
+/// write's namespace as `namespaceObject` where it has one.
+pub(crate) fn evaluator(
+    a: &Attributes,
+    object: &Value,
+    old: &Value,
+    namespace: Option<&Value>,
+) -> kube_cel::VapEvaluator {
     let request = kube_cel::AdmissionRequest {
         operation: a.operation.into(),
         username: a.user.clone(),
@@ -130,15 +150,10 @@ fn conditions_hold(conditions: &Value, a: &Attributes, object: &Value, old: &Val
     if !old.is_null() {
         evaluator = evaluator.old_object(old.clone());
     }
-    let expressions: Vec<kube_cel::VapExpression> = conditions
-        .iter()
-        .map(|c| kube_cel::VapExpression {
-            expression: c["expression"].as_str().unwrap_or("false").to_string(),
-            message: None,
-            message_expression: None,
-        })
-        .collect();
-    evaluator.build().evaluate(&expressions).iter().all(|r| r.passed)
+    if let Some(namespace) = namespace {
+        evaluator = evaluator.namespace_object(namespace.clone());
+    }
+    evaluator.build()
 }
 
 /// The webhooks of the configurations that match a write, mutating ones first, each list in

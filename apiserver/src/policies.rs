@@ -15,7 +15,7 @@
 
 use serde_json::Value;
 
-use crate::admission::{Attributes, rule_matches, selector_matches};
+use crate::admission::{Attributes, evaluator, rule_matches, selector_matches};
 use crate::errors::ApiError;
 
 /// The outcome of an expression.
@@ -25,53 +25,33 @@ enum Outcome {
     Error(String),
 }
 
-fn evaluate(
-    expression: &str,
-    message: Option<String>,
-    message_expression: Option<String>,
-    scope: &Scope<'_>,
-) -> Outcome {
-    let request = kube_cel::AdmissionRequest {
-        operation: scope.attributes.operation.into(),
-        username: scope.attributes.user.clone(),
-        groups: scope.attributes.groups.clone(),
-        name: scope.attributes.name.clone(),
-        namespace: scope.attributes.namespace.clone().unwrap_or_default(),
-        dry_run: scope.attributes.dry_run,
-        kind: kube_cel::GroupVersionKind {
-            group: scope.attributes.group.clone(),
-            version: scope.attributes.version.clone(),
-            kind: scope.attributes.kind.clone(),
-        },
-        resource: kube_cel::GroupVersionResource {
-            group: scope.attributes.group.clone(),
-            version: scope.attributes.version.clone(),
-            resource: scope.attributes.resource.clone(),
-        },
-        ..Default::default()
-    };
-    let mut evaluator = kube_cel::VapEvaluator::builder().object(scope.object.clone()).request(request);
-    if !scope.old.is_null() {
-        evaluator = evaluator.old_object(scope.old.clone());
-    }
-    if let Some(namespace) = scope.namespace {
-        evaluator = evaluator.namespace_object(namespace.clone());
-    }
-    let expressions =
-        [kube_cel::VapExpression { expression: expression.to_string(), message, message_expression }];
-    let Some(result) = evaluator.build().evaluate(&expressions).into_iter().next() else {
-        return Outcome::Error("no result".into());
-    };
-    match (result.passed, result.message) {
-        (true, _) => Outcome::Held,
-        (false, Some(m))
-            if m.starts_with("evaluation error")
-                || m.starts_with("failed to compile")
-                || m.starts_with("expression returned non-boolean") =>
-        {
-            Outcome::Error(m)
-        }
-        (false, m) => Outcome::Failed(m.unwrap_or_else(|| format!("failed expression: {expression}"))),
+/// The outcomes of `expressions`, in order, over one evaluator (its context made once).
+fn evaluate(evaluator: &kube_cel::VapEvaluator, expressions: &[kube_cel::VapExpression]) -> Vec<Outcome> {
+    evaluator
+        .evaluate(expressions)
+        .into_iter()
+        .map(|result| match (result.passed, result.message) {
+            (true, _) => Outcome::Held,
+            (false, Some(m))
+                if m.starts_with("evaluation error")
+                    || m.starts_with("failed to compile")
+                    || m.starts_with("expression returned non-boolean") =>
+            {
+                Outcome::Error(m)
+            }
+            (false, m) => {
+                Outcome::Failed(m.unwrap_or_else(|| format!("failed expression: {}", result.expression)))
+            }
+        })
+        .collect()
+}
+
+fn expression(node: &Value, with_messages: bool) -> kube_cel::VapExpression {
+    let text = |key: &str| node[key].as_str().map(String::from).filter(|_| with_messages);
+    kube_cel::VapExpression {
+        expression: node["expression"].as_str().unwrap_or("false").to_string(),
+        message: text("message"),
+        message_expression: text("messageExpression"),
     }
 }
 
@@ -81,6 +61,14 @@ struct Scope<'a> {
     object: &'a Value,
     old: &'a Value,
     namespace: Option<&'a Value>,
+    /// Made once, for the first policy that applies.
+    evaluator: std::cell::OnceCell<kube_cel::VapEvaluator>,
+}
+
+impl Scope<'_> {
+    fn evaluator(&self) -> &kube_cel::VapEvaluator {
+        self.evaluator.get_or_init(|| evaluator(self.attributes, self.object, self.old, self.namespace))
+    }
 }
 
 /// Whether a `MatchResources` selects the write: a resource rule (with its `resourceNames`)
@@ -138,7 +126,7 @@ pub fn check(
     if attributes.group == "authentication.k8s.io" || attributes.group == "authorization.k8s.io" {
         return Ok(());
     }
-    let scope = Scope { attributes, object, old, namespace };
+    let scope = Scope { attributes, object, old, namespace, evaluator: std::cell::OnceCell::new() };
     let mut bindings: Vec<&Value> = bindings.iter().collect();
     bindings.sort_by_key(|b| b["metadata"]["name"].as_str().unwrap_or_default().to_string());
     for binding in bindings {
@@ -168,10 +156,15 @@ pub fn check(
                 ),
             )
         };
+        let conditions: Vec<kube_cel::VapExpression> = policy_spec["matchConditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| expression(c, false))
+            .collect();
         let mut applies = true;
-        for condition in policy_spec["matchConditions"].as_array().into_iter().flatten() {
-            let expression = condition["expression"].as_str().unwrap_or("false");
-            match evaluate(expression, None, None, &scope) {
+        for outcome in evaluate(scope.evaluator(), &conditions) {
+            match outcome {
                 Outcome::Held => {}
                 Outcome::Failed(_) => applies = false,
                 Outcome::Error(why) if fail => return Err(refusal((403, "Forbidden"), why)),
@@ -181,11 +174,13 @@ pub fn check(
         if !applies {
             continue;
         }
-        for validation in policy_spec["validations"].as_array().into_iter().flatten() {
-            let expression = validation["expression"].as_str().unwrap_or("false");
-            let message = validation["message"].as_str().map(String::from);
-            let message_expression = validation["messageExpression"].as_str().map(String::from);
-            match evaluate(expression, message, message_expression, &scope) {
+        let validations: Vec<&Value> = policy_spec["validations"].as_array().into_iter().flatten().collect();
+        let expressions: Vec<kube_cel::VapExpression> =
+            validations.iter().map(|v| expression(v, true)).collect();
+        let outcomes = evaluate(scope.evaluator(), &expressions);
+        for ((validation, outcome), asked) in validations.iter().zip(outcomes).zip(&expressions) {
+            let expression = asked.expression.as_str();
+            match outcome {
                 Outcome::Held => {}
                 Outcome::Failed(message) => {
                     let message =

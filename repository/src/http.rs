@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, header};
 
 use crate::cache::Cache;
@@ -268,16 +267,9 @@ pub(crate) async fn read_within(
     response: reqwest::Response,
     limit: u64,
 ) -> Result<Option<Vec<u8>>, SendError> {
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| SendError::Transient(e.to_string()))?;
-        if body.len() as u64 + chunk.len() as u64 > limit {
-            return Ok(None);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(Some(body))
+    butler_runtime::network::read_within(response, limit)
+        .await
+        .map_err(|e| SendError::Transient(e.to_string()))
 }
 
 /// Sends a GET and follows its redirects: each hop's address is checked (by the resolver for a

@@ -111,6 +111,22 @@ impl NetworkPolicy {
     }
 }
 
+/// A response's body, or `None` once it holds more than `limit` bytes (read no further):
+/// whatever a server that users name sends, at most `limit` of it is held.
+pub async fn read_within(
+    mut response: reqwest::Response,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() as u64 + chunk.len() as u64 > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
 /// The resolver's refusal, found again among the causes of the HTTP client's error.
 #[derive(Debug)]
 pub struct Refusal(pub String);

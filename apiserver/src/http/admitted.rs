@@ -14,21 +14,22 @@ use crate::admission::{Attributes, call, denied, failed, matching, mutate, revie
 use crate::errors::ApiError;
 use crate::store::ListOptions;
 
+/// Every object of one admission kind of the store (`admissionregistration.k8s.io/v1`).
+fn admission_objects(shared: &Shared, plural: &str) -> Vec<Value> {
+    let store = lock(&shared.store);
+    let Some(rt) = store.registry.find("admissionregistration.k8s.io", "v1", plural).cloned() else {
+        return Vec::new();
+    };
+    let list = store.list(&rt, None, &ListOptions::default()).unwrap_or_default();
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
 /// The webhook configurations of the store, each marked mutating or not.
 fn configurations(shared: &Shared) -> Vec<(bool, Value)> {
-    let store = lock(&shared.store);
-    let mut all = Vec::new();
-    for (mutating, plural) in
-        [(true, "mutatingwebhookconfigurations"), (false, "validatingwebhookconfigurations")]
-    {
-        let Some(rt) = store.registry.find("admissionregistration.k8s.io", "v1", plural).cloned() else {
-            continue;
-        };
-        if let Ok(list) = store.list(&rt, None, &ListOptions::default()) {
-            all.extend(list["items"].as_array().into_iter().flatten().map(|c| (mutating, c.clone())));
-        }
-    }
-    all
+    let mutating = admission_objects(shared, "mutatingwebhookconfigurations").into_iter().map(|c| (true, c));
+    let validating =
+        admission_objects(shared, "validatingwebhookconfigurations").into_iter().map(|c| (false, c));
+    mutating.chain(validating).collect()
 }
 
 fn reply_object(reply: Reply) -> Value {
@@ -40,15 +41,10 @@ fn reply_object(reply: Reply) -> Value {
 
 /// The ValidatingAdmissionPolicies and their bindings of the store.
 fn policies(shared: &Shared) -> (Vec<Value>, Vec<Value>) {
-    let store = lock(&shared.store);
-    let items = |plural: &str| -> Vec<Value> {
-        let Some(rt) = store.registry.find("admissionregistration.k8s.io", "v1", plural).cloned() else {
-            return Vec::new();
-        };
-        let list = store.list(&rt, None, &ListOptions::default()).unwrap_or_default();
-        list["items"].as_array().cloned().unwrap_or_default()
-    };
-    (items("validatingadmissionpolicies"), items("validatingadmissionpolicybindings"))
+    (
+        admission_objects(shared, "validatingadmissionpolicies"),
+        admission_objects(shared, "validatingadmissionpolicybindings"),
+    )
 }
 
 /// A write through the admission webhooks and policies; without a webhook or policy that

@@ -93,20 +93,26 @@ fn check_annotations_size(rt: &ResourceType, object: &Value) -> Result<(), ApiEr
         .flatten()
         .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
         .sum();
-    if size <= MAX_ANNOTATIONS_BYTES {
-        return Ok(());
+    match size <= MAX_ANNOTATIONS_BYTES {
+        true => Ok(()),
+        false => Err(too_long(
+            rt,
+            object,
+            "metadata.annotations",
+            format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
+        )),
     }
+}
+
+/// Kubernetes' refusal of a field over its size (`FieldValueTooLong`, 422).
+fn too_long(rt: &ResourceType, object: &Value, field: &str, message: String) -> ApiError {
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    Err(ApiError::invalid(
+    ApiError::invalid(
         &rt.group,
         &rt.kind,
         name,
-        vec![Cause {
-            reason: "FieldValueTooLong",
-            message: format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
-            field: "metadata.annotations".into(),
-        }],
-    ))
+        vec![Cause { reason: "FieldValueTooLong", message, field: field.into() }],
+    )
 }
 
 /// An object being deleted may lose finalizers but gain none, as Kubernetes' object meta
@@ -163,20 +169,12 @@ fn check_data_size(rt: &ResourceType, object: &Value, field: &str) -> Result<(),
         "Secret" => values("data").map(decoded).sum(),
         _ => values("data").map(text).chain(values("binaryData").map(decoded)).sum(),
     };
-    if size <= MAX_DATA_BYTES {
-        return Ok(());
+    match size <= MAX_DATA_BYTES {
+        true => Ok(()),
+        false => {
+            Err(too_long(rt, object, field, format!("Too long: may not be more than {MAX_DATA_BYTES} bytes")))
+        }
     }
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    Err(ApiError::invalid(
-        &rt.group,
-        &rt.kind,
-        name,
-        vec![Cause {
-            reason: "FieldValueTooLong",
-            message: format!("Too long: may not be more than {MAX_DATA_BYTES} bytes"),
-            field: field.into(),
-        }],
-    ))
 }
 
 /// The fields Kubernetes refuses to change once set (the ones providers' components meet).

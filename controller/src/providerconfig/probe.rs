@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use butler_core::api::{Platform, ProviderConfigSpec};
-use butler_runtime::network::{NetworkPolicy, PolicyResolver};
+use butler_runtime::network::{NetworkPolicy, PolicyResolver, read_within};
 
 use super::credentials::Credentials;
 
@@ -28,7 +28,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
 /// How long a probe waits for an answer.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of an answer a probe reads (a version is a few hundred bytes).
-pub const MAX_ANSWER: usize = 64 * 1024;
+pub const MAX_ANSWER: u64 = 64 * 1024;
 
 /// Where and how to probe a platform.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,24 +187,12 @@ pub async fn probe(target: &Target) -> Probed {
         }
         Ok(answer) => {
             let ok = answer.status().is_success();
-            let body = bounded(answer).await;
+            // An answer over the bound tells no version (and is read no further).
+            let body = read_within(answer, MAX_ANSWER).await.ok().flatten().unwrap_or_default();
             Probed::Reachable { version: ok.then(|| version_of(&body, target.version)).flatten() }
         }
         Err(e) => Probed::Unreachable(format!("{}: {}", target.url, describe(&e))),
     }
-}
-
-/// At most [`MAX_ANSWER`] bytes of an answer: whatever an endpoint sends, the rest is not read.
-async fn bounded(mut answer: reqwest::Response) -> Vec<u8> {
-    let mut body = Vec::new();
-    while let Ok(Some(chunk)) = answer.chunk().await {
-        let room = MAX_ANSWER - body.len();
-        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if body.len() >= MAX_ANSWER {
-            break;
-        }
-    }
-    body
 }
 
 /// A reqwest error with its causes, which say what went wrong (refused, timed out, a

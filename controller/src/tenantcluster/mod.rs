@@ -517,10 +517,7 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
             Ok(Some((tenant, _))) => {
                 match tokio::time::timeout(ctx.tenant_deadline, release::ask(&tenant, &ranges)).await {
                     Ok(answer) => answer,
-                    Err(_) => release::Tenant::Silent(format!(
-                        "no whole answer within {}s",
-                        ctx.tenant_deadline.as_secs_f64()
-                    )),
+                    Err(_) => release::Tenant::Silent(tenant::late(ctx.tenant_deadline)),
                 }
             }
             Err(why) => release::Tenant::Silent(why),

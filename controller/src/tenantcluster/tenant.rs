@@ -40,9 +40,14 @@ pub async fn within<T>(
         Ok(answer) => answer,
         Err(_) => Err(kube::Error::Service(Box::new(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            format!("no whole answer within {}s", deadline.as_secs_f64()),
+            late(deadline),
         )))),
     }
+}
+
+/// What a tenant call given up on after `deadline` says.
+pub fn late(deadline: std::time::Duration) -> String {
+    format!("no whole answer within {}s", deadline.as_secs_f64())
 }
 
 /// Clients of tenant clusters, by TenantCluster UID, with the Secret's resourceVersion they

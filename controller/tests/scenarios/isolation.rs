@@ -428,7 +428,7 @@ async fn a_team_cannot_empty_a_shared_pool() {
     let s = Scenario::start().await;
     // The platform's ProviderConfig, shared by every team, over one /24.
     let platform = s.namespace("iso-shared-pool").await;
-    pool(&s, &platform, "shared", "10.67.0.0/24").await;
+    pool(&s, &platform, "shared", "10.76.0.0/24").await;
     crate::tenants::make::<ProviderConfig>(
         &s,
         &platform,
@@ -583,11 +583,26 @@ async fn a_probe_follows_no_redirect() {
     assert_eq!(reached.load(Ordering::Relaxed), 0, "the redirect was followed");
 }
 
+/// The TenantCluster `name` of a team's namespace, whose tenant is the server at `address`,
+/// on a platform's ProviderConfig in IPAM mode over `cidr`: the team's clusters.
+async fn cluster_with_tenant(
+    s: &Scenario,
+    base: &str,
+    name: &str,
+    cidr: &str,
+    address: std::net::SocketAddr,
+) -> Api<TenantCluster> {
+    let system = s.namespace(&format!("{base}-system")).await;
+    let team = s.namespace(&format!("{base}-team")).await;
+    small_ipam(s, &system, cidr).await;
+    kubeconfig_secret(s, &team, name, &format!("http://{address}"), "{token: t}").await;
+    cluster(s, &team, name, &system).await;
+    Api::namespaced(s.client.clone(), &team)
+}
+
 #[tokio::test]
 async fn what_a_tenants_server_answers_never_reaches_a_status() {
     let s = Scenario::start().await;
-    let system = s.namespace("iso-echo-system").await;
-    let team = s.namespace("iso-echo-team").await;
     // The "tenant" a team names: any server of the network, whose error pages say too much.
     let app = Router::new().fallback(|| async {
         let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
@@ -597,10 +612,7 @@ async fn what_a_tenants_server_answers_never_reaches_a_status() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    small_ipam(&s, &system, "10.71.0.0/24").await;
-    kubeconfig_secret(&s, &team, "echo", &format!("http://{address}"), "{token: t}").await;
-    cluster(&s, &team, "echo", &system).await;
-    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let clusters = cluster_with_tenant(&s, "iso-echo", "echo", "10.77.0.0/24", address).await;
     let conditions = once_reason(&clusters, "echo", "MetalLBSynced", "TenantUnreachable", of_cluster).await;
     let message = &condition(&conditions, "MetalLBSynced").unwrap().message;
     assert!(message.contains("it answered InternalError (HTTP 500)"), "{message}");
@@ -611,8 +623,6 @@ async fn what_a_tenants_server_answers_never_reaches_a_status() {
 #[tokio::test]
 async fn a_tenant_that_trickles_its_answer_is_given_up_on_as_a_whole() {
     let s = Scenario::start().await;
-    let system = s.namespace("iso-trickle-system").await;
-    let team = s.namespace("iso-trickle-team").await;
     // Answers at once, then sends a byte a second for ever: no read ever times out.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -636,10 +646,7 @@ async fn a_tenant_that_trickles_its_answer_is_given_up_on_as_a_whole() {
             });
         }
     });
-    small_ipam(&s, &system, "10.72.0.0/24").await;
-    kubeconfig_secret(&s, &team, "slow", &format!("http://{address}"), "{token: t}").await;
-    cluster(&s, &team, "slow", &system).await;
-    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let clusters = cluster_with_tenant(&s, "iso-trickle", "slow", "10.78.0.0/24", address).await;
     let started = std::time::Instant::now();
     let conditions = crate::support::wait_within(
         &clusters,
@@ -663,8 +670,6 @@ async fn a_tenant_that_trickles_its_answer_is_given_up_on_as_a_whole() {
 #[tokio::test]
 async fn a_tenant_answering_without_end_is_read_no_further_than_the_cap() {
     let s = Scenario::start().await;
-    let system = s.namespace("iso-flood-system").await;
-    let team = s.namespace("iso-flood-team").await;
     // A "tenant" that answers every request at once with 20 MiB.
     let flood = format!("{{\"padding\": \"{}\"}}", "a".repeat(20 * 1024 * 1024));
     let app = Router::new().fallback(move || {
@@ -674,10 +679,7 @@ async fn a_tenant_answering_without_end_is_read_no_further_than_the_cap() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    small_ipam(&s, &system, "10.73.0.0/24").await;
-    kubeconfig_secret(&s, &team, "flood", &format!("http://{address}"), "{token: t}").await;
-    cluster(&s, &team, "flood", &system).await;
-    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let clusters = cluster_with_tenant(&s, "iso-flood", "flood", "10.79.0.0/24", address).await;
     let conditions = once_reason(&clusters, "flood", "MetalLBSynced", "TenantUnreachable", of_cluster).await;
     let message = &condition(&conditions, "MetalLBSynced").unwrap().message;
     assert!(message.contains("length limit exceeded"), "{message}");

@@ -44,8 +44,8 @@ struct Written {
     content: Option<String>,
 }
 
-/// The digest of an object as it is applied.
-fn content_of(wanted: &serde_json::Value) -> String {
+/// The digest of an object as it is applied: computed once per object an apply considers.
+pub fn content_of(wanted: &serde_json::Value) -> String {
     butler_repository::sha256_hex(serde_json::to_string(wanted).expect("objects serialize").as_bytes())
 }
 
@@ -62,8 +62,9 @@ impl Drift {
     }
 
     /// Records what the operator's apply of `wanted` left on an object.
-    pub fn record_applied(&self, object: ObjectRef, meta: &ObjectMeta, wanted: &serde_json::Value) {
-        self.record_with(object, meta, Some(content_of(wanted)));
+    /// `content` is [`content_of`] the object applied.
+    pub fn record_applied(&self, object: ObjectRef, meta: &ObjectMeta, content: String) {
+        self.record_with(object, meta, Some(content));
     }
 
     fn record_with(&self, object: ObjectRef, meta: &ObjectMeta, content: Option<String>) {
@@ -76,12 +77,10 @@ impl Drift {
     /// Whether applying `wanted` would change nothing: this process applied exactly that, and
     /// no one has changed it since. A pause or an unpause then applies the Deployments alone,
     /// not a megabyte of CRDs again.
-    pub fn unchanged(&self, object: &ObjectRef, wanted: &serde_json::Value) -> bool {
+    pub fn unchanged(&self, object: &ObjectRef, content: &str) -> bool {
         let written = self.written.lock().expect("not poisoned");
         let Some(record) = written.get(object) else { return false };
-        record.stamp != PENDING
-            && record.stamp != DRIFTED
-            && record.content.as_ref().is_some_and(|c| *c == content_of(wanted))
+        record.stamp != PENDING && record.stamp != DRIFTED && record.content.as_deref() == Some(content)
     }
 
     /// Marks an object as being written: watch events that arrive before the write's answer
@@ -261,13 +260,14 @@ mod tests {
     fn what_was_applied_unchanged_needs_no_apply_until_someone_changes_it() {
         let drift = Drift::default();
         let d = object("manager");
-        let wanted = serde_json::json!({"spec": {"replicas": 1}});
+        let wanted = content_of(&serde_json::json!({"spec": {"replicas": 1}}));
         assert!(!drift.unchanged(&d, &wanted), "never applied");
         drift.begin(&d);
         assert!(!drift.unchanged(&d, &wanted), "being applied");
-        drift.record_applied(d.clone(), &meta(Some(1), "5"), &wanted);
+        drift.record_applied(d.clone(), &meta(Some(1), "5"), wanted.clone());
         assert!(drift.unchanged(&d, &wanted));
-        assert!(!drift.unchanged(&d, &serde_json::json!({"spec": {"replicas": 0}})), "another content");
+        let other = content_of(&serde_json::json!({"spec": {"replicas": 0}}));
+        assert!(!drift.unchanged(&d, &other), "another content");
         assert!(drift.observe(&d, Seen::Present(&meta(Some(2), "6"))));
         assert!(!drift.unchanged(&d, &wanted), "someone changed it");
         drift.record(d.clone(), &meta(Some(3), "7"));

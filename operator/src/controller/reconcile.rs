@@ -546,13 +546,19 @@ where
     K: ProviderObject,
 {
     let mut deployments = Vec::new();
-    // What changed goes, and what drifted; what this process applied as it is stays.
-    let to_apply: Vec<&serde_json::Value> = plan
+    // What changed goes, and what drifted; what this process applied as it is stays. Each
+    // object considered is digested once (and only those: a reconcile that changed nothing
+    // digests only what drifted).
+    let to_apply: Vec<(&serde_json::Value, String)> = plan
         .objects
         .iter()
-        .filter(|o| match plan.changed {
-            true => !ctx.drift.unchanged(&ObjectRef::of(o), o),
-            false => !ctx.drift.is_current(&ObjectRef::of(o)),
+        .filter_map(|o| {
+            let r = ObjectRef::of(o);
+            match plan.changed {
+                true => Some(super::drift::content_of(o)).filter(|c| !ctx.drift.unchanged(&r, c)),
+                false => (!ctx.drift.is_current(&r)).then(|| super::drift::content_of(o)),
+            }
+            .map(|content| (o, content))
         })
         .collect();
     let recorded = |ctx: &Context| {
@@ -598,7 +604,7 @@ where
     let mut adopted: Vec<ObjectRef> = plan.inventory.adopted.clone();
     let earlier = EarlierInstall::new(plan);
     let mut stale_crds: Vec<String> = Vec::new();
-    for wanted in to_apply {
+    for (wanted, content) in to_apply {
         let r = ObjectRef::of(wanted);
         ctx.drift.begin(&r);
         let waits = defined.contains(&format!("{}/{}", r.group(), r.kind));
@@ -617,7 +623,7 @@ where
                 {
                     stale_crds.push(stale.name);
                 }
-                ctx.drift.record_applied(r.clone(), &applied.metadata, wanted);
+                ctx.drift.record_applied(r.clone(), &applied.metadata, content);
                 if resource.kind == "Deployment"
                     && let Ok(d) = serde_json::to_value(&applied).and_then(serde_json::from_value)
                 {
