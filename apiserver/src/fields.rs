@@ -55,6 +55,7 @@ fn schemas() -> &'static BTreeMap<(&'static str, &'static str), Root> {
             (("", "Namespace"), root::<core::v1::Namespace>()),
             (("", "ConfigMap"), root::<core::v1::ConfigMap>()),
             (("", "Secret"), root::<core::v1::Secret>()),
+            (("", "ResourceQuota"), root::<core::v1::ResourceQuota>()),
             (("", "Service"), root::<core::v1::Service>()),
             (("", "ServiceAccount"), root::<core::v1::ServiceAccount>()),
             (("", "Event"), root::<core::v1::Event>()),

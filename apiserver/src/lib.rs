@@ -8,7 +8,8 @@
 //!
 //! # Supported
 //! - Discovery (legacy form): `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}`,
-//!   `/apis/{group}/{version}`, for Namespace, ConfigMap, Secret, Service, ServiceAccount, Pod, Event
+//!   `/apis/{group}/{version}`, for Namespace, ConfigMap, Secret, ResourceQuota (object counts
+//!   held at creation), Service, ServiceAccount, Pod, Event
 //!   (core and `events.k8s.io`), Deployment, DaemonSet, Role, RoleBinding, ClusterRole,
 //!   ClusterRoleBinding, Validating/MutatingWebhookConfiguration, Lease and
 //!   CustomResourceDefinition, and every kind a CRD registers (all served versions, scope,
@@ -202,20 +203,32 @@ impl MemoryApiServer {
         // finalizer (a deleted CRD's objects go, then the CRD), the namespace controller (a
         // deleted namespace's objects go, then the namespace) and the garbage collector's
         // orphan and foreground deletions. It ends with the server.
-        let store = Arc::downgrade(&shared.store);
+        let weak = Arc::downgrade(&shared);
         tokio::spawn(async move {
+            // Ticks until the namespace controller tries again after a refused deletion (it
+            // backs off, as kube-controller-manager's does, rather than call a webhook 20 times
+            // a second).
+            let mut namespaces_wait = 0u32;
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(50));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                let Some(store) = store.upgrade() else { return };
-                let mut store = store.lock().unwrap_or_else(|e| e.into_inner());
-                if !store.root_ca_due.is_empty() {
-                    store.publish_root_ca(None);
+                let Some(shared) = weak.upgrade() else { return };
+                {
+                    let mut store = shared.store.lock().unwrap_or_else(|e| e.into_inner());
+                    if !store.root_ca_due.is_empty() {
+                        store.publish_root_ca(None);
+                    }
+                    store.finish_crd_deletions();
+                    store.finish_propagations();
                 }
-                store.finish_crd_deletions();
-                store.finish_propagations();
-                store.finish_namespace_deletions();
+                // The namespace controller deletes through the API (admission sees it).
+                if namespaces_wait > 0 {
+                    namespaces_wait -= 1;
+                } else if !http::empty_terminating_namespaces(&shared).await {
+                    namespaces_wait = 20;
+                }
+                shared.store.lock().unwrap_or_else(|e| e.into_inner()).finish_namespace_deletions();
             }
         });
         let (shutdown, stopped) = oneshot::channel::<()>();

@@ -146,6 +146,7 @@ const BUILTINS: &[Builtin] = &[
     Builtin("", "v1", "Namespace", "namespaces", false, true, false, &["ns"]),
     Builtin("", "v1", "ConfigMap", "configmaps", true, false, false, &["cm"]),
     Builtin("", "v1", "Secret", "secrets", true, false, false, &[]),
+    Builtin("", "v1", "ResourceQuota", "resourcequotas", true, true, false, &["quota"]),
     Builtin("", "v1", "Service", "services", true, true, false, &["svc"]),
     Builtin("", "v1", "ServiceAccount", "serviceaccounts", true, false, false, &["sa"]),
     Builtin("", "v1", "Event", "events", true, false, false, &["ev"]),

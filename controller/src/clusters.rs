@@ -68,7 +68,8 @@ pub fn follow(
 ) -> impl Stream<Item = Result<TenantCluster, watcher::Error>> + Send + 'static {
     let events =
         watcher(Api::<TenantCluster>::all(client.clone()), watcher::Config::default().any_semantic())
-            .default_backoff();
+            .default_backoff()
+            .modify(crate::caches::trim);
     reflector(writer, events)
         .inspect(move |event| {
             if let Ok(event) = event {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use butler_core::api::{NetworkPool, ProviderConfig, ProviderConfigStatus, TeamStatus, TenantCluster};
 use butler_runtime::apply::Applier;
 use butler_runtime::metrics::Metrics;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::ResourceExt;
 use kube::runtime::events::Recorder;
@@ -24,6 +24,7 @@ pub struct TeamCaches {
     pub role_bindings: Store<RoleBinding>,
     pub cluster_roles: Store<ClusterRole>,
     pub cluster_role_bindings: Store<ClusterRoleBinding>,
+    pub quotas: Store<ResourceQuota>,
 }
 
 impl TeamCaches {
@@ -39,6 +40,7 @@ impl TeamCaches {
             "RoleBinding" => json(self.role_bindings.get(&ObjectRef::new(name).within(namespace))),
             "ClusterRole" => json(self.cluster_roles.get(&ObjectRef::new(name))),
             "ClusterRoleBinding" => json(self.cluster_role_bindings.get(&ObjectRef::new(name))),
+            "ResourceQuota" => json(self.quotas.get(&ObjectRef::new(name).within(namespace))),
             _ => None,
         }
     }
@@ -81,6 +83,8 @@ pub struct Context {
     pub team_roles: crate::team::rbac::TeamClusterRoles,
     /// Where the controller reads Secrets, and the binding that lets it in team namespaces.
     pub secret_reader: crate::secrets::SecretReader,
+    /// The objects of Butler's kinds a team namespace may hold.
+    pub team_quota: crate::team::quota::TeamQuota,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     /// The Team statuses this process wrote last, by UID.

@@ -133,34 +133,102 @@ impl Listed {
 }
 
 /// The objects of a store, filed under several keys at once (one index per key function):
-/// what a reconcile reads through [`Indexed::get`] is the store's own objects, held once.
+/// each index holds the store's own objects (the `Arc` the store holds, taken once the watch
+/// event reached it), so a reconcile reads the objects of its key without a lookup of each in
+/// the store, and every object is held once.
 pub struct Indexed<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
     store: kube::runtime::reflector::Store<K>,
-    indexes: Vec<Filed<K, ()>>,
+    keys: Vec<fn(&K) -> Option<Key>>,
+    inner: RwLock<IndexedInner<K>>,
+    ready: watch::Sender<bool>,
 }
 
-impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Indexed<K> {
-    /// Indexes over the objects of `store` (filled by the same watch), one per key function.
-    pub fn new(store: kube::runtime::reflector::Store<K>, keys: &[fn(&K) -> Option<Key>]) -> Indexed<K> {
-        Indexed { store, indexes: keys.iter().map(|key| Filed::new(*key, |_| ())).collect() }
-    }
+struct IndexedInner<K> {
+    /// Per index: the objects by the key they are filed under, by (namespace, name).
+    by_key: Vec<HashMap<Key, BTreeMap<Key, std::sync::Arc<K>>>>,
+    /// Per object: the key of each index it is filed under.
+    keys_of: HashMap<Key, Vec<Option<Key>>>,
+    /// The objects of a relist and their keys, filed when it is complete.
+    relist: Option<Vec<(Key, Vec<Option<Key>>)>>,
+}
 
-    /// Files one watch event in every index.
-    pub fn apply(&self, event: &watcher::Event<K>) {
-        for index in &self.indexes {
-            index.apply(event);
+impl<K> IndexedInner<K> {
+    fn remove(&mut self, object: &Key) {
+        let Some(keys) = self.keys_of.remove(object) else { return };
+        for (index, key) in keys.into_iter().enumerate() {
+            if let Some(key) = key
+                && let Some(entries) = self.by_key[index].get_mut(&key)
+            {
+                entries.remove(object);
+                if entries.is_empty() {
+                    self.by_key[index].remove(&key);
+                }
+            }
         }
     }
 
-    /// The objects that index `index` files under `key`, from the store.
+    fn insert(&mut self, object: Key, keys: Vec<Option<Key>>, shared: std::sync::Arc<K>) {
+        self.remove(&object);
+        for (index, key) in keys.iter().enumerate() {
+            if let Some(key) = key {
+                self.by_key[index].entry(key.clone()).or_default().insert(object.clone(), shared.clone());
+            }
+        }
+        self.keys_of.insert(object, keys);
+    }
+}
+
+impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Indexed<K> {
+    /// Indexes over the objects of `store` (filled by the same watch, before each event
+    /// reaches [`Indexed::apply`]), one per key function.
+    pub fn new(store: kube::runtime::reflector::Store<K>, keys: &[fn(&K) -> Option<Key>]) -> Indexed<K> {
+        let inner = IndexedInner {
+            by_key: keys.iter().map(|_| HashMap::new()).collect(),
+            keys_of: HashMap::new(),
+            relist: None,
+        };
+        Indexed { store, keys: keys.to_vec(), inner: RwLock::new(inner), ready: watch::Sender::new(false) }
+    }
+
+    fn keys_of(&self, object: &K) -> Vec<Option<Key>> {
+        self.keys.iter().map(|key| key(object)).collect()
+    }
+
+    /// Files one watch event in every index, after the store applied it.
+    pub fn apply(&self, event: &watcher::Event<K>) {
+        let mut inner = self.inner.write().expect("not poisoned");
+        match event {
+            watcher::Event::Apply(o) => {
+                let (ns, name) = object_key(o);
+                if let Some(shared) = self.object(&ns, &name) {
+                    inner.insert((ns, name), self.keys_of(o), shared);
+                }
+            }
+            watcher::Event::Delete(o) => inner.remove(&object_key(o)),
+            watcher::Event::Init => inner.relist = Some(Vec::new()),
+            watcher::Event::InitApply(o) => {
+                let entry = (object_key(o), self.keys_of(o));
+                inner.relist.get_or_insert_default().push(entry);
+            }
+            watcher::Event::InitDone => {
+                let listed = inner.relist.take().unwrap_or_default();
+                inner.by_key.iter_mut().for_each(HashMap::clear);
+                inner.keys_of.clear();
+                for ((ns, name), keys) in listed {
+                    if let Some(shared) = self.object(&ns, &name) {
+                        inner.insert((ns, name), keys, shared);
+                    }
+                }
+                drop(inner);
+                self.ready.send_replace(true);
+            }
+        }
+    }
+
+    /// The objects that index `index` files under `key`.
     pub fn get(&self, index: usize, key: &Key) -> Vec<std::sync::Arc<K>> {
-        self.indexes[index]
-            .get(key)
-            .into_iter()
-            .filter_map(|((ns, name), ())| {
-                self.store.get(&kube::runtime::reflector::ObjectRef::new(&name).within(&ns))
-            })
-            .collect()
+        let inner = self.inner.read().expect("not poisoned");
+        inner.by_key[index].get(key).map(|m| m.values().cloned().collect()).unwrap_or_default()
     }
 
     /// The object `namespace/name`, from the store.
@@ -170,13 +238,11 @@ impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Indexed<K> {
 
     /// How many keys of index `index` hold objects.
     pub fn keys(&self, index: usize) -> usize {
-        self.indexes[index].keys()
+        self.inner.read().expect("not poisoned").by_key[index].len()
     }
 
-    /// Waits until every index holds the first listing (filed after the store has it).
+    /// Waits until the indexes hold the first listing (filed after the store has it).
     pub async fn wait_until_ready(&self) {
-        for index in &self.indexes {
-            index.wait_until_ready().await;
-        }
+        let _ = self.ready.subscribe().wait_for(|r| *r).await;
     }
 }

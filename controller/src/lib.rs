@@ -9,6 +9,7 @@
 //!   defaults for new clusters, answered from the caches.
 //! - [`secrets`]: where the controller may read Secrets (by name, in namespaces bound for it).
 
+pub mod caches;
 pub mod clock;
 pub mod clusters;
 pub mod context;

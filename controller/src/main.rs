@@ -83,6 +83,11 @@ struct RunArgs {
     /// ClusterRole's `bind` rule names them).
     #[arg(long, env = "BUTLER_TEAM_CLUSTER_ROLES", default_value = TeamClusterRoles::DEFAULT, value_parser = TeamClusterRoles::new)]
     team_cluster_roles: TeamClusterRoles,
+    /// How many TenantClusters, and how many ProviderConfigs, a team namespace may hold: the
+    /// ResourceQuota `butler-team-objects` the Team controller keeps there, which no team member
+    /// may change (each object is held in every replica's memory).
+    #[arg(long, env = "BUTLER_TEAM_OBJECT_QUOTA", default_value_t = butler_controller::team::quota::DEFAULT_OBJECTS, value_parser = clap::value_parser!(u32).range(1..))]
+    team_object_quota: u32,
     /// The controller's ServiceAccount (in its namespace), which the Team controller lets read
     /// the Secrets of each team namespace (the components set it from the pod).
     #[arg(long, env = "BUTLER_SERVICE_ACCOUNT", default_value = "butler-controller")]
@@ -181,6 +186,7 @@ fn run(args: RunArgs) -> ExitCode {
             clock: Default::default(),
             scope,
             team_roles: args.team_cluster_roles.clone(),
+            team_quota: butler_controller::team::quota::TeamQuota { objects: args.team_object_quota },
             secret_reader,
             probe_networks: args.allow_probe_network.clone(),
             tenant_deadline: butler_controller::tenantcluster::tenant::CALL_DEADLINE,

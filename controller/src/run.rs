@@ -13,7 +13,7 @@ use butler_runtime::metrics::Metrics;
 use butler_runtime::shutdown::Shutdown;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
@@ -46,6 +46,8 @@ pub struct Options {
     pub scope: crate::context::Scope,
     /// The ClusterRoles the team roles bind (the components' `butler-team-{role}`).
     pub team_roles: crate::team::rbac::TeamClusterRoles,
+    /// The TenantClusters and ProviderConfigs a team namespace may hold (its ResourceQuota).
+    pub team_quota: crate::team::quota::TeamQuota,
     /// The controller's ServiceAccount and the ClusterRole that lets it read Secrets, bound in
     /// each team namespace.
     pub secret_reader: crate::secrets::SecretReader,
@@ -64,6 +66,7 @@ impl Options {
             clock: Arc::default(),
             scope: Default::default(),
             team_roles: Default::default(),
+            team_quota: Default::default(),
             secret_reader: Default::default(),
             probe_networks: Vec::new(),
             tenant_deadline: crate::tenantcluster::tenant::CALL_DEADLINE,
@@ -89,8 +92,8 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store::<K>();
-    let stream =
-        reflector(writer, watcher(Api::<K>::all(client.clone()), config)).default_backoff().touched_objects();
+    let events = watcher(Api::<K>::all(client.clone()), config).default_backoff().modify(crate::caches::trim);
+    let stream = reflector(writer, events).touched_objects();
     (store, stream)
 }
 
@@ -120,8 +123,9 @@ where
         (0..subscribers).map(|_| writer.subscribe().expect("a shared store has subscribers")).collect();
     let listed = Listed::default();
     let seen = listed.clone();
-    let events =
-        watcher(Api::<K>::all(client.clone()), watcher::Config::default().any_semantic()).default_backoff();
+    let events = watcher(Api::<K>::all(client.clone()), watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(crate::caches::trim);
     let objects = reflector(writer, events)
         .inspect(move |event| match event {
             Ok(watcher::Event::Delete(object)) => {
@@ -267,13 +271,15 @@ pub fn start(
     let (cluster_roles, cluster_role_events) = reflect::<ClusterRole>(&client, labelled());
     let (cluster_role_bindings, cluster_role_binding_events) =
         reflect::<ClusterRoleBinding>(&client, labelled());
+    let (quotas, quota_events) = reflect::<ResourceQuota>(&client, labelled());
     // One watch of NetworkPools: the ProviderConfig controller follows it, the NetworkPool
     // controller subscribes.
     let (pools, pool_writer) = reflector::store_shared::<NetworkPool>(1024);
     let pools_for_ipam = pool_writer.subscribe().expect("a shared store has subscribers");
     let pool_watch =
         watcher(Api::<NetworkPool>::all(client.clone()), watcher::Config::default().any_semantic())
-            .default_backoff();
+            .default_backoff()
+            .modify(crate::caches::trim);
     let pools_listed = Listed::default();
     let seen = pools_listed.clone();
     let pool_events = reflector(pool_writer, pool_watch)
@@ -290,6 +296,7 @@ pub fn start(
         role_bindings: role_bindings.clone(),
         cluster_roles: cluster_roles.clone(),
         cluster_role_bindings: cluster_role_bindings.clone(),
+        quotas: quotas.clone(),
     };
     let by_namespace =
         |ns: &Option<String>| team_of_namespace(ns.as_deref().unwrap_or_default()).map(ObjectRef::new);
@@ -303,6 +310,7 @@ pub fn start(
         .watches_stream(role_binding_events, team_by_label)
         .watches_stream(cluster_role_events, team_by_label)
         .watches_stream(cluster_role_binding_events, team_by_label)
+        .watches_stream(quota_events, team_by_label)
         .reconcile_all_on(scope_changes())
         .graceful_shutdown_on(shutdown.clone());
     // The ProviderConfigs wake the TenantClusters that use them (a config made after its
@@ -388,6 +396,7 @@ pub fn start(
         applier: Applier::new(client.clone(), FIELD_MANAGER),
         teams: caches,
         team_roles: options.team_roles.clone(),
+        team_quota: options.team_quota,
         secret_reader: options.secret_reader.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         metrics,
@@ -450,6 +459,7 @@ pub fn start(
         let _ = role_bindings.wait_until_ready().await;
         let _ = cluster_roles.wait_until_ready().await;
         let _ = cluster_role_bindings.wait_until_ready().await;
+        let _ = quotas.wait_until_ready().await;
         pools_listed.wait().await;
         allocations.wait_until_ready().await;
         let _ = synced_tx.send(true);

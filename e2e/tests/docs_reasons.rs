@@ -26,6 +26,7 @@ const NOT_REASONS: &[&str] = &[
     "ProviderConfig",
     "ProviderUpgrade",
     "ReplicaSet",
+    "ResourceQuota",
     "RoleBinding",
     "ServiceAccount",
     "StatefulSet",

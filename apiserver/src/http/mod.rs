@@ -106,6 +106,50 @@ impl Identity {
     }
 }
 
+/// The namespace controller of kube-controller-manager (with its own credentials, as kubeadm
+/// runs it).
+const NAMESPACE_CONTROLLER: &str = "system:serviceaccount:kube-system:namespace-controller";
+
+/// What the namespace controller does for a terminating namespace: each object in it deleted
+/// through admission as the controller's user; one a webhook or policy refuses (or a webhook
+/// that cannot be reached, failing closed) stays, and so does the namespace. Returns whether
+/// every deletion went through.
+pub(crate) async fn empty_terminating_namespaces(shared: &Arc<Shared>) -> bool {
+    let due = lock(&shared.store).namespace_content_due();
+    let identity = Identity {
+        user: NAMESPACE_CONTROLLER.into(),
+        groups: ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]
+            .map(String::from)
+            .to_vec(),
+    };
+    let mut all_through = true;
+    for (rt, namespace, name) in due {
+        let target = Target {
+            group: rt.group.clone(),
+            version: rt.version.clone(),
+            plural: rt.plural.clone(),
+            namespace: Some(namespace.clone()),
+            name: Some(name.clone()),
+            subresource: None,
+        };
+        let deleted = admitted::write(
+            shared,
+            target,
+            &Method::DELETE,
+            &HashMap::new(),
+            &HeaderMap::new(),
+            b"",
+            &identity,
+        )
+        .await;
+        if let Err(e) = deleted {
+            all_through = false;
+            tracing::debug!(%namespace, %name, kind = %rt.kind, error = ?e, "the namespace controller could not delete");
+        }
+    }
+    all_through
+}
+
 /// RBAC for the ServiceAccount tokens the server issued and for the users an administrator
 /// impersonates; other requests without a token are an administrator's, and a token the
 /// server did not issue is refused (401). Says who sent the request.

@@ -270,10 +270,41 @@ impl Store {
         terminating_crds
     }
 
-    /// What the namespace controller does a moment after a namespace's deletion (here: at the
-    /// server's next tick): the objects in it are deleted, and once they are gone the
-    /// namespace. Until then they are there as they were, and a controller may still change
-    /// them, as on a real server. Returns whether a namespace was due.
+    /// The objects the namespace controller deletes next: those in a terminating namespace
+    /// that are not being deleted yet, as (kind, namespace, name). It deletes them through the
+    /// API, as its own user, so admission sees each deletion as on a real server (a webhook
+    /// that refuses or cannot be reached leaves the namespace Terminating).
+    pub fn namespace_content_due(&self) -> Vec<(ResourceType, String, String)> {
+        if !self.namespaces_due {
+            return Vec::new();
+        }
+        let Some(namespaces) = self.registry.find("", "v1", "namespaces").cloned() else { return Vec::new() };
+        let terminating_namespaces: HashSet<&str> = self
+            .objects
+            .get(&namespaces.storage_key())
+            .into_iter()
+            .flat_map(|all| all.values())
+            .filter(|n| terminating(n) && has_finalizer(n, "spec", "kubernetes"))
+            .map(name_of)
+            .collect();
+        let mut due = Vec::new();
+        for ((group, plural), objects) in &self.objects {
+            let Some(rt) = self.registry.any_version(group, plural).filter(|rt| rt.namespaced) else {
+                continue;
+            };
+            for object in objects.values() {
+                let namespace = namespace_of(object);
+                if terminating_namespaces.contains(namespace) && !terminating(object) {
+                    due.push((rt.clone(), namespace.to_string(), name_of(object).to_string()));
+                }
+            }
+        }
+        due
+    }
+
+    /// What the namespace controller does once a namespace's objects are gone (their
+    /// deletions are [`Store::namespace_content_due`]'s): the namespace goes. Returns whether
+    /// a namespace was due.
     pub fn finish_namespace_deletions(&mut self) -> bool {
         if !self.namespaces_due {
             return false;
@@ -344,10 +375,11 @@ impl Store {
             }
             // Content that goes before its container: a namespace's objects, a CRD's objects,
             // a foreground-deleted owner's dependents.
-            let mut clear = |content: Vec<(&ResourceType, &Value)>, then: Action| {
+            // (`delete`: whether the content is deleted here; a namespace's goes through the API.)
+            let mut clear = |content: Vec<(&ResourceType, &Value)>, then: Action, delete: bool| {
                 if content.is_empty() {
                     add(rt, object, then);
-                } else {
+                } else if delete {
                     for (r, o) in content.into_iter().filter(|(_, o)| !terminating(o)) {
                         add(r, o, Action::Delete);
                     }
@@ -363,6 +395,7 @@ impl Store {
                 clear(
                     all.iter().filter(|(r, o)| r.namespaced && namespace_of(o) == name).copied().collect(),
                     Action::DropFinalizer("spec", "kubernetes"),
+                    false,
                 );
             }
             if due.crds
@@ -375,6 +408,7 @@ impl Store {
                 clear(
                     all.iter().filter(|(r, _)| r.group == group && r.plural == plural).copied().collect(),
                     Action::DropFinalizer("metadata", CRD_CLEANUP_FINALIZER),
+                    true,
                 );
             }
             let uid = object["metadata"]["uid"].as_str().unwrap_or_default();

@@ -5,6 +5,7 @@
 
 mod delete;
 mod hooks;
+mod quota;
 mod read;
 mod webhooks;
 mod write;
@@ -317,6 +318,9 @@ impl Store {
             let new = conversion::to_storage(rt, new);
             let saved = self.save(&stored_rt, stored_old.as_ref(), new, manager, status_scope, dry_run)?;
             return Ok(Store::present(rt, saved));
+        }
+        if old.is_none() && rt.namespaced {
+            self.check_quota(rt, namespace_of(&new), name_of(&new))?;
         }
         let now = now();
         // The status subresource: each side of the object is written through its own door.

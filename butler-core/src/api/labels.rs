@@ -2,7 +2,8 @@
 
 /// Finalizer on a Team: removes the team's clusters, RBAC and namespace before the Team goes.
 pub const TEAM_FINALIZER: &str = "butler.butlerlabs.dev/team";
-/// Finalizer on a ProviderConfig: blocks deletion while TenantClusters reference it.
+/// The finalizer earlier versions put on a ProviderConfig (deletion held while TenantClusters
+/// referenced it); the controller now removes it, and admission refuses such a deletion.
 pub const PROVIDER_CONFIG_FINALIZER: &str = "butler.butlerlabs.dev/providerconfig";
 /// Finalizer on an IPAllocation: records the release before the addresses return to the pool.
 pub const IP_ALLOCATION_FINALIZER: &str = "butler.butlerlabs.dev/ipallocation";

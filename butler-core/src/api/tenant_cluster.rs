@@ -141,6 +141,12 @@ pub struct TenantClusterStatus {
     /// Load-balancer address ranges the cluster holds, as given to MetalLB (`start-end`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_balancer_addresses: Option<Vec<String>>,
+    /// The tenant API servers whose MetalLB was given the cluster's addresses (a digest of
+    /// each one's URL and CA, recorded before the first write to it): a deleted cluster's
+    /// addresses go back at once only on the word of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 8))]
+    pub tenant_servers: Vec<String>,
 }
 
 // Life-cycle phase of a TenantCluster.

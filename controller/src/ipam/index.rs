@@ -50,6 +50,11 @@ impl AllocationIndex {
         self.0.get(BY_POOL, &(namespace.to_string(), pool.to_string()))
     }
 
+    /// The allocation `namespace/name` as the cache holds it.
+    pub fn object(&self, namespace: &str, name: &str) -> Option<Arc<IPAllocation>> {
+        self.0.object(namespace, name)
+    }
+
     /// The allocations whose `tenantClusterRef` names the TenantCluster `namespace/name`, in
     /// any namespace.
     pub fn of_cluster(&self, namespace: &str, name: &str) -> Vec<Arc<IPAllocation>> {
@@ -75,8 +80,8 @@ pub fn follow(
     // Pages of 100: the first listing of many allocations does not raise the heap's peak.
     watcher(Api::<IPAllocation>::all(client.clone()), watcher::Config::default().page_size(100))
         .default_backoff()
-        // Nothing here reads who manages which field: most of each object's size.
-        .modify(|a| a.metadata.managed_fields = None)
+        // Only what the controllers read is kept (there are thousands).
+        .modify(crate::caches::trim_allocation)
         .reflect_shared(writer)
         .inspect(move |event| {
             if let Ok(event) = event {

@@ -10,15 +10,16 @@ pub mod ipallocation;
 pub mod networkpool;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use butler_core::api::{IPAllocation, NetworkPool};
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 
 use crate::clock::Clock;
 use index::AllocationIndex;
-use networkpool::serve::waiting;
+use networkpool::serve::{self, waiting};
 
 /// How long a write of this process stands in for a cache that has not shown it.
 const WRITTEN_FOR: Duration = Duration::from_secs(60);
@@ -31,6 +32,15 @@ pub struct Ipam {
     pub allocated_by: String,
     written: Mutex<HashMap<String, (Arc<IPAllocation>, Instant)>>,
     pools: Mutex<HashMap<String, (Arc<NetworkPool>, Instant)>>,
+    known: Mutex<HashMap<String, Known>>,
+}
+
+/// What this process's last batch of a pool knew once its writes landed: the pool's
+/// resourceVersion then, and the blocks it knew to be held that the cache did not show yet
+/// (by UID: the allocation's name and block).
+struct Known {
+    version: String,
+    unseen: HashMap<String, (String, (IpAddr, IpAddr))>,
 }
 
 fn uid<K: Resource>(o: &K) -> String {
@@ -39,15 +49,22 @@ fn uid<K: Resource>(o: &K) -> String {
 
 impl Ipam {
     pub fn new(allocations: Arc<AllocationIndex>, clock: Arc<Clock>, allocated_by: String) -> Ipam {
-        Ipam { allocations, clock, allocated_by, written: Mutex::default(), pools: Mutex::default() }
+        Ipam {
+            allocations,
+            clock,
+            allocated_by,
+            written: Mutex::default(),
+            pools: Mutex::default(),
+            known: Mutex::default(),
+        }
     }
 
     /// Records an IPAllocation as this process wrote it.
-    pub fn wrote(&self, allocation: IPAllocation) {
+    pub fn wrote(&self, allocation: Arc<IPAllocation>) {
         self.written
             .lock()
             .expect("not poisoned")
-            .insert(uid(&allocation), (Arc::new(allocation), Instant::now()));
+            .insert(uid(allocation.as_ref()), (allocation, Instant::now()));
     }
 
     /// Records a NetworkPool as this process wrote it.
@@ -61,14 +78,17 @@ impl Ipam {
         let cached = self.allocations.of_pool(namespace, pool);
         let mut written = self.written.lock().expect("not poisoned");
         written.retain(|_, (_, at)| at.elapsed() < WRITTEN_FOR);
+        if written.is_empty() {
+            return cached;
+        }
         cached
             .into_iter()
             .map(|a| {
-                let id = uid(a.as_ref());
-                match written.get(&id) {
+                let id = a.meta().uid.as_deref().unwrap_or_default();
+                match written.get(id) {
                     Some((ours, _)) if choose_ours(&a, ours) => ours.clone(),
                     Some(_) => {
-                        written.remove(&id);
+                        written.remove(id);
                         a
                     }
                     None => a,
@@ -103,6 +123,74 @@ impl Ipam {
     /// Forgets a pool that is gone.
     pub fn forget_pool(&self, pool: &NetworkPool) {
         self.pools.lock().expect("not poisoned").remove(&uid(pool));
+        self.forget_known(pool);
+    }
+
+    /// Records what a batch knew once its writes landed: `pool` as it committed against it (or
+    /// found it, when nothing was committed); `listed`, the consistent list it planned from
+    /// (`None`: it planned from the view, and what was unseen before still may be); `written`,
+    /// the allocations it wrote. Of the blocks these hold, those the cache does not show yet
+    /// are kept, to be looked for in the view (see [`Ipam::knows`]).
+    pub fn remember(
+        &self,
+        pool: &NetworkPool,
+        listed: Option<&[Arc<IPAllocation>]>,
+        written: &[Arc<IPAllocation>],
+    ) {
+        let mut known = self.known.lock().expect("not poisoned");
+        let mut unseen = match (listed, known.remove(&uid(pool))) {
+            (None, Some(before)) => before.unseen,
+            _ => HashMap::new(),
+        };
+        let namespace = pool.namespace().unwrap_or_default();
+        for a in listed.unwrap_or_default().iter().chain(written) {
+            let Some(Ok(block)) = serve::held(a) else { continue };
+            let cached = self.allocations.object(&namespace, &a.name_any());
+            let shown = cached.is_some_and(|c| {
+                c.metadata.uid == a.metadata.uid && serve::held(&c).and_then(Result::ok) == Some(block)
+            });
+            if !shown {
+                unseen.insert(uid(a.as_ref()), (a.name_any(), block));
+            }
+        }
+        let version = pool.meta().resource_version.clone().unwrap_or_default();
+        known.insert(uid(pool), Known { version, unseen });
+    }
+
+    /// Forgets what a batch of `pool` knew (its writes' outcome is not known).
+    pub fn forget_known(&self, pool: &NetworkPool) {
+        self.known.lock().expect("not poisoned").remove(&uid(pool));
+    }
+
+    /// Whether the view of `pool` may stand in for a consistent list: only while nothing was
+    /// committed to the pool since this process's last batch (its resourceVersion is the one
+    /// that batch left; a block is handed out only by a commit) and the view shows every block
+    /// that batch knew of and the cache did not show (an allocation gone from the cache is
+    /// gone from the server). Blocks the cache shows by now are not looked for again.
+    pub fn knows(&self, pool: &NetworkPool) -> bool {
+        let mut known = self.known.lock().expect("not poisoned");
+        let Some(known) = known.get_mut(&uid(pool)) else { return false };
+        if pool.meta().resource_version.as_deref() != Some(known.version.as_str()) {
+            return false;
+        }
+        let namespace = pool.namespace().unwrap_or_default();
+        let written = self.written.lock().expect("not poisoned");
+        let mut complete = true;
+        known.unseen.retain(|id, (name, block)| {
+            let cached = self
+                .allocations
+                .object(&namespace, name)
+                .filter(|c| c.metadata.uid.as_deref() == Some(id.as_str()));
+            let Some(cached) = cached else { return false };
+            if serve::held(&cached).and_then(Result::ok) == Some(*block) {
+                return false;
+            }
+            let ours =
+                written.get(id).is_some_and(|(w, _)| serve::held(w).and_then(Result::ok) == Some(*block));
+            complete &= ours;
+            true
+        });
+        complete
     }
 }
 
@@ -138,7 +226,7 @@ mod tests {
         };
         feed(kube::runtime::watcher::Event::Apply(a("1", json!({"phase": "Pending"}))));
         let allocated = json!({"phase": "Allocated", "startAddress": "10.0.0.1", "endAddress": "10.0.0.1"});
-        ipam.wrote(a("2", allocated.clone()));
+        ipam.wrote(Arc::new(a("2", allocated.clone())));
         assert_eq!(ipam.view("ns", "p")[0].meta().resource_version.as_deref(), Some("2"));
         // The cache catches up (and moves on): the cache is read from then on.
         feed(kube::runtime::watcher::Event::Apply(a("3", allocated)));

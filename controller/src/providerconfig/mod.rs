@@ -45,15 +45,14 @@ pub async fn reconcile(config: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result
         if config.meta().deletion_timestamp.is_some() {
             return delete(&config, &ctx, &api).await;
         }
-        let config = match butler_runtime::finalizer::has(config.as_ref(), PROVIDER_CONFIG_FINALIZER) {
-            true => config,
-            false => {
-                let added = butler_runtime::finalizer::add(&api, config.as_ref(), PROVIDER_CONFIG_FINALIZER)
-                    .await
-                    .map_err(|e| Error::kube(format!("adding the finalizer to {key}"), e))?;
-                Arc::new(added)
-            }
-        };
+        // No finalizer (issue 39.8): one would hold a namespace Terminating while the
+        // controller is down. Admission refuses the deletion of one in use; the finalizer an
+        // earlier version added goes.
+        if butler_runtime::finalizer::has(config.as_ref(), PROVIDER_CONFIG_FINALIZER) {
+            butler_runtime::finalizer::remove(&api, config.as_ref(), PROVIDER_CONFIG_FINALIZER)
+                .await
+                .map_err(|e| Error::kube(format!("removing the finalizer of {key}"), e))?;
+        }
         reconcile_live(&config, &ctx, &api).await
     }
     .await;
@@ -266,7 +265,8 @@ async fn write_status(
     Ok(())
 }
 
-/// Deletion: held while TenantClusters reference the ProviderConfig, then the finalizer goes.
+/// The deletion of a ProviderConfig that still carries an earlier version's finalizer: held
+/// while TenantClusters reference it, as that version held it, then the finalizer goes.
 async fn delete(config: &ProviderConfig, ctx: &Context, api: &Api<ProviderConfig>) -> Result<Action, Error> {
     if !butler_runtime::finalizer::has(config, PROVIDER_CONFIG_FINALIZER) {
         return Ok(Action::await_change());

@@ -51,7 +51,8 @@ pub async fn cleanup(team: &Team, ctx: &Context) -> Result<Action, Error> {
     }
 
     // 2. RBAC, then 3. the namespace: whatever of it this Team owns.
-    let mut objects: Vec<Value> = desired_objects(team, &ctx.team_roles, &ctx.secret_reader);
+    let mut objects: Vec<Value> =
+        desired_objects(team, &ctx.team_roles, &ctx.secret_reader, &ctx.team_quota, &[]);
     objects.rotate_left(1); // the namespace, first when made, goes last
     for object in objects {
         let r = ObjectRef::of(&object);

@@ -4,6 +4,7 @@
 
 pub mod delete;
 pub mod plan;
+pub mod quota;
 pub mod rbac;
 pub mod usage;
 
@@ -70,6 +71,7 @@ async fn reconcile_live(team: &Team, ctx: &Context) -> Result<Action, Error> {
         team,
         roles: &ctx.team_roles,
         reader: &ctx.secret_reader,
+        quota: &ctx.team_quota,
         namespace: namespace.as_deref(),
         clusters: clusters.iter().map(Arc::as_ref).collect(),
         existing: &existing,

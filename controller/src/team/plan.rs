@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::quota::TeamQuota;
 use super::rbac::{self, ROLES, TeamClusterRoles};
 use super::usage::{Assessment, Totals, assess};
 use crate::secrets::SecretReader;
@@ -46,6 +47,8 @@ pub struct Observed<'a> {
     pub team: &'a Team,
     /// The ClusterRoles the team roles bind.
     pub roles: &'a TeamClusterRoles,
+    /// The objects a team namespace may hold.
+    pub quota: &'a TeamQuota,
     /// The controller's own binding to read Secrets in the team namespace.
     pub reader: &'a SecretReader,
     /// The team namespace, if it exists.
@@ -95,16 +98,28 @@ fn meta(team: &Team, name: &str, namespace: Option<&str>) -> Value {
     meta
 }
 
-/// Every object a team should have: its namespace, a RoleBinding per team role in it (to the
-/// components' team ClusterRoles), the controller's own binding to read the Secrets its
-/// ProviderConfigs and TenantClusters name there, and the ClusterRoles and bindings over the
-/// Team object.
-pub fn desired_objects(team: &Team, roles: &TeamClusterRoles, reader: &SecretReader) -> Vec<Value> {
+/// Every object a team should have: its namespace and ResourceQuota, a RoleBinding per team
+/// role in it (to the components' team ClusterRoles), the controller's own binding to read the
+/// Secrets its ProviderConfigs and TenantClusters name there, the Role and binding that let
+/// the team's operators read the kubeconfigs of `clusters` (its TenantClusters' names), and
+/// the ClusterRoles and bindings over the Team object.
+pub fn desired_objects(
+    team: &Team,
+    roles: &TeamClusterRoles,
+    reader: &SecretReader,
+    quota: &TeamQuota,
+    clusters: &[String],
+) -> Vec<Value> {
     let name = team.name_any();
     let ns = namespace_of(&name);
     let members = rbac::members(team);
     let mut objects =
         vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta(team, &ns, None)})];
+    objects.push(json!({
+        "apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": meta(team, super::quota::NAME, Some(&ns)),
+        "spec": {"hard": quota.hard()},
+    }));
     for role in ROLES {
         let role_name = rbac::role_name(role);
         objects.push(json!({
@@ -119,6 +134,18 @@ pub fn desired_objects(team: &Team, roles: &TeamClusterRoles, reader: &SecretRea
         "metadata": meta(team, SecretReader::BINDING, Some(&ns)),
         "roleRef": reader.role_ref(),
         "subjects": reader.subjects(),
+    }));
+    // After the controller's own Secrets binding: it may grant only what it holds.
+    objects.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": meta(team, rbac::KUBECONFIGS, Some(&ns)),
+        "rules": rbac::kubeconfig_rules(clusters),
+    }));
+    objects.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": meta(team, rbac::KUBECONFIGS, Some(&ns)),
+        "roleRef": rbac::role_ref("Role", rbac::KUBECONFIGS),
+        "subjects": rbac::subjects(&members, |r| r == butler_core::api::TeamRole::Operator),
     }));
     for admin in [false, true] {
         let role_name = rbac::team_role_name(&name, admin);
@@ -204,7 +231,8 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     }
     let uid = team.meta().uid.clone().unwrap_or_default();
     let ours = |actual: &Value| owned_by(actual, &uid);
-    for desired in desired_objects(team, observed.roles, observed.reader) {
+    let names: Vec<String> = observed.clusters.iter().map(|c| c.name_any()).collect();
+    for desired in desired_objects(team, observed.roles, observed.reader, observed.quota, &names) {
         let kind = desired["kind"].as_str().unwrap_or_default();
         let name = desired["metadata"]["name"].as_str().unwrap_or_default();
         let actual = (observed.existing)(kind, name);
@@ -265,7 +293,16 @@ mod tests {
     ) -> Plan {
         let roles = TeamClusterRoles::default();
         let reader = SecretReader::default();
-        plan(&Observed { team: t, roles: &roles, reader: &reader, namespace, clusters: vec![], existing })
+        let quota = TeamQuota::default();
+        plan(&Observed {
+            team: t,
+            roles: &roles,
+            reader: &reader,
+            quota: &quota,
+            namespace,
+            clusters: vec![],
+            existing,
+        })
     }
 
     fn namespace(owner_uid: Option<&str>) -> Namespace {
@@ -289,8 +326,16 @@ mod tests {
         let p = plan_of(&t, None, &none);
         let kinds: Vec<&str> = p.apply.iter().map(|o| o["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds[0], "Namespace");
-        assert_eq!(kinds.iter().filter(|k| **k == "Role").count(), 0, "the components ship the team roles");
-        assert_eq!(kinds.iter().filter(|k| **k == "RoleBinding").count(), 4);
+        assert_eq!(kinds[1], "ResourceQuota");
+        let roles: Vec<&Value> = p.apply.iter().filter(|o| o["kind"] == "Role").collect();
+        assert_eq!(roles.len(), 1, "the components ship the team roles; the kubeconfig Role is the team's");
+        assert_eq!(roles[0]["metadata"]["name"], "butler-team-kubeconfigs");
+        assert_eq!(
+            roles[0]["rules"],
+            json!([]),
+            "no cluster: no rule (an empty resourceNames names every Secret)"
+        );
+        assert_eq!(kinds.iter().filter(|k| **k == "RoleBinding").count(), 5);
         let reader = p.apply.iter().find(|o| o["metadata"]["name"] == "butler-controller-secrets").unwrap();
         assert_eq!(reader["metadata"]["namespace"], "team-platform");
         assert_eq!(reader["roleRef"]["name"], "butler-controller-secrets");
@@ -317,7 +362,13 @@ mod tests {
     #[test]
     fn a_steady_team_applies_nothing() {
         let t = team();
-        let objects = desired_objects(&t, &TeamClusterRoles::default(), &SecretReader::default());
+        let objects = desired_objects(
+            &t,
+            &TeamClusterRoles::default(),
+            &SecretReader::default(),
+            &TeamQuota::default(),
+            &[],
+        );
         let existing = |kind: &str, name: &str| {
             objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).map(|o| {
                 let mut o = o.clone();
@@ -362,7 +413,7 @@ mod tests {
         );
         assert_eq!(names(&p.retire), ["Role butler-team-operator", "Role butler-team-admin"]);
         assert_eq!(p.retire[0].namespace.as_deref(), Some("team-platform"));
-        assert_eq!(p.apply.iter().filter(|o| o["kind"] == "RoleBinding").count(), 4);
+        assert_eq!(p.apply.iter().filter(|o| o["kind"] == "RoleBinding").count(), 5);
     }
 
     #[test]

@@ -101,6 +101,23 @@ pub fn team_rules(team: &str) -> Vec<PolicyRule> {
     }]
 }
 
+/// The Role, and the RoleBinding of it, through which a team's operators read the kubeconfig
+/// Secrets of the team's TenantClusters, by name, and no other Secret of the namespace (the
+/// operator ClusterRole reads none: a ProviderConfig's credentials are there too).
+pub const KUBECONFIGS: &str = "butler-team-kubeconfigs";
+
+/// The rules of [`KUBECONFIGS`]: `get` on `{cluster}-kubeconfig` of each of `clusters`, none
+/// when there are none (a rule naming no object would name every one).
+pub fn kubeconfig_rules(clusters: &[String]) -> Vec<PolicyRule> {
+    if clusters.is_empty() {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = clusters.iter().map(|c| format!("{c}-kubeconfig")).collect();
+    names.sort();
+    names.dedup();
+    vec![PolicyRule { resource_names: Some(names), ..rule(&[""], &["secrets"], &["get"]) }]
+}
+
 /// The group a binding names for a team's group entry: the string the API server puts in the
 /// user's groups, which is what RBAC compares. That is the group as the identity provider sends
 /// it (`engineers@example.com`, `CN=Engineers,OU=Groups,DC=example`; spec/001's normalised
@@ -202,6 +219,21 @@ mod tests {
         assert_eq!(admins.len(), 1);
         assert_eq!((admins[0].kind.as_str(), admins[0].name.as_str()), ("User", "a@x.io"));
         assert_eq!(member_count(&t), 5, "entries, as documented");
+    }
+
+    #[test]
+    fn operators_read_their_clusters_kubeconfigs_by_name_only() {
+        assert!(kubeconfig_rules(&[]).is_empty(), "no rule: an empty resourceNames names every Secret");
+        let rules = kubeconfig_rules(&["web".into(), "api".into(), "web".into()]);
+        assert_eq!(rules.len(), 1);
+        assert_eq!(
+            rules[0].resource_names.as_deref(),
+            Some(&["api-kubeconfig".to_string(), "web-kubeconfig".to_string()][..])
+        );
+        assert_eq!(
+            (rules[0].resources.as_deref(), rules[0].verbs.as_slice()),
+            (Some(&["secrets".to_string()][..]), &["get".to_string()][..])
+        );
     }
 
     #[test]

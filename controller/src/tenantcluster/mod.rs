@@ -1,7 +1,8 @@
 //! The TenantCluster controller, IPAM part (spec/002): in IPAM mode a cluster gets its initial
 //! load-balancer IPAllocation from the first pool of its ProviderConfig (by priority) with room,
 //! is told its addresses as soon as the NetworkPool controller serves it (a watch on
-//! IPAllocations), and on deletion gives back every allocation it holds. Cloud mode does nothing.
+//! IPAllocations), and on deletion gives back every allocation it holds. Cloud mode allocates nothing;
+//! its status says so (`IPAMReady`, `Ready`, `observedGeneration`).
 
 pub mod elastic;
 pub mod kubeconfig;
@@ -83,7 +84,10 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
     let pools: Vec<_> =
         ctx.pools.state().into_iter().filter(|p| p.namespace().as_deref() == Some(&pool_namespace)).collect();
     let lookup = |name: &str| pools.iter().find(|p| p.name_any() == name).map(Arc::as_ref);
-    let allocations = allocations_of(ctx, cluster);
+    // Only IPAM mode reads them (a cluster of another mode keeps what it holds until deleted).
+    let ipam_mode = config.as_ref().and_then(|c| c.spec.network.as_ref()).and_then(|n| n.mode)
+        == Some(butler_core::api::NetworkMode::Ipam);
+    let allocations = if ipam_mode { allocations_of(ctx, cluster) } else { Vec::new() };
     let namespace = cluster.namespace().unwrap_or_default();
     let planned = plan::plan(&Observed {
         cluster,
@@ -92,9 +96,6 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
         allocations: allocations.iter().map(Arc::as_ref).collect(),
         team: crate::team::plan::team_of_namespace(&namespace),
     });
-    if !planned.ipam && planned.condition.is_none() {
-        return Ok(Action::await_change());
-    }
     let cluster = if planned.ipam && !butler_runtime::finalizer::has(cluster, TENANT_CLUSTER_FINALIZER) {
         butler_runtime::finalizer::add(&api, cluster, TENANT_CLUSTER_FINALIZER).await.map_err(|e| {
             Error::kube(format!("adding the finalizer to TenantCluster {}", named(cluster)), e)
@@ -115,16 +116,17 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
         None => planned.condition.iter().cloned().collect(),
     };
     let mut requeue = planned.requeue;
-    let holds = planned.condition.as_ref().is_some_and(|c| c.status);
+    let holds = planned.ipam && planned.condition.as_ref().is_some_and(|c| c.status);
+    let mut servers = cluster.status.as_ref().map(|s| s.tenant_servers.clone()).unwrap_or_default();
     if holds && let Some(config) = config.as_deref() {
-        let (more, wake) = tenant_side(ctx, &cluster, config, &lookup, &allocations).await?;
+        let (more, wake) = tenant_side(ctx, &cluster, config, &lookup, &allocations, &mut servers).await?;
         wanted.extend(more);
         requeue = [requeue, wake].into_iter().flatten().min();
     }
     // Status: only the IPAM fields, this controller's conditions, Ready and observedGeneration,
     // applied with its own field manager: the conditions are a map by type, so those of other
     // writers stay theirs and are never written back from a cache.
-    wanted.push(plan::readiness(&wanted));
+    wanted.push(plan::readiness(&wanted, planned.ipam));
     let existing = cluster.status.clone().unwrap_or_default();
     let now = Time(ctx.ipam.clock.now());
     let generation = cluster.meta().generation;
@@ -137,7 +139,8 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
         && existing.observed_generation == generation
         && existing.lb_allocation_ref == lb_allocation_ref
         && existing.ip_allocation_ref == ip_allocation_ref
-        && existing.load_balancer_addresses == addresses;
+        && existing.load_balancer_addresses == addresses
+        && existing.tenant_servers == servers;
     if !unchanged {
         let status = TenantClusterStatus {
             conditions: ours.clone(),
@@ -145,6 +148,7 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
             lb_allocation_ref,
             ip_allocation_ref,
             load_balancer_addresses: addresses,
+            tenant_servers: servers,
             ..Default::default()
         };
         apply_status(&api, &cluster, &status).await?;
@@ -152,6 +156,10 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
     let ready = ours.iter().any(|c| c.type_ == IPAM_READY && c.status == "True");
     Ok(Action::requeue(requeue.unwrap_or(if ready { RESYNC } else { Duration::from_secs(30) })))
 }
+
+/// The most tenant API servers a cluster's addresses are given to over its life (a Secret
+/// re-pointed more often is a Secret to fix).
+const MAX_TENANT_SERVERS: usize = 8;
 
 /// Applies the fields of the status this controller keeps (conditions, observedGeneration, the
 /// allocation references and addresses) with its own field manager: the conditions are a map
@@ -168,6 +176,7 @@ async fn apply_status(
         ("lbAllocationRef", json!(status.lb_allocation_ref)),
         ("ipAllocationRef", json!(status.ip_allocation_ref)),
         ("loadBalancerAddresses", json!(status.load_balancer_addresses)),
+        ("tenantServers", json!((!status.tenant_servers.is_empty()).then_some(&status.tenant_servers))),
     ] {
         if !value.is_null() {
             fields[key] = value;
@@ -228,10 +237,11 @@ async fn tenant_side<'a>(
     config: &butler_core::api::ProviderConfig,
     pool: &(dyn Fn(&str) -> Option<&'a butler_core::api::NetworkPool> + Sync),
     allocations: &[Arc<IPAllocation>],
+    servers: &mut Vec<String>,
 ) -> Result<(Vec<Wanted>, Option<Duration>), Error> {
     let now = ctx.ipam.clock.now();
     let kubeconfig = format!("{}/{}-kubeconfig", cluster.namespace().unwrap_or_default(), cluster.name_any());
-    let (tenant, version) = match ctx.tenants.get(&ctx.client, &ctx.secret_reader, cluster).await {
+    let reached = match ctx.tenants.get(&ctx.client, &ctx.secret_reader, cluster).await {
         Ok(Some(found)) => found,
         Ok(None) => {
             let message = format!(
@@ -285,6 +295,7 @@ async fn tenant_side<'a>(
         });
         (vec![Wanted::new(METALLB_SYNCED, false, "TenantUnreachable", message)], Some(again))
     };
+    let (tenant, version) = (reached.client.clone(), reached.version.clone());
     let refs: Vec<&IPAllocation> = allocations.iter().map(Arc::as_ref).collect();
     let mut wanted = Vec::new();
     let mut wake = Some(by_age(cluster, now));
@@ -357,10 +368,39 @@ async fn tenant_side<'a>(
         wanted.push(Wanted::new(METALLB_SYNCED, false, "NothingAllocated", message));
         return Ok((wanted, wake));
     }
+    // The server is recorded before it is given anything: a deletion takes the word of these
+    // alone (see `release::witness`), whatever the Secret names by then.
+    if !servers.contains(&reached.server) {
+        if servers.len() >= MAX_TENANT_SERVERS {
+            let message = format!(
+                "the Secret {kubeconfig} has named {MAX_TENANT_SERVERS} API servers that were given this cluster's addresses; it is given them no more. Point the Secret back at one of them"
+            );
+            wanted.push(Wanted::new(METALLB_SYNCED, false, "TooManyTenantServers", message));
+            return Ok((wanted, wake));
+        }
+        servers.push(reached.server.clone());
+        let api: Api<TenantCluster> =
+            Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+        let existing = cluster.status.clone().unwrap_or_default();
+        let own = [IPAM_READY, METALLB_SYNCED, ELASTIC, butler_runtime::conditions::READY];
+        let conditions =
+            existing.conditions.iter().filter(|c| own.contains(&c.type_.as_str())).cloned().collect();
+        apply_status(
+            &api,
+            cluster,
+            &TenantClusterStatus { conditions, tenant_servers: servers.clone(), ..existing },
+        )
+        .await?;
+    }
     match tenant::within(ctx.tenant_deadline, tenant::sync_metallb(&tenant, &addresses)).await {
         Ok(()) => {
             ctx.tenants.answered(cluster);
             let namespace = config.namespace().unwrap_or_default();
+            // An idle block goes back on the word of the one server that was ever given it.
+            if servers.iter().any(|s| *s != reached.server) && !released.is_empty() {
+                tracing::info!(cluster = %named(cluster), "idle growth blocks kept: other API servers than the Secret's were given them");
+                released.clear();
+            }
             for name in &released {
                 tracing::info!(cluster = %named(cluster), allocation = %name, "elastic shrink: unused for 10 minutes, and no longer in the tenant's MetalLB pool");
                 delete_allocation(ctx, cluster, &namespace, name, allocations).await?;
@@ -512,12 +552,29 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
             write_conditions(ctx, api, cluster, &wanted).await?;
             return Ok(Action::requeue(Duration::from_secs(2)));
         };
+        let secret = format!("{}/{}-kubeconfig", cluster.namespace().unwrap_or_default(), cluster.name_any());
+        let recorded = &status.tenant_servers;
+        // The tenant had the addresses (an earlier version recorded no servers): MetalLB was
+        // synced, or a release of them is under way.
+        let had = ["TenantRefused", "TenantRefusedRelease", "WaitingForTenant"];
+        let synced_before = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == METALLB_SYNCED && (c.status == "True" || had.contains(&c.reason.as_str())));
         let tenant = match ctx.tenants.get(&ctx.client, &ctx.secret_reader, cluster).await {
-            Ok(None) => release::Tenant::Clear,
-            Ok(Some((tenant, _))) => {
-                match tokio::time::timeout(ctx.tenant_deadline, release::ask(&tenant, &ranges)).await {
-                    Ok(answer) => answer,
-                    Err(_) => release::Tenant::Silent(tenant::late(ctx.tenant_deadline)),
+            Ok(reached) => {
+                let server = reached.as_ref().map(|r| r.server.as_str());
+                match (release::witness(recorded, synced_before, server, &secret), reached) {
+                    (release::Witness::Nobody, _) => release::Tenant::Clear,
+                    (release::Witness::Unknown(why), _) => release::Tenant::Silent(why),
+                    (release::Witness::Ask, None) => release::Tenant::Clear,
+                    (release::Witness::Ask, Some(reached)) => {
+                        let asked = release::ask(&reached.client, &ranges);
+                        match tokio::time::timeout(ctx.tenant_deadline, asked).await {
+                            Ok(answer) => answer,
+                            Err(_) => release::Tenant::Silent(tenant::late(ctx.tenant_deadline)),
+                        }
+                    }
                 }
             }
             Err(why) => release::Tenant::Silent(why),

@@ -27,13 +27,23 @@ pub const DEFAULT_INITIAL_POOL_SIZE: i32 = 2;
 
 /// The TenantCluster's `Ready` as far as this controller knows it: its addresses are allocated
 /// and the tenant's MetalLB has them (`IPAMReady` and `MetalLBSynced`; elastic growth that
-/// waits does not make a running cluster unready). False with the first reason that is not.
-pub fn readiness(wanted: &[Wanted]) -> Wanted {
+/// waits does not make a running cluster unready), or IPAM has nothing to do for it (`ipam`
+/// false). False with the first reason that is not.
+pub fn readiness(wanted: &[Wanted], ipam: bool) -> Wanted {
     let gating = [IPAM_READY, super::METALLB_SYNCED];
     match wanted.iter().find(|w| gating.contains(&w.type_) && !w.status) {
         Some(first) => Wanted::new(READY, false, &first.reason, first.message.clone()),
-        None => Wanted::new(READY, true, "Ready", "its addresses are allocated and its MetalLB serves them"),
+        None if ipam => {
+            Wanted::new(READY, true, "Ready", "its addresses are allocated and its MetalLB serves them")
+        }
+        None => Wanted::new(READY, true, "Ready", "IPAM has nothing to do for it"),
     }
+}
+
+/// `IPAMReady` of a cluster that IPAM does not serve: true, so that its status says its
+/// generation was seen and nothing of IPAM holds it back (issue 39.8).
+fn not_served(reason: &str, message: &str) -> Plan {
+    Plan { condition: Some(Wanted::new(IPAM_READY, true, reason, message)), ..Plan::default() }
 }
 
 /// What the plan reads.
@@ -197,7 +207,10 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     let cluster = observed.cluster;
     let Some(config) = observed.config else {
         return match config_ref(cluster) {
-            None => Plan::default(),
+            None => not_served(
+                "NoProviderConfig",
+                "no spec.providerConfigRef: the cluster's addresses are not Butler's IPAM's to give",
+            ),
             Some((ns, name)) => Plan {
                 condition: Some(Wanted::new(
                     IPAM_READY,
@@ -221,8 +234,11 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     }
     let mode = config.spec.network.as_ref().and_then(|n| n.mode).unwrap_or_default();
     if mode != NetworkMode::Ipam {
-        // Cloud mode: the provider's own load balancers; IPAM does nothing at all.
-        return Plan::default();
+        // Cloud mode: the provider's own load balancers; IPAM allocates nothing.
+        return not_served(
+            "CloudLoadBalancers",
+            "its ProviderConfig's network.mode is cloud: the provider's load balancers give its addresses",
+        );
     }
     let namespace = config.namespace().unwrap_or_default();
     let order = pools_by_priority(config);

@@ -58,22 +58,24 @@ fn run(
 const TWO_POOLS: &str =
     r#"{"mode": "ipam", "poolRefs": [{"name": "second", "priority": 10}, {"name": "first", "priority": 0}]}"#;
 
-fn nothing(plan: Plan) -> bool {
+/// Allocates nothing, and says IPAM is ready for the cluster for `reason`.
+fn nothing(plan: Plan, reason: &str) -> bool {
     !plan.ipam
         && plan.create.is_empty()
         && plan.delete.is_empty()
-        && plan.condition.is_none()
+        && plan.condition.is_some_and(|c| c.status && c.reason == reason)
         && plan.addresses.is_empty()
 }
 
 #[test]
-fn cloud_mode_and_no_reference_do_nothing() {
+fn cloud_mode_and_no_reference_allocate_nothing_and_say_so() {
     let pc = config(json!({"mode": "cloud"}));
-    assert!(nothing(run(&cluster(json!({})), Some(&pc), &[], &[])));
-    assert!(nothing(run(&cluster(json!({})), Some(&config(json!({}))), &[], &[])), "cloud is the default");
+    assert!(nothing(run(&cluster(json!({})), Some(&pc), &[], &[]), "CloudLoadBalancers"));
+    let default = run(&cluster(json!({})), Some(&config(json!({}))), &[], &[]);
+    assert!(nothing(default, "CloudLoadBalancers"), "cloud is the default");
     let mut unreferenced = cluster(json!({}));
     unreferenced.spec.provider_config_ref = None;
-    assert!(nothing(run(&unreferenced, None, &[], &[])));
+    assert!(nothing(run(&unreferenced, None, &[], &[]), "NoProviderConfig"));
     let missing = run(&cluster(json!({})), None, &[], &[]);
     assert_eq!(missing.condition.unwrap().reason, "ProviderConfigNotFound");
     assert!(!missing.ipam);

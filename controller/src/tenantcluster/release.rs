@@ -1,9 +1,11 @@
 //! A deleted cluster's load-balancer addresses go back to the pool only once its tenant's
 //! MetalLB no longer lists them (spec/002 layer 1, issue 27.13): an address given back while
 //! the tenant still announces it could be another tenant's next, and two clusters would answer
-//! for it. The tenant is asked to drop them first; a tenant that has gone (no kubeconfig
-//! Secret, no pool) holds nothing; one that refuses holds them until it gives way; one that does
-//! not answer is taken as gone once the cluster has been deleting for [`GRACE`].
+//! for it. The tenant is asked to drop them first; one that refuses holds them until it gives
+//! way; one that does not answer is taken as gone once the cluster has been deleting for
+//! [`GRACE`]. Only the API servers that were given the addresses are asked (see [`witness`]):
+//! the kubeconfig Secret is the team's, and a Secret deleted or pointed at a server that says
+//! "nothing here" is no word of the tenant's (issue 39.8).
 
 use std::time::Duration;
 
@@ -21,13 +23,42 @@ pub const GRACE: Duration = Duration::from_secs(600);
 /// What the tenant said when asked to drop the cluster's addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tenant {
-    /// Its pool lists none of them (dropped now or before, or never had them), or there is no
-    /// tenant to ask (its kubeconfig Secret is gone).
+    /// Its pool lists none of them (dropped now or before, or never had them), or no tenant
+    /// was ever given them.
     Clear,
     /// It answered and refused: the reason it gave.
     Refused(String),
     /// It did not answer (or cannot be reached through its kubeconfig): why.
     Silent(String),
+}
+
+/// Whose word on a deleted cluster's addresses is taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Witness {
+    /// No tenant was ever given them: nothing to ask.
+    Nobody,
+    /// The tenant the Secret names now is every server that was given them: ask it.
+    Ask,
+    /// Nobody who can speak for them: why (they wait for [`GRACE`]).
+    Unknown(String),
+}
+
+/// Decides whose word counts: `recorded`, the servers the status says were given the
+/// addresses; `synced_before`, whether MetalLB was ever written for the cluster (an earlier
+/// version recorded no servers); `now`, the server the Secret `secret` names, if it exists.
+pub fn witness(recorded: &[String], synced_before: bool, now: Option<&str>, secret: &str) -> Witness {
+    match now {
+        None if recorded.is_empty() && !synced_before => Witness::Nobody,
+        None => Witness::Unknown(format!(
+            "the Secret {secret} is gone, so the tenant that was given them cannot be asked"
+        )),
+        // An earlier version asked whoever the Secret named: so does this one, once.
+        Some(_) if recorded.is_empty() => Witness::Ask,
+        Some(server) if recorded.iter().all(|r| r == server) => Witness::Ask,
+        Some(_) => Witness::Unknown(format!(
+            "the Secret {secret} names another API server than the one given them, whose word is not theirs"
+        )),
+    }
 }
 
 /// What the deletion does next.
@@ -50,7 +81,8 @@ pub fn decide(tenant: Tenant, deleting_for: Duration, addresses: &[String]) -> S
         Tenant::Refused(why) => Step::Hold {
             reason: "TenantRefusedRelease",
             message: format!(
-                "the tenant refused to drop {listed} from its MetalLB pool ({why}); they stay this cluster's until it does, so that no other cluster is given an address this one still announces. Let the controller's tenant account change metallb-system/{METALLB_POOL}, or delete the cluster's kubeconfig Secret once the tenant is gone"
+                "the tenant refused to drop {listed} from its MetalLB pool ({why}); they stay this cluster's until it does, so that no other cluster is given an address this one still announces. Let the controller's tenant account change metallb-system/{METALLB_POOL}, or delete the cluster's kubeconfig Secret once the tenant is gone (they then go back {} minutes after the deletion began)",
+                GRACE.as_secs() / 60
             ),
             again,
         },
@@ -217,6 +249,30 @@ mod tests {
             panic!("given back after the grace")
         };
         assert!(note.unwrap().contains("without its word"));
+    }
+
+    #[test]
+    fn only_the_servers_given_the_addresses_speak_for_them() {
+        let secret = "team-a/web-kubeconfig";
+        let given = ["sha256:aa".to_string()];
+        assert_eq!(witness(&[], false, None, secret), Witness::Nobody, "never given to a tenant");
+        assert_eq!(witness(&given, true, Some("sha256:aa"), secret), Witness::Ask);
+        let Witness::Unknown(gone) = witness(&given, true, None, secret) else {
+            panic!("a deleted Secret is no word")
+        };
+        assert_eq!(
+            gone,
+            "the Secret team-a/web-kubeconfig is gone, so the tenant that was given them cannot be asked"
+        );
+        assert!(
+            matches!(witness(&given, true, Some("sha256:bb"), secret), Witness::Unknown(_)),
+            "another server"
+        );
+        let both = ["sha256:aa".to_string(), "sha256:bb".to_string()];
+        assert!(matches!(witness(&both, true, Some("sha256:bb"), secret), Witness::Unknown(_)), "one of two");
+        // Written by an earlier version, which recorded no servers.
+        assert_eq!(witness(&[], true, Some("sha256:cc"), secret), Witness::Ask);
+        assert!(matches!(witness(&[], true, None, secret), Witness::Unknown(_)));
     }
 
     #[test]

@@ -50,10 +50,35 @@ pub fn late(deadline: std::time::Duration) -> String {
     format!("no whole answer within {}s", deadline.as_secs_f64())
 }
 
-/// Clients of tenant clusters, by TenantCluster UID, with the Secret's resourceVersion they
-/// were made from; and the tenants that did not answer.
+/// Clients of tenant clusters, by TenantCluster UID, made from the Secret's resourceVersion
+/// they name; and the tenants that did not answer.
 #[derive(Default)]
-pub struct TenantClients(Mutex<HashMap<String, (String, Client)>>, Mutex<HashMap<String, Silence>>);
+pub struct TenantClients(Mutex<HashMap<String, Reached>>, Mutex<HashMap<String, Silence>>);
+
+/// A tenant as its kubeconfig Secret names it.
+#[derive(Clone)]
+pub struct Reached {
+    pub client: Client,
+    /// The Secret's resourceVersion the client was made from.
+    pub version: String,
+    /// Which API server it is (see [`server_id`]).
+    pub server: String,
+}
+
+/// The digest that names a tenant API server in a TenantCluster's status (`tenantServers`):
+/// its URL and the CA it is trusted by, so that a Secret pointed elsewhere, or at a server
+/// that only takes the name, is not the same tenant.
+pub fn server_id(url: &str, certificates: &[Vec<u8>]) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    hash.update(url.as_bytes());
+    for certificate in certificates {
+        hash.update([0u8]);
+        hash.update(certificate);
+    }
+    let digest = hash.finalize();
+    format!("sha256:{}", digest.iter().take(16).map(|b| format!("{b:02x}")).collect::<String>())
+}
 
 /// A tenant that did not answer: how often in a row, when it is tried again, and what its
 /// cluster reports until then.
@@ -81,14 +106,14 @@ pub fn held(silence: Option<&Silence>, now: jiff::Timestamp) -> Option<(String, 
 }
 
 impl TenantClients {
-    /// The client of a cluster and the Secret's resourceVersion it was made from; `Ok(None)`
-    /// while its kubeconfig Secret does not exist.
+    /// The tenant of a cluster as its kubeconfig Secret names it; `Ok(None)` while the Secret
+    /// does not exist.
     pub async fn get(
         &self,
         management: &Client,
         reader: &crate::secrets::SecretReader,
         cluster: &TenantCluster,
-    ) -> Result<Option<(Client, String)>, String> {
+    ) -> Result<Option<Reached>, String> {
         let namespace = cluster.namespace().unwrap_or_default();
         let name = format!("{}-kubeconfig", cluster.name_any());
         let secrets: Api<Secret> = Api::namespaced(management.clone(), &namespace);
@@ -102,10 +127,10 @@ impl TenantClients {
         };
         let uid = cluster.meta().uid.clone().unwrap_or_default();
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
-        if let Some((seen, client)) = self.0.lock().expect("not poisoned").get(&uid)
-            && *seen == version
+        if let Some(reached) = self.0.lock().expect("not poisoned").get(&uid)
+            && reached.version == version
         {
-            return Ok(Some((client.clone(), version)));
+            return Ok(Some(reached.clone()));
         }
         let value =
             secret.data.as_ref().and_then(|d| d.get("value")).ok_or(format!("{what} has no key value"))?;
@@ -119,6 +144,8 @@ impl TenantClients {
         let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .map_err(|e| format!("{what}: {e}"))?;
+        let server =
+            server_id(&config.cluster_url.to_string(), config.root_cert.as_deref().unwrap_or_default());
         // A tenant that never answers must not hold a reconcile.
         config.connect_timeout = Some(TENANT_CONNECT_TIMEOUT);
         config.read_timeout = Some(TENANT_READ_TIMEOUT);
@@ -131,8 +158,9 @@ impl TenantClients {
             .map_err(|e| format!("{what}: {e}"))?
             .with_layer(&limit)
             .build();
-        self.0.lock().expect("not poisoned").insert(uid, (version.clone(), client.clone()));
-        Ok(Some((client, version)))
+        let reached = Reached { client, version, server };
+        self.0.lock().expect("not poisoned").insert(uid, reached.clone());
+        Ok(Some(reached))
     }
 
     /// Forgets the client of a cluster that is gone (by UID), and its tenant's silence.

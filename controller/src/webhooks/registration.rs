@@ -54,10 +54,16 @@ fn webhook(name: &str, endpoint: &Endpoint, path: &str, ca_pem: &str, fail: bool
 /// an update that leaves the spec alone (finalizers, labels, annotations): what the webhooks
 /// check is the spec, and with the controller stopped (crashed, scaled to 0, uninstalled with
 /// its configurations left) a `Fail` policy would otherwise keep every finalizer in place and
-/// every namespace that holds Butler's objects Terminating.
-const MATCH_CONDITIONS: [(&str, &str); 2] = [
+/// every namespace that holds Butler's objects Terminating. Nor for the namespace
+/// controller's deletions (its own account, or kube-controller-manager's): a namespace being
+/// deleted takes its ProviderConfigs with it, controller running or not.
+const MATCH_CONDITIONS: [(&str, &str); 3] = [
     ("not-being-deleted", "request.operation != 'UPDATE' || !has(oldObject.metadata.deletionTimestamp)"),
     ("spec-changed", "request.operation != 'UPDATE' || object.spec != oldObject.spec"),
+    (
+        "not-the-namespace-controller",
+        "request.operation != 'DELETE' || !(request.userInfo.username in ['system:serviceaccount:kube-system:namespace-controller', 'system:kube-controller-manager'])",
+    ),
 ];
 
 fn rule(resource: &str, operations: &[&str]) -> Value {
@@ -192,6 +198,7 @@ mod tests {
         assert_eq!(mutating["webhooks"][0]["rules"][0]["operations"], json!(["CREATE"]));
         assert_eq!(first["matchConditions"][0]["name"], "not-being-deleted");
         assert_eq!(first["matchConditions"][1]["name"], "spec-changed");
+        assert_eq!(first["matchConditions"][2]["name"], "not-the-namespace-controller");
         assert!(!fails_closed(&validating));
         let owner = OwnerReference {
             api_version: "rbac.authorization.k8s.io/v1".into(),

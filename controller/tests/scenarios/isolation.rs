@@ -684,3 +684,96 @@ async fn a_tenant_answering_without_end_is_read_no_further_than_the_cap() {
     let message = &condition(&conditions, "MetalLBSynced").unwrap().message;
     assert!(message.contains("length limit exceeded"), "{message}");
 }
+
+/// Every ProviderConfig and TenantCluster is held in both replicas' memory: a team admin who
+/// makes them without end meets the team namespace's ResourceQuota, which she cannot change.
+#[tokio::test]
+async fn a_team_admin_cannot_fill_the_controllers_memory_with_objects() {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let mut s = Scenario::start().await;
+    s.restart_controllers_with(|o| o.team_quota = butler_controller::team::quota::TeamQuota { objects: 3 })
+        .await;
+    let admin = "hoarder@example.com";
+    let team = team_with_admin(&s, "iso-hoard", admin, "").await;
+    let ns = format!("team-{team}");
+    let quotas: Api<ResourceQuota> = Api::namespaced(s.client.clone(), &ns);
+    let quota = wait_for(&quotas, "butler-team-objects", "the team's quota", |q| q.is_some()).await.unwrap();
+    let hard = quota.spec.unwrap().hard.unwrap();
+    assert_eq!(hard["count/providerconfigs.butler.butlerlabs.dev"].0, "3");
+    assert_eq!(hard["count/tenantclusters.butler.butlerlabs.dev"].0, "3");
+
+    let hoarder = s.cluster.client_as_user(admin, &[]);
+    let configs: Api<ProviderConfig> = Api::namespaced(hoarder.clone(), &ns);
+    let config = |i: usize| -> ProviderConfig {
+        crate::support::from_yaml(&format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pc{i}, namespace: {ns}}}\nspec:\n  provider: aws\n  credentialsRef: {{name: c}}\n  aws: {{region: eu-west-1}}\n"
+        ))
+    };
+    let mut made = 0;
+    let refused = loop {
+        match configs.create(&PostParams::default(), &config(made)).await {
+            Ok(_) => made += 1,
+            // A real quota controller counts a new quota a moment after it is made.
+            Err(e) if crate::support::api_message(&e).contains("status unknown for quota") => {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Err(e) => break crate::support::api_message(&e),
+        }
+        assert!(made <= 3, "a fourth ProviderConfig was made");
+    };
+    assert_eq!(made, 3);
+    assert!(refused.contains("exceeded quota: butler-team-objects"), "{refused}");
+    assert!(refused.contains("limited: count/providerconfigs.butler.butlerlabs.dev=3"), "{refused}");
+
+    // The quota is the platform's: she can neither lift it nor take it away.
+    let hers: Api<ResourceQuota> = Api::namespaced(hoarder, &ns);
+    let lift =
+        Patch::Merge(json!({"spec": {"hard": {"count/providerconfigs.butler.butlerlabs.dev": "1000"}}}));
+    let forbidden = |e: kube::Error| matches!(e, kube::Error::Api(s) if s.code == 403);
+    assert!(forbidden(hers.patch("butler-team-objects", &PatchParams::default(), &lift).await.unwrap_err()));
+    assert!(forbidden(hers.delete("butler-team-objects", &Default::default()).await.unwrap_err()));
+}
+
+/// A team operator reaches the team's clusters through their kubeconfig Secrets, and no other
+/// Secret of the namespace: not the credentials of the team's ProviderConfigs, not a list.
+#[tokio::test]
+async fn a_team_operator_reads_its_clusters_kubeconfigs_and_no_other_secret() {
+    let s = Scenario::start().await;
+    let operator = "op@example.com";
+    let team = crate::support::team_with_members(&s, "iso-op", &[(operator, "operator")], "").await;
+    let ns = format!("team-{team}");
+    let secrets: Api<Secret> = Api::namespaced(s.client.clone(), &ns);
+    for name in ["web-kubeconfig", "aws-credentials"] {
+        let secret: Secret = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": ns}, "stringData": {"value": "secret"}}))
+        .unwrap();
+        secrets.create(&PostParams::default(), &secret).await.unwrap();
+    }
+    let theirs: Api<Secret> = Api::namespaced(s.cluster.client_as_user(operator, &[]), &ns);
+    let forbidden = |r: Result<Secret, kube::Error>| matches!(r, Err(kube::Error::Api(s)) if s.code == 403);
+    // No cluster yet: no kubeconfig to read (and no rule that would name every Secret).
+    assert!(forbidden(theirs.get("web-kubeconfig").await));
+    let clusters: Api<TenantCluster> = Api::namespaced(s.cluster.client_as_user(operator, &[]), &ns);
+    create(&clusters, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: web, namespace: {ns}}}\nspec: {{}}\n")).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while theirs.get("web-kubeconfig").await.is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the operator never could read the cluster's kubeconfig"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(forbidden(theirs.get("aws-credentials").await), "a ProviderConfig's credentials are the admins'");
+    let listed = theirs.list(&Default::default()).await;
+    assert!(matches!(listed, Err(kube::Error::Api(s)) if s.code == 403), "operators list no Secrets");
+    // The cluster goes: so does the operator's access to its kubeconfig.
+    clusters.delete("web", &Default::default()).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !forbidden(theirs.get("web-kubeconfig").await) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the kubeconfig stayed readable after its cluster went"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

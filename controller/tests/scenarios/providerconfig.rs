@@ -1,7 +1,7 @@
 //! ProviderConfigs as spec/000 has them: credentials checked (a missing key named, then
 //! fixed, seen when the Secret is read again), an on-premises platform probed over HTTPS with the
-//! trust of its kubeconfig, the pools of IPAM mode and their capacity, and a deletion held
-//! while a TenantCluster uses it.
+//! trust of its kubeconfig, the pools of IPAM mode and their capacity, no finalizer, and an
+//! earlier version's finalizer holding a deletion while a TenantCluster uses the config.
 
 use axum::Router;
 use axum::routing::get;
@@ -92,7 +92,7 @@ async fn credentials_are_checked_and_a_fix_is_seen_at_the_next_read() {
     )
     .await;
     let ready = wait_for(&configs, "aws", "Ready", |c| is(c, "Ready", "True", "Ready")).await.unwrap();
-    assert!(ready.finalizers().contains(&"butler.butlerlabs.dev/providerconfig".to_string()));
+    assert!(ready.finalizers().is_empty(), "no finalizer: a stopped controller holds no namespace");
     let status = ready.status.unwrap();
     assert_eq!((status.validated, status.ready), (Some(true), Some(true)));
     assert!(status.last_validation_time.is_some());
@@ -102,7 +102,7 @@ async fn credentials_are_checked_and_a_fix_is_seen_at_the_next_read() {
 }
 
 #[tokio::test]
-async fn an_on_premises_platform_is_probed_its_pools_counted_and_its_deletion_held_by_a_cluster() {
+async fn an_on_premises_platform_is_probed_and_its_pools_counted() {
     let s = Scenario::start().await;
     let ns = s.namespace("pc").await;
     let (url, ca, server) = fake_harvester().await;
@@ -140,21 +140,40 @@ async fn an_on_premises_platform_is_probed_its_pools_counted_and_its_deletion_he
     let capacity = ready.status.unwrap().capacity.unwrap();
     assert_eq!(capacity.estimated_tenants, Some(19), "256 / (5 + 8)");
 
-    // A TenantCluster in another namespace uses it: the deletion waits and says so.
-    let team = s.namespace("team-pc").await;
+    server.shutdown();
+}
+
+/// A ProviderConfig that still carries the finalizer of an earlier version, deleted while a
+/// cluster uses it, is held as that version held it; a live one loses the finalizer.
+#[tokio::test]
+async fn an_earlier_versions_finalizer_holds_a_deletion_while_clusters_use_the_config() {
+    let mut s = Scenario::start().await;
+    let ns = s.namespace("pc-legacy").await;
+    let team = s.namespace("team-pc-legacy").await;
+    s.kill_controllers();
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &ns);
+    let legacy = |name: &str| {
+        format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: {name}, namespace: {ns}, finalizers: [butler.butlerlabs.dev/providerconfig]}}\nspec:\n  provider: aws\n  credentialsRef: {{name: c}}\n  aws: {{region: eu-west-1}}\n"
+        )
+    };
+    create(&configs, &legacy("held")).await;
+    create(&configs, &legacy("live")).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
-    create(&clusters, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: web, namespace: {team}}}\nspec:\n  providerConfigRef: {{name: harvester, namespace: {ns}}}\n")).await;
-    configs.delete("harvester", &DeleteParams::default()).await.unwrap();
+    create(&clusters, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: web, namespace: {team}}}\nspec:\n  providerConfigRef: {{name: held, namespace: {ns}}}\n")).await;
+    configs.delete("held", &DeleteParams::default()).await.unwrap();
+    s.start_controllers().await;
+    wait_for(&configs, "live", "its old finalizer gone", |c| c.is_some_and(|c| c.finalizers().is_empty()))
+        .await;
     let blocked =
-        wait_for(&configs, "harvester", "deletion blocked", |c| is(c, "Ready", "False", "DeletionBlocked"))
+        wait_for(&configs, "held", "deletion blocked", |c| is(c, "Ready", "False", "DeletionBlocked"))
             .await
             .unwrap();
     let status = blocked.status.unwrap();
     let message = &status.conditions.iter().find(|c| c.type_ == "Ready").unwrap().message;
     assert!(message.contains(&format!("{team}/web")), "{message}");
     clusters.delete("web", &DeleteParams::default()).await.unwrap();
-    wait_for(&configs, "harvester", "deletion", |c| c.is_none()).await;
-    server.shutdown();
+    wait_for(&configs, "held", "deletion", |c| c.is_none()).await;
 }
 
 async fn waiting_config(configs: &Api<ProviderConfig>) -> ProviderConfig {

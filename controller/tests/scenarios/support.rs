@@ -166,6 +166,15 @@ impl Scenario {
         self.run_controllers(options, client);
     }
 
+    /// The controllers again, with their options changed by `change`.
+    pub async fn restart_controllers_with(&mut self, change: impl FnOnce(&mut Options)) {
+        self.kill_controllers();
+        let mut options = self.options("changed");
+        change(&mut options);
+        let client = self.controller_client().await;
+        self.run_controllers(options, client);
+    }
+
     /// Kills the controllers wherever they are (no graceful end), as a crash would.
     pub fn kill_controllers(&mut self) {
         if let Some((_, task)) = self.controllers.take() {
@@ -378,6 +387,12 @@ pub fn api_message(error: &kube::Error) -> String {
 /// A Team of the scenario's with one admin and the `limits` given (YAML of `resourceLimits`, or
 /// empty), Ready; removed with the scenario. Its name (its namespace is `team-{name}`).
 pub async fn team_with_admin(s: &Scenario, base: &str, admin: &str, limits: &str) -> String {
+    team_with_members(s, base, &[(admin, "admin")], limits).await
+}
+
+/// A Team of the scenario's with these users and roles (`admin`, `operator`, `viewer`) and
+/// `limits` (a YAML flow map, or empty), once Ready: its name.
+pub async fn team_with_members(s: &Scenario, base: &str, users: &[(&str, &str)], limits: &str) -> String {
     use butler_core::api::{Team, TeamPhase};
     let name = s.cluster.unique(base);
     let teams: Api<Team> = Api::all(s.client.clone());
@@ -386,10 +401,12 @@ pub async fn team_with_admin(s: &Scenario, base: &str, admin: &str, limits: &str
         "" => String::new(),
         some => format!("  resourceLimits: {some}\n"),
     };
+    let users: String =
+        users.iter().map(|(user, role)| format!("    - {{name: {user}, role: {role}}}\n")).collect();
     create(
         &teams,
         &format!(
-            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}, labels: {{scenario.butlerlabs.dev/team: {name}}}}}\nspec:\n  access:\n    users:\n    - {{name: {admin}, role: admin}}\n{limits}"
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {{name: {name}, labels: {{scenario.butlerlabs.dev/team: {name}}}}}\nspec:\n  access:\n    users:\n{users}{limits}"
         ),
     )
     .await;

@@ -63,7 +63,10 @@ async fn a_team_from_creation_to_ready_over_quota_and_deleted_in_order() {
     assert_eq!(namespace.owner_references()[0].uid, team.uid().unwrap(), "the Team owns its namespace");
     assert_eq!(namespace.labels().get("butler.butlerlabs.dev/team"), Some(&name));
     let roles = Api::<Role>::namespaced(s.client.clone(), &ns).list(&ListParams::default()).await.unwrap();
-    assert_eq!(roles.items.len(), 0, "the team roles are the components' ClusterRoles");
+    let names: Vec<String> = roles.items.iter().map(|r| r.name_any()).collect();
+    assert_eq!(names, ["butler-team-kubeconfigs"], "the team roles are the components' ClusterRoles");
+    let quotas = Api::<k8s_openapi::api::core::v1::ResourceQuota>::namespaced(s.client.clone(), &ns);
+    assert!(quotas.get_opt("butler-team-objects").await.unwrap().is_some(), "the team's quota");
     let bindings = Api::<RoleBinding>::namespaced(s.client.clone(), &ns);
     let admins = bindings.get("butler-team-admin").await.unwrap();
     assert_eq!(

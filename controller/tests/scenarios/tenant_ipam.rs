@@ -1,6 +1,6 @@
 //! The IPAM part of TenantClusters (spec/002 "Static IPAM"): the initial load-balancer block
 //! asked from the first pool by priority that has room, the cluster told its addresses, every
-//! block given back when the cluster goes, node addresses when asked, cloud mode untouched, and
+//! block given back when the cluster goes, node addresses when asked, cloud mode allocating nothing (and saying so), and
 //! 200 clusters created at once without one shared address. The tenant's side is in
 //! `tenant_elastic`.
 
@@ -58,18 +58,28 @@ async fn a_cluster_gets_its_load_balancer_block_from_the_first_pool_with_room_an
 }
 
 #[tokio::test]
-async fn cloud_mode_creates_nothing() {
+async fn cloud_mode_creates_nothing_and_says_the_cluster_is_ready() {
     let s = Scenario::start().await;
     let system = s.namespace("tc-cloud-system").await;
     let team = s.namespace("tc-cloud-team").await;
     config(&s, &system, json!({"mode": "cloud"})).await;
     cluster(&s, &team, "web", &system).await;
-    // Long enough for the controllers to have acted, had they anything to do.
-    tokio::time::sleep(Duration::from_secs(1)).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
-    let web = clusters.get("web").await.unwrap();
+    // Its generation seen, and nothing of IPAM holding it back.
+    let web = wait_for(&clusters, "web", "Ready for the generation seen", |c| {
+        let Some(c) = c else { return false };
+        let status = c.status.as_ref();
+        let ready =
+            status.into_iter().flat_map(|s| &s.conditions).any(|c| c.type_ == "Ready" && c.status == "True");
+        ready && status.and_then(|s| s.observed_generation) == c.metadata.generation
+    })
+    .await
+    .unwrap();
     assert!(web.finalizers().is_empty());
-    assert!(web.status.is_none_or(|s| s.conditions.is_empty() && s.lb_allocation_ref.is_none()));
+    let status = web.status.unwrap();
+    let ipam = status.conditions.iter().find(|c| c.type_ == "IPAMReady").expect("IPAMReady");
+    assert_eq!((ipam.status.as_str(), ipam.reason.as_str()), ("True", "CloudLoadBalancers"));
+    assert!(status.lb_allocation_ref.is_none() && status.load_balancer_addresses.is_none());
     let allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
     assert!(allocations.list(&ListParams::default()).await.unwrap().items.is_empty());
 }

@@ -131,3 +131,77 @@ async fn an_idle_growth_block_stays_while_the_tenant_refuses_to_drop_it() {
     growth_is(&allocations, &[]).await;
     pool_is(&tenant, &["10.73.0.0-10.73.0.0"]).await;
 }
+
+/// A team admin's kubeconfig Secret is the team's word, not its tenant's: deleted, or pointed
+/// at a server that holds no pool, before the cluster is deleted, it gives nothing back early.
+#[tokio::test]
+async fn a_kubeconfig_secret_deleted_or_repointed_by_the_team_gives_nothing_back_early() {
+    use k8s_openapi::api::core::v1::Secret;
+    let s = Scenario::start().await;
+    let system = s.namespace("tc-word-system").await;
+    small_ipam(&s, &system, "10.81.0.0/24").await;
+    let admin = "word-admin@example.com";
+    let team = format!("team-{}", crate::support::team_with_admin(&s, "tc-word", admin, "").await);
+    let alice = s.cluster.client_as_user(admin, &[]);
+    let secrets: Api<Secret> = Api::namespaced(alice.clone(), &team);
+    let kubeconfig = |name: &str, tenant: &butler_apiserver::MemoryApiServer| -> Secret {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("{name}-kubeconfig"), "namespace": team},
+            "stringData": {"value": std::fs::read_to_string(tenant.kubeconfig()).unwrap()}}))
+        .unwrap()
+    };
+    let clusters: Api<TenantCluster> = Api::namespaced(alice.clone(), &team);
+    let (gone, moved, liar) = (tenant_server().await, tenant_server().await, tenant_server().await);
+    for (name, tenant) in [("gone", &gone), ("moved", &moved)] {
+        secrets.create(&Default::default(), &kubeconfig(name, tenant)).await.unwrap();
+        let cluster: TenantCluster =
+            serde_json::from_value(json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1",
+            "kind": "TenantCluster", "metadata": {"name": name, "namespace": team},
+            "spec": {"providerConfigRef": {"name": "pc", "namespace": system}}}))
+            .unwrap();
+        clusters.create(&Default::default(), &cluster).await.unwrap();
+        let synced = cluster_says(&clusters, name, "MetalLBSynced", "Synced").await;
+        assert_eq!(
+            synced.status.unwrap().tenant_servers.len(),
+            1,
+            "the server given the addresses is recorded"
+        );
+    }
+    let listed = |tenant: &butler_apiserver::MemoryApiServer| {
+        let pools = metallb(tenant);
+        async move {
+            let pool = pools.get_opt("default-pool").await.unwrap();
+            pool.and_then(|p| p.data["spec"]["addresses"].as_array().cloned()).unwrap_or_default()
+        }
+    };
+    let (gone_range, moved_range) = (listed(&gone).await, listed(&moved).await);
+    assert_eq!((gone_range.len(), moved_range.len()), (1, 1));
+
+    // Alice deletes one Secret and points the other at a server of her own that holds no pool
+    // (it would answer "nothing to drop"), then deletes both clusters.
+    secrets.delete("gone-kubeconfig", &DeleteParams::default()).await.unwrap();
+    let mut repointed = kubeconfig("moved", &liar);
+    repointed.metadata.resource_version =
+        secrets.get("moved-kubeconfig").await.unwrap().metadata.resource_version;
+    secrets.replace("moved-kubeconfig", &Default::default(), &repointed).await.unwrap();
+    for name in ["gone", "moved"] {
+        clusters.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    let allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
+    for (name, words) in [("gone", "is gone"), ("moved", "names another API server")] {
+        let held = cluster_says(&clusters, name, "MetalLBSynced", "WaitingForTenant").await;
+        let status = held.status.unwrap();
+        let message = &status.conditions.iter().find(|c| c.type_ == "MetalLBSynced").unwrap().message;
+        assert!(message.contains(words) && message.contains("after 10 minutes"), "{message}");
+        let block = format!("{team}.{name}-lb");
+        assert!(allocations.get_opt(&block).await.unwrap().is_some(), "{block} stays the cluster's");
+    }
+    assert_eq!(listed(&moved).await, moved_range, "the tenant that was given them was never asked");
+
+    // Ten minutes into the deletions, the machines are gone with the clusters: given back.
+    s.clock.advance(Duration::from_secs(601));
+    for name in ["gone", "moved"] {
+        wait_for(&allocations, &format!("{team}.{name}-lb"), "released", |a| a.is_none()).await;
+        wait_for(&clusters, name, "gone", |c| c.is_none()).await;
+    }
+}

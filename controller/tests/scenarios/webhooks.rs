@@ -340,6 +340,53 @@ async fn a_stopped_controller_leaves_finalizers_labels_and_deletions_free() {
     remove_webhook_configurations(&s).await;
 }
 
+/// A ProviderConfig in use is refused deletion at admission; with the controller down (its
+/// configurations failing closed) a namespace holding ProviderConfigs still goes: they carry
+/// no finalizer, and the namespace controller's deletions are not the webhook's.
+#[tokio::test]
+async fn a_namespace_with_provider_configs_goes_while_the_controller_is_down() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let mut s = Scenario::start().await;
+    if !s.webhooks_allowed() {
+        return;
+    }
+    let ns = s.namespace("hooks-pc-down").await;
+    let platform = s.namespace("hooks-pc-platform").await;
+    let Served { stop, running, .. } = serve_webhooks(&s, &ns).await;
+    let configs: Api<ProviderConfig> = Api::namespaced(s.client.clone(), &platform);
+    configs
+        .create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: shared, namespace: {platform}}}\nspec: {{provider: aws, credentialsRef: {{name: c}}, aws: {{region: eu-west-1}}}}\n")))
+        .await
+        .unwrap();
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &ns);
+    clusters
+        .create(&PostParams::default(), &from_yaml(&format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  providerConfigRef: {{name: shared, namespace: {platform}}}\n")))
+        .await
+        .unwrap();
+    // (A dry run: until the webhook's cache shows the cluster, the deletion would go through.)
+    let message = eventually(|| {
+        let configs = configs.clone();
+        let dry = DeleteParams { dry_run: true, ..DeleteParams::default() };
+        async move { configs.delete("shared", &dry).await.err().map(|e| api_message(&e)) }
+    })
+    .await;
+    assert!(
+        message.contains(&format!("TenantClusters use this ProviderConfig: {ns}/web; delete them or point them at another ProviderConfig first")),
+        "{message}"
+    );
+    // The controller has seen it (its status written) and never put a finalizer on it.
+    let seen =
+        wait_for(&configs, "shared", "its status", |c| c.is_some_and(|c| c.status.is_some())).await.unwrap();
+    assert!(seen.metadata.finalizers.unwrap_or_default().is_empty());
+
+    s.kill_controllers();
+    let _ = stop.send(true);
+    let _ = running.await;
+    Api::<Namespace>::all(s.client.clone()).delete(&platform, &DeleteParams::default()).await.unwrap();
+    wait_for(&Api::<Namespace>::all(s.client.clone()), &platform, "gone", |n| n.is_none()).await;
+    remove_webhook_configurations(&s).await;
+}
+
 #[tokio::test]
 async fn lowered_limits_never_lock_a_team_out_of_its_clusters() {
     use kube::api::{Patch, PatchParams};

@@ -32,28 +32,45 @@ pub(super) async fn batch(
     ctx: &Context,
     api: &Api<NetworkPool>,
     mut pool: Arc<NetworkPool>,
+    first: Option<(Vec<Arc<IPAllocation>>, Served)>,
 ) -> Result<(), Error> {
     let namespace = pool.namespace().unwrap_or_default();
     let name = pool.name_any();
     let allocations: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut listed: Option<Vec<IPAllocation>> = None;
+    // 1. A consistent list (no resourceVersion: read from storage, not a cache), unless nothing
+    //    was committed to the pool since this process's last batch and the view shows all that
+    //    batch knew (`Ipam::knows`; the caller planned from it already): a list of every
+    //    allocation at each batch made serving n allocations arriving over time cost n² reads.
+    let (mut listed, mut planned) = match first {
+        Some((view, served)) => (Some(view), Some(served)),
+        None => (None, None),
+    };
+    // Whether the items are a consistent list (else: the view).
+    let mut consistent = listed.is_none();
     let mut conflicts = 0;
     loop {
-        // 1. A consistent list (no resourceVersion: read from storage, not a cache).
         let items = match listed.as_mut() {
             Some(items) => items,
-            None => listed.insert(list_consistent(&allocations, &name).await.map_err(|e| {
-                Error::kube(format!("listing the IPAllocations of NetworkPool {}", named(&pool)), e)
-            })?),
+            None => {
+                consistent = true;
+                listed.insert(list_consistent(&allocations, &name).await.map_err(|e| {
+                    Error::kube(format!("listing the IPAllocations of NetworkPool {}", named(&pool)), e)
+                })?)
+            }
         };
         let now = ctx.ipam.clock.now();
-        let allocator = match spec::allocator(&pool) {
-            Ok(allocator) => allocator,
-            // The spec changed under us; the next reconcile reports it.
-            Err(_) => return Ok(()),
+        let served = match planned.take() {
+            Some(served) => served,
+            None => {
+                let allocator = match spec::allocator(&pool) {
+                    Ok(allocator) => allocator,
+                    // The spec changed under us; the next reconcile reports it.
+                    Err(_) => return Ok(()),
+                };
+                let refs: Vec<&IPAllocation> = items.iter().map(Arc::as_ref).collect();
+                serve::serve(&pool, allocator, &refs, now, &ctx.ipam.allocated_by, CHUNK)
+            }
         };
-        let refs: Vec<&IPAllocation> = items.iter().collect();
-        let served = serve::serve(&pool, allocator, &refs, now, &ctx.ipam.allocated_by, CHUNK);
         let hands_out = served.writes.iter().any(|w| w.status.phase == Some(IPAllocationPhase::Allocated));
         let Served { allocator, writes, journal, problems, more } = served;
         // The pool's figures as they are once the writes land.
@@ -105,11 +122,18 @@ pub(super) async fn batch(
                 None => all_written = false,
             }
         }
+        let mut replaced = Vec::with_capacity(written.len());
         for item in items.iter_mut() {
             if let Some(object) = item.metadata.uid.as_ref().and_then(|u| written.remove(u)) {
-                *item = object;
+                *item = object.clone();
+                replaced.push(object);
             }
         }
+        match all_written {
+            true => ctx.ipam.remember(&committed, consistent.then_some(&items[..]), &replaced),
+            false => ctx.ipam.forget_known(&committed),
+        }
+        // A later chunk plans from these items, which hold what was listed and written.
         if !more {
             return Ok(());
         }
@@ -121,16 +145,19 @@ pub(super) async fn batch(
 }
 
 /// The IPAllocations of a pool, from storage (no resourceVersion: a consistent read), in pages
-/// so that a large namespace is never held twice over; managed fields are dropped.
-async fn list_consistent(api: &Api<IPAllocation>, pool: &str) -> Result<Vec<IPAllocation>, kube::Error> {
+/// so that a large namespace is never held twice over; kept as the caches keep them.
+async fn list_consistent(api: &Api<IPAllocation>, pool: &str) -> Result<Vec<Arc<IPAllocation>>, kube::Error> {
     let mut out = Vec::new();
     let mut params = ListParams::default().limit(500);
     loop {
         let page = api.list(&params).await?;
-        out.extend(page.items.into_iter().filter(|a| a.spec.pool_ref.name == pool).map(|mut a| {
-            a.metadata.managed_fields = None;
-            a
-        }));
+        out.extend(
+            page.items
+                .into_iter()
+                .filter(|a| a.spec.pool_ref.name == pool)
+                .map(crate::caches::kept_allocation)
+                .map(Arc::new),
+        );
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(out),
@@ -145,7 +172,7 @@ pub(super) async fn write_allocations(
     ctx: &Context,
     namespace: &str,
     writes: Vec<Write>,
-) -> Vec<(String, Option<IPAllocation>)> {
+) -> Vec<(String, Option<Arc<IPAllocation>>)> {
     let api: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), namespace);
     futures::stream::iter(writes)
         .map(|w| {
@@ -153,8 +180,8 @@ pub(super) async fn write_allocations(
             async move {
                 let patch = json!({"metadata": {"resourceVersion": w.resource_version}, "status": w.status});
                 match api.patch_status(&w.name, &PatchParams::default(), &Patch::Merge(patch)).await {
-                    Ok(mut written) => {
-                        written.metadata.managed_fields = None;
+                    Ok(written) => {
+                        let written = Arc::new(crate::caches::kept_allocation(written));
                         ctx.ipam.wrote(written.clone());
                         Some((w.uid, Some(written)))
                     }

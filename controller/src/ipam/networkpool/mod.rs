@@ -18,6 +18,9 @@
 //!
 //! A planner that commits read the pool after every earlier commit, and listed after it: each
 //! block handed out before is in that list, or in the journal while its write may still land.
+//! A planner whose own batch made the last commit knows every block held then; while the pool
+//! stays at that version (only a commit hands a block out) and its view shows each of those
+//! blocks, the view stands in for the list (`Ipam::known_view`).
 //!
 //! Then orphans are collected: an Allocated allocation whose TenantCluster answers 404.
 
@@ -138,7 +141,11 @@ async fn run(cached: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
                 });
                 write_pool_status(ctx, &api, &pool, status, journal, events).await?;
             } else {
-                batch::batch(ctx, &api, cached.clone()).await?;
+                // When this process's last batch knows the view complete, the view stands in
+                // for the batch's list and this plan is its first.
+                let first =
+                    (pool.status == cached.status && ctx.ipam.knows(&cached)).then(|| (view.clone(), served));
+                batch::batch(ctx, &api, cached.clone(), first).await?;
                 again = AGAIN_SOON;
             }
         }

@@ -38,13 +38,23 @@ pub(super) async fn collect(
 ) -> Result<bool, Error> {
     let mut collected = false;
     let now = ctx.ipam.clock.now();
+    // The cluster found last: the allocations of one cluster come one after another (by name),
+    // and a pool of thousands is looked through at each of its reconciles.
+    let mut last_found: Option<&butler_core::api::NamespacedObjectReference> = None;
     for a in view {
         let allocated = a.status.as_ref().and_then(|s| s.phase) == Some(IPAllocationPhase::Allocated);
-        if !allocated || a.meta().deletion_timestamp.is_some() || held(a).is_none() || !collectable(a, now) {
+        if !allocated || a.meta().deletion_timestamp.is_some() {
             continue;
         }
         let tenant = &a.spec.tenant_cluster_ref;
+        if last_found == Some(tenant) {
+            continue;
+        }
         if ctx.teams.clusters.get(&tenant.namespace, &tenant.name).is_some() {
+            last_found = Some(tenant);
+            continue;
+        }
+        if held(a).is_none() || !collectable(a, now) {
             continue;
         }
         let clusters: Api<TenantCluster> = Api::namespaced(ctx.client.clone(), &tenant.namespace);

@@ -1,0 +1,73 @@
+//! What the caches keep of each object: the fields the controllers read. On a real API server
+//! most of an object's size is who manages which field (`managedFields`) and what other tools
+//! wrote on it (`kubectl.kubernetes.io/last-applied-configuration`, a whole copy); each cached
+//! object of a kind is held for as long as it lives, so what no controller reads is dropped as
+//! the watch delivers it.
+
+use butler_core::api::IPAllocation;
+use kube::Resource;
+
+/// The annotation `kubectl apply` writes: a whole copy of the object as last applied.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Butler's own labels and annotations: the only ones the controllers read on Butler's kinds.
+const BUTLER: &str = "butler.butlerlabs.dev/";
+
+/// Drops from any cached object what no controller reads: the managed fields and the copy
+/// `kubectl apply` keeps.
+pub fn trim<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+/// Trims an IPAllocation further (there are thousands): of its labels and annotations only
+/// Butler's stay (the team, tenant, pool and role labels; the idle mark of elastic growth).
+pub fn trim_allocation(allocation: &mut IPAllocation) {
+    trim(allocation);
+    let meta = &mut allocation.metadata;
+    for map in [meta.labels.as_mut(), meta.annotations.as_mut()].into_iter().flatten() {
+        map.retain(|key, _| key.starts_with(BUTLER));
+    }
+}
+
+/// An IPAllocation as the caches keep it.
+pub fn kept_allocation(mut allocation: IPAllocation) -> IPAllocation {
+    trim_allocation(&mut allocation);
+    allocation
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_allocation_keeps_what_the_controllers_read() {
+        let a: IPAllocation = serde_json::from_value(json!({
+            "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "7", "finalizers": ["f"],
+                "labels": {"butler.butlerlabs.dev/team": "t", "app.kubernetes.io/part-of": "x"},
+                "annotations": {"butler.butlerlabs.dev/idle-since": "2026-01-01T00:00:00Z", LAST_APPLIED: "{...}", "note": "n"},
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "spec": {"poolRef": {"name": "p"}, "tenantClusterRef": {"name": "t", "namespace": "x"}, "type": "nodes"},
+            "status": {"phase": "Allocated", "startAddress": "10.0.0.1", "endAddress": "10.0.0.1"},
+        }))
+        .unwrap();
+        let kept = kept_allocation(a.clone());
+        assert_eq!(kept.metadata.managed_fields, None);
+        assert_eq!(
+            kept.metadata.labels.as_ref().unwrap().keys().collect::<Vec<_>>(),
+            ["butler.butlerlabs.dev/team"]
+        );
+        let annotations = kept.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["butler.butlerlabs.dev/idle-since"]);
+        assert_eq!((&kept.spec, &kept.status), (&a.spec, &a.status));
+        assert_eq!(
+            (kept.metadata.uid, kept.metadata.resource_version, kept.metadata.finalizers),
+            (a.metadata.uid, a.metadata.resource_version, a.metadata.finalizers)
+        );
+    }
+}
