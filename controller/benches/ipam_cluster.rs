@@ -177,11 +177,13 @@ async fn serving_speed(arrival: Arrival) {
 
 /// VmRSS and VmHWM of a process, in KiB.
 fn resident(pid: u32) -> Option<(u64, u64)> {
+    Some((status_field(pid, "VmRSS:")?, status_field(pid, "VmHWM:")?))
+}
+
+/// One figure of `/proc/{pid}/status`, in KiB.
+fn status_field(pid: u32, name: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<u64> {
-        status.lines().find(|l| l.starts_with(name))?.split_whitespace().nth(1)?.parse().ok()
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
+    status.lines().find(|l| l.starts_with(name))?.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The CPU time a process has used (user and system), in seconds.
@@ -259,7 +261,10 @@ async fn memory() {
         let after_last = last_created.elapsed();
         tokio::time::sleep(Duration::from_secs(2)).await;
         let rss = resident(serving.id()).map(|(rss, _)| rss);
-        figures.push((stage, after_last, rss, cpu_seconds(serving.id())));
+        // What the process allocated, apart from its program's pages (shared with every
+        // process that maps the binary).
+        let anonymous = status_field(serving.id(), "RssAnon:");
+        figures.push((stage, after_last, rss, anonymous, cpu_seconds(serving.id())));
     }
     let requests: Vec<(String, String)> = server.requests_from(NO_AGENT).split_off(before);
     let _ = serving.kill();
@@ -287,15 +292,24 @@ async fn memory() {
         .into_iter()
         .map(|a| serde_json::to_vec(&butler_controller::caches::kept_allocation(a)).unwrap().len())
         .sum();
-    for (stage, after_last, rss, cpu) in &figures {
-        let memory = rss.map_or("not measured (no /proc)".to_string(), |kib| format!("{:.1} MiB", mib(kib)));
+    for (stage, after_last, rss, anonymous, cpu) in &figures {
+        let memory = match (rss, anonymous) {
+            (Some(rss), Some(anonymous)) => {
+                format!(
+                    "{:.1} MiB ({:.1} MiB of it allocated, the rest the program's pages)",
+                    mib(*rss),
+                    mib(*anonymous)
+                )
+            }
+            _ => "not measured (no /proc)".to_string(),
+        };
         let cpu = cpu.map_or(String::new(), |s| format!(" ({s:.1} s of CPU so far)"));
         println!(
             "{stage} IPAllocations arriving {BATCH} every 50 ms: all Allocated {:.2} s after the last create; butler-controller resident memory {memory}{cpu}",
             after_last.as_secs_f64()
         );
     }
-    let (_, last_wait, last_rss, _) = figures[figures.len() - 1];
+    let (_, last_wait, last_rss, _, _) = figures[figures.len() - 1];
     let count = STAGES[STAGES.len() - 1];
     println!(
         "  goals at {count}: under 50 MiB: {}; all Allocated within 5 s of the last create: {}; IPAllocation writes {writes} ({:.2} per allocation; at most 2.1: {}); requests of the controller in all {}",

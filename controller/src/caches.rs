@@ -24,12 +24,25 @@ pub fn trim<K: Resource>(object: &mut K) {
 }
 
 /// Trims an IPAllocation further (there are thousands): of its labels and annotations only
-/// Butler's stay (the team, tenant, pool and role labels; the idle mark of elastic growth).
+/// Butler's stay (the team, tenant, pool and role labels; the idle mark of elastic growth),
+/// and no owner reference (nothing reads them). Of one that holds a block, the status keeps
+/// its phase, the block, its times and generation: its conditions, address list, CIDR and
+/// writer are read only while it waits (to be written again), and it never waits again.
 pub fn trim_allocation(allocation: &mut IPAllocation) {
     trim(allocation);
     let meta = &mut allocation.metadata;
+    meta.owner_references = None;
     for map in [meta.labels.as_mut(), meta.annotations.as_mut()].into_iter().flatten() {
         map.retain(|key, _| key.starts_with(BUTLER));
+    }
+    if let Some(status) = allocation.status.as_mut()
+        && status.start_address.is_some()
+        && status.end_address.is_some()
+    {
+        status.conditions = Vec::new();
+        status.addresses = None;
+        status.cidr = None;
+        status.allocated_by = None;
     }
 }
 
@@ -45,6 +58,18 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_waiting_allocation_keeps_its_conditions() {
+        let waiting: IPAllocation = serde_json::from_value(json!({
+            "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
+            "metadata": {"name": "a", "namespace": "ns"},
+            "spec": {"poolRef": {"name": "p"}, "tenantClusterRef": {"name": "t", "namespace": "x"}, "type": "nodes"},
+            "status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "reason": "PoolExhausted", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        }))
+        .unwrap();
+        assert_eq!(kept_allocation(waiting.clone()).status, waiting.status);
+    }
+
+    #[test]
     fn an_allocation_keeps_what_the_controllers_read() {
         let a: IPAllocation = serde_json::from_value(json!({
             "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
@@ -53,7 +78,9 @@ mod tests {
                 "annotations": {"butler.butlerlabs.dev/idle-since": "2026-01-01T00:00:00Z", LAST_APPLIED: "{...}", "note": "n"},
                 "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
             "spec": {"poolRef": {"name": "p"}, "tenantClusterRef": {"name": "t", "namespace": "x"}, "type": "nodes"},
-            "status": {"phase": "Allocated", "startAddress": "10.0.0.1", "endAddress": "10.0.0.1"},
+            "status": {"phase": "Allocated", "startAddress": "10.0.0.1", "endAddress": "10.0.0.1", "cidr": "10.0.0.1/32",
+                "addresses": ["10.0.0.1"], "allocatedBy": "butler-controller (a)", "allocatedAt": "2026-01-01T00:00:00Z",
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Allocated", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
         }))
         .unwrap();
         let kept = kept_allocation(a.clone());
@@ -64,7 +91,13 @@ mod tests {
         );
         let annotations = kept.metadata.annotations.as_ref().unwrap();
         assert_eq!(annotations.keys().collect::<Vec<_>>(), ["butler.butlerlabs.dev/idle-since"]);
-        assert_eq!((&kept.spec, &kept.status), (&a.spec, &a.status));
+        assert_eq!(kept.spec, a.spec);
+        let (status, was) = (kept.status.as_ref().unwrap(), a.status.as_ref().unwrap());
+        assert_eq!(
+            (&status.phase, &status.start_address, &status.end_address, &status.allocated_at),
+            (&was.phase, &was.start_address, &was.end_address, &was.allocated_at)
+        );
+        assert!(status.conditions.is_empty() && status.addresses.is_none() && status.cidr.is_none());
         assert_eq!(
             (kept.metadata.uid, kept.metadata.resource_version, kept.metadata.finalizers),
             (a.metadata.uid, a.metadata.resource_version, a.metadata.finalizers)

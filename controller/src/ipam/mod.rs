@@ -233,4 +233,34 @@ mod tests {
         assert_eq!(ipam.view("ns", "p")[0].meta().resource_version.as_deref(), Some("3"));
         assert!(ipam.written.lock().unwrap().is_empty());
     }
+
+    fn pool(rv: &str) -> NetworkPool {
+        serde_json::from_value(json!({
+            "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "NetworkPool",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "pool", "resourceVersion": rv},
+            "spec": {"cidr": "10.0.0.0/24"},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_view_stands_in_for_a_list_only_while_nothing_was_committed_and_it_shows_what_was_known() {
+        let (store, mut writer) = kube::runtime::reflector::store();
+        let index = Arc::new(AllocationIndex::new(store));
+        let ipam = Ipam::new(index.clone(), Arc::default(), "test".into());
+        let mut feed = |event: kube::runtime::watcher::Event<IPAllocation>| {
+            writer.apply_watcher_event(&event);
+            index.apply(&event);
+        };
+        feed(kube::runtime::watcher::Event::Apply(a("1", json!({"phase": "Pending"}))));
+        assert!(!ipam.knows(&pool("5")), "no batch yet: list");
+        // A consistent list showed the allocation holding a block the cache does not show yet
+        // (another replica wrote it).
+        let held = json!({"phase": "Allocated", "startAddress": "10.0.0.1", "endAddress": "10.0.0.1"});
+        ipam.remember(&pool("5"), Some(&[Arc::new(a("2", held.clone()))]), &[]);
+        assert!(!ipam.knows(&pool("5")), "the view does not show that block");
+        feed(kube::runtime::watcher::Event::Apply(a("2", held)));
+        assert!(ipam.knows(&pool("5")), "now it does");
+        assert!(!ipam.knows(&pool("6")), "a commit since (another planner's): list");
+    }
 }

@@ -100,6 +100,59 @@ async fn the_controllers_token_writes_nothing_beyond_its_teams() {
         roles.delete(&format!("{run}-theirs"), &DeleteParams::default()).await,
         "deleting a ClusterRole",
     );
+    // In a team's namespace: the kubeconfig Role and the quota by their names and shapes only.
+    let team_roles: Api<Role> = Api::namespaced(token.clone(), &team_ns);
+    let wide = |name: &str, names: Value| -> Role {
+        object(json!({"metadata": {"name": name, "namespace": team_ns},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": names}]}))
+    };
+    confined(
+        team_roles.create(&PostParams::default(), &wide("reader", json!(["web-kubeconfig"]))).await,
+        "a Role of another name in a team's namespace",
+    );
+    confined(
+        team_roles
+            .create(&PostParams::default(), &wide("butler-team-kubeconfigs-2", json!(["web-kubeconfig"])))
+            .await,
+        "a second kubeconfig Role",
+    );
+    let widened = Patch::Merge(
+        json!({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["aws-credentials"]}]}),
+    );
+    confined(
+        team_roles.patch("butler-team-kubeconfigs", &PatchParams::default(), &widened).await,
+        "the kubeconfig Role reading a ProviderConfig's credentials",
+    );
+    let every =
+        Patch::Merge(json!({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}));
+    confined(
+        team_roles.patch("butler-team-kubeconfigs", &PatchParams::default(), &every).await,
+        "the kubeconfig Role reading every Secret",
+    );
+    let someones: Role = object(json!({"metadata": {"name": "someones", "namespace": team_ns}, "rules": []}));
+    Api::<Role>::namespaced(s.client.clone(), &team_ns)
+        .create(&PostParams::default(), &someones)
+        .await
+        .unwrap();
+    confined(
+        team_roles.delete("someones", &DeleteParams::default()).await,
+        "deleting a Role of someone else's in a team's namespace",
+    );
+    let quota = |ns: &str, name: &str| -> k8s_openapi::api::core::v1::ResourceQuota {
+        object(json!({"metadata": {"name": name, "namespace": ns}, "spec": {"hard": {"pods": "0"}}}))
+    };
+    confined(
+        Api::namespaced(token.clone(), &theirs)
+            .create(&PostParams::default(), &quota(&theirs, "butler-team-objects"))
+            .await,
+        "a ResourceQuota outside the teams",
+    );
+    confined(
+        Api::namespaced(token.clone(), &team_ns)
+            .create(&PostParams::default(), &quota(&team_ns, "starve"))
+            .await,
+        "a ResourceQuota of another name in a team's namespace",
+    );
     confined(
         Api::<Namespace>::all(token.clone()).delete(&theirs, &DeleteParams::default()).await,
         "deleting another namespace",
