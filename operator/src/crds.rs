@@ -25,7 +25,28 @@ pub fn providers() -> Vec<CustomResourceDefinition> {
     ]
     .into_iter()
     .map(butler_runtime::crds::tidy)
+    .map(spec_optional)
     .collect()
+}
+
+/// A provider object may leave out `spec` (cluster-api-operator's quick starts write
+/// `kind: CoreProvider` with a name alone): the API server then stores `spec: {}`, the provider at
+/// its defaults, so every reader still finds a spec.
+fn spec_optional(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) else {
+            continue;
+        };
+        if let Some(required) = schema.required.as_mut() {
+            required.retain(|field| field != "spec");
+        }
+        if let Some(spec) = schema.properties.as_mut().and_then(|p| p.get_mut("spec")) {
+            spec.default = Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(
+                serde_json::json!({}),
+            ));
+        }
+    }
+    crd
 }
 
 /// The CRD of upgrades as objects ([`ProviderUpgrade`]).

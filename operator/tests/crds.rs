@@ -175,3 +175,35 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
     let status = &schema["openAPIV3Schema"]["properties"]["status"];
     assert_eq!(keys(status), ["conditions", "contract", "installedVersion", "observedGeneration"]);
 }
+
+/// cluster-api-operator's quick starts write a provider with a name alone: the API server takes
+/// it and stores the spec at its defaults, which reads as a provider with no field set.
+#[tokio::test]
+async fn a_provider_without_a_spec_is_taken_at_its_defaults() {
+    use butler_operator::api::CoreProvider;
+    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+    use kube::runtime::wait::{await_condition, conditions};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server =
+        butler_apiserver::MemoryApiServer::start_with(butler_apiserver::ServerOptions::named("no-spec"))
+            .await;
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(server.client());
+    let crd = providers().into_iter().next().expect("the core provider's CRD");
+    let name = crd.metadata.name.clone().unwrap();
+    crds.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&crd)).await.unwrap();
+    await_condition(crds, &name, conditions::is_crd_established()).await.unwrap();
+    let bare: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": "CoreProvider",
+        "metadata": {"name": "cluster-api", "namespace": "default"},
+    }))
+    .unwrap();
+    let resource = kube::api::ApiResource::erase::<CoreProvider>(&());
+    let dynamic: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &resource);
+    let made =
+        dynamic.create(&PostParams::default(), &bare).await.expect("a provider without a spec is taken");
+    assert_eq!(made.data["spec"], serde_json::json!({}));
+    let typed = Api::<CoreProvider>::namespaced(server.client(), "default").get("cluster-api").await.unwrap();
+    assert_eq!(typed.spec, Default::default());
+}
