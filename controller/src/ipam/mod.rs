@@ -215,16 +215,23 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn a_write_counts_until_the_cache_shows_it() {
+    /// IPAM over a cache holding allocation `a` waiting, and what feeds that cache (the store,
+    /// then the index, as the watch does).
+    fn with_one_waiting() -> (Ipam, impl FnMut(kube::runtime::watcher::Event<IPAllocation>)) {
         let (store, mut writer) = kube::runtime::reflector::store();
         let index = Arc::new(AllocationIndex::new(store));
         let ipam = Ipam::new(index.clone(), Arc::default(), "test".into());
-        let mut feed = |event: kube::runtime::watcher::Event<IPAllocation>| {
+        let mut feed = move |event: kube::runtime::watcher::Event<IPAllocation>| {
             writer.apply_watcher_event(&event);
             index.apply(&event);
         };
         feed(kube::runtime::watcher::Event::Apply(a("1", json!({"phase": "Pending"}))));
+        (ipam, feed)
+    }
+
+    #[test]
+    fn a_write_counts_until_the_cache_shows_it() {
+        let (ipam, mut feed) = with_one_waiting();
         let allocated = json!({"phase": "Allocated", "startAddress": "10.0.0.1", "endAddress": "10.0.0.1"});
         ipam.wrote(Arc::new(a("2", allocated.clone())));
         assert_eq!(ipam.view("ns", "p")[0].meta().resource_version.as_deref(), Some("2"));
@@ -245,14 +252,7 @@ mod tests {
 
     #[test]
     fn the_view_stands_in_for_a_list_only_while_nothing_was_committed_and_it_shows_what_was_known() {
-        let (store, mut writer) = kube::runtime::reflector::store();
-        let index = Arc::new(AllocationIndex::new(store));
-        let ipam = Ipam::new(index.clone(), Arc::default(), "test".into());
-        let mut feed = |event: kube::runtime::watcher::Event<IPAllocation>| {
-            writer.apply_watcher_event(&event);
-            index.apply(&event);
-        };
-        feed(kube::runtime::watcher::Event::Apply(a("1", json!({"phase": "Pending"}))));
+        let (ipam, mut feed) = with_one_waiting();
         assert!(!ipam.knows(&pool("5")), "no batch yet: list");
         // A consistent list showed the allocation holding a block the cache does not show yet
         // (another replica wrote it).
