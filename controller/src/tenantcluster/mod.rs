@@ -17,7 +17,7 @@ use std::time::Duration;
 use butler_core::api::labels::TENANT_CLUSTER_FINALIZER;
 use butler_core::api::{IPAllocation, TenantCluster, TenantClusterStatus};
 use butler_runtime::conditions;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -209,9 +209,14 @@ async fn write_conditions(
     if merged == existing.conditions {
         return Ok(());
     }
+    apply_status(api, cluster, &TenantClusterStatus { conditions: ours(merged), ..existing }).await
+}
+
+/// Of a status's conditions, those this controller keeps (an apply of its own carries these
+/// alone: other writers' stay theirs).
+fn ours(conditions: Vec<Condition>) -> Vec<Condition> {
     let own = [IPAM_READY, METALLB_SYNCED, ELASTIC, butler_runtime::conditions::READY];
-    let conditions = merged.into_iter().filter(|c| own.contains(&c.type_.as_str())).collect();
-    apply_status(api, cluster, &TenantClusterStatus { conditions, ..existing }).await
+    conditions.into_iter().filter(|c| own.contains(&c.type_.as_str())).collect()
 }
 
 /// How often a Ready cluster is looked at (spec/002's table): young ones often, since elastic
@@ -382,9 +387,7 @@ async fn tenant_side<'a>(
         let api: Api<TenantCluster> =
             Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
         let existing = cluster.status.clone().unwrap_or_default();
-        let own = [IPAM_READY, METALLB_SYNCED, ELASTIC, butler_runtime::conditions::READY];
-        let conditions =
-            existing.conditions.iter().filter(|c| own.contains(&c.type_.as_str())).cloned().collect();
+        let conditions = ours(existing.conditions.clone());
         apply_status(
             &api,
             cluster,
