@@ -101,8 +101,10 @@ pub struct Context {
     pub config_statuses: Mutex<HashMap<String, ProviderConfigStatus>>,
     /// The resourceVersion of the credentials Secret each ProviderConfig was validated with.
     pub validated_secrets: Mutex<HashMap<String, String>>,
-    /// Consecutive failures, by object, for the backoff.
+    /// Consecutive failures, by UID, for the backoff.
     pub failures: Mutex<HashMap<String, u32>>,
+    /// Objects deleted in the last minutes, by [`failure_key`], and when.
+    pub tombstones: crate::tombstones::Tombstones,
     /// The IPAM controllers' index, clock and own writes.
     pub ipam: crate::ipam::Ipam,
     /// Turns at calling tenants: half the reconcile workers (all when they are unlimited).
@@ -166,11 +168,16 @@ impl std::fmt::Debug for Scope {
     }
 }
 
-/// The key of an object in [`Context::failures`]: `{Kind} {namespace/}{name}`.
+/// How an object is named in logs and [`Context::tombstones`]: `{Kind} {namespace/}{name}`.
 pub fn failure_key<K: kube::Resource<DynamicType = ()>>(object: &K) -> String {
-    match object.namespace() {
-        Some(ns) => format!("{} {ns}/{}", K::kind(&()), object.name_any()),
-        None => format!("{} {}", K::kind(&()), object.name_any()),
+    key_of(&K::kind(&()), object.namespace().as_deref(), &object.name_any())
+}
+
+/// `{kind} {namespace/}{name}`, the [`failure_key`] of an object known by its reference.
+pub fn key_of(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
     }
 }
 
@@ -203,7 +210,10 @@ impl Context {
             result.as_ref().err().map(crate::error::Error::reason),
         );
         if result.is_ok() {
-            self.failures.lock().expect("not poisoned").remove(&failure_key(object));
+            self.failures
+                .lock()
+                .expect("not poisoned")
+                .remove(object.meta().uid.as_deref().unwrap_or_default());
         }
     }
 
@@ -211,7 +221,20 @@ impl Context {
     /// the statuses it wrote, its probes, its failures, its tenant's client, silence and
     /// watch. Whatever deleted it (a finalizer of ours or not), nothing of it stays behind.
     pub fn forget(&self, gone: &Gone) {
-        self.failures.lock().expect("not poisoned").remove(&gone.key);
+        self.tombstones.bury(gone, std::time::Instant::now());
+        self.drop_kept(gone);
+    }
+
+    /// After a reconcile of `key` ends: a reconcile that was running when its object was
+    /// deleted may have recorded a failure or a status after [`Context::forget`]; that goes too.
+    pub fn reconciled(&self, key: &str) {
+        if let Some(gone) = self.tombstones.find(key) {
+            self.drop_kept(&gone);
+        }
+    }
+
+    fn drop_kept(&self, gone: &Gone) {
+        self.failures.lock().expect("not poisoned").remove(&gone.uid);
         self.team_statuses.lock().expect("not poisoned").remove(&gone.uid);
         self.probes.lock().expect("not poisoned").remove(&gone.uid);
         self.config_statuses.lock().expect("not poisoned").remove(&gone.uid);
@@ -224,7 +247,7 @@ impl Context {
     /// once it is deleted and forgotten).
     pub fn keeps(&self, object: &Gone) -> Vec<&'static str> {
         let held = [
-            ("failures", self.failures.lock().expect("not poisoned").contains_key(&object.key)),
+            ("failures", self.failures.lock().expect("not poisoned").contains_key(&object.uid)),
             ("team statuses", self.team_statuses.lock().expect("not poisoned").contains_key(&object.uid)),
             ("probes", self.probes.lock().expect("not poisoned").contains_key(&object.uid)),
             ("config statuses", self.config_statuses.lock().expect("not poisoned").contains_key(&object.uid)),

@@ -21,6 +21,7 @@ pub mod run;
 pub mod secrets;
 pub mod team;
 pub mod tenantcluster;
+pub mod tombstones;
 pub mod webhooks;
 
 pub use run::{Controllers, Options, start};

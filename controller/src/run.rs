@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 
 use crate::clock::Clock;
 use crate::clusters::ClusterIndex;
-use crate::context::{Context, Gone, TeamCaches, failure_key};
+use crate::context::{Context, Gone, TeamCaches, failure_key, key_of};
 use crate::error::Error;
 use crate::filed::Listed;
 use crate::ipam::{self, Ipam, index::AllocationIndex};
@@ -190,7 +190,7 @@ fn error_policy<K: Resource<DynamicType = ()>>(object: Arc<K>, error: &Error, ct
     let key = failure_key(object.as_ref());
     let failures = {
         let mut failures = ctx.failures.lock().expect("not poisoned");
-        let count = failures.entry(key.clone()).or_default();
+        let count = failures.entry(object.meta().uid.clone().unwrap_or_default()).or_default();
         *count = count.saturating_add(1);
         *count
     };
@@ -208,11 +208,16 @@ fn drive<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    let kind = K::kind(&()).to_string();
     controller
-        .run(reconcile, error_policy::<K>, ctx)
-        .for_each(|result| {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "controller");
+        .run(reconcile, error_policy::<K>, ctx.clone())
+        .for_each(move |result| {
+            match result {
+                Ok((object, _)) => ctx.reconciled(&key_of(&kind, object.namespace.as_deref(), &object.name)),
+                Err(kube::runtime::controller::Error::ReconcilerFailed(_, object)) => {
+                    ctx.reconciled(&key_of(&kind, object.namespace.as_deref(), &object.name));
+                }
+                Err(e) => tracing::debug!(error = %e, "controller"),
             }
             futures::future::ready(())
         })
@@ -412,6 +417,7 @@ pub fn start(
         config_statuses: Mutex::new(HashMap::new()),
         validated_secrets: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
+        tombstones: Default::default(),
         ipam: Ipam::new(
             allocations.clone(),
             options.clock.clone(),
