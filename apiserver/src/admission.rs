@@ -21,7 +21,7 @@ use crate::errors::ApiError;
 use crate::selectors::LabelSelector;
 
 /// One write, as the webhooks see it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Attributes {
     pub operation: &'static str,
     pub group: String,
@@ -107,53 +107,15 @@ pub(crate) fn selector_matches(selector: &Value, object: &Value) -> bool {
 /// (Kubernetes then applies the failure policy; the webhooks here never rely on that).
 fn conditions_hold(conditions: &Value, a: &Attributes, object: &Value, old: &Value) -> bool {
     let Some(conditions) = conditions.as_array().filter(|c| !c.is_empty()) else { return true };
-    let expressions: Vec<kube_cel::VapExpression> = conditions
+    let expressions: Vec<crate::cel::Expression> = conditions
         .iter()
-        .map(|c| kube_cel::VapExpression {
+        .map(|c| crate::cel::Expression {
             expression: c["expression"].as_str().unwrap_or("false").to_string(),
             message: None,
             message_expression: None,
         })
         .collect();
-    evaluator(a, object, old, None).evaluate(&expressions).iter().all(|r| r.passed)
-}
-
-/// What the CEL of admission sees of a write: `object`, `oldObject` (null where Kubernetes has
-/// null: on CREATE; `object` is null on DELETE), `request` with the user and groups, and the
-/// write's namespace as `namespaceObject` where it has one.
-pub(crate) fn evaluator(
-    a: &Attributes,
-    object: &Value,
-    old: &Value,
-    namespace: Option<&Value>,
-) -> kube_cel::VapEvaluator {
-    let request = kube_cel::AdmissionRequest {
-        operation: a.operation.into(),
-        username: a.user.clone(),
-        groups: a.groups.clone(),
-        name: a.name.clone(),
-        namespace: a.namespace.clone().unwrap_or_default(),
-        dry_run: a.dry_run,
-        kind: kube_cel::GroupVersionKind {
-            group: a.group.clone(),
-            version: a.version.clone(),
-            kind: a.kind.clone(),
-        },
-        resource: kube_cel::GroupVersionResource {
-            group: a.group.clone(),
-            version: a.version.clone(),
-            resource: a.resource.clone(),
-        },
-        ..Default::default()
-    };
-    let mut evaluator = kube_cel::VapEvaluator::builder().object(object.clone()).request(request);
-    if !old.is_null() {
-        evaluator = evaluator.old_object(old.clone());
-    }
-    if let Some(namespace) = namespace {
-        evaluator = evaluator.namespace_object(namespace.clone());
-    }
-    evaluator.build()
+    crate::cel::Evaluator::new(a, object, old, None).all_hold(&expressions)
 }
 
 /// The webhooks of the configurations that match a write, mutating ones first, each list in

@@ -72,6 +72,7 @@
 
 mod admission;
 mod apply;
+mod cel;
 mod conversion;
 mod discovery;
 mod errors;

@@ -15,40 +15,13 @@
 
 use serde_json::Value;
 
-use crate::admission::{Attributes, evaluator, rule_matches, selector_matches};
+use crate::admission::{Attributes, rule_matches, selector_matches};
+use crate::cel::{Evaluator, Expression, Outcome};
 use crate::errors::ApiError;
 
-/// The outcome of an expression.
-enum Outcome {
-    Held,
-    Failed(String),
-    Error(String),
-}
-
-/// The outcomes of `expressions`, in order, over one evaluator (its context made once).
-fn evaluate(evaluator: &kube_cel::VapEvaluator, expressions: &[kube_cel::VapExpression]) -> Vec<Outcome> {
-    evaluator
-        .evaluate(expressions)
-        .into_iter()
-        .map(|result| match (result.passed, result.message) {
-            (true, _) => Outcome::Held,
-            (false, Some(m))
-                if m.starts_with("evaluation error")
-                    || m.starts_with("failed to compile")
-                    || m.starts_with("expression returned non-boolean") =>
-            {
-                Outcome::Error(m)
-            }
-            (false, m) => {
-                Outcome::Failed(m.unwrap_or_else(|| format!("failed expression: {}", result.expression)))
-            }
-        })
-        .collect()
-}
-
-fn expression(node: &Value, with_messages: bool) -> kube_cel::VapExpression {
+fn expression(node: &Value, with_messages: bool) -> Expression {
     let text = |key: &str| node[key].as_str().map(String::from).filter(|_| with_messages);
-    kube_cel::VapExpression {
+    Expression {
         expression: node["expression"].as_str().unwrap_or("false").to_string(),
         message: text("message"),
         message_expression: text("messageExpression"),
@@ -62,12 +35,12 @@ struct Scope<'a> {
     old: &'a Value,
     namespace: Option<&'a Value>,
     /// Made once, for the first policy that applies.
-    evaluator: std::cell::OnceCell<kube_cel::VapEvaluator>,
+    evaluator: std::cell::OnceCell<Evaluator>,
 }
 
 impl Scope<'_> {
-    fn evaluator(&self) -> &kube_cel::VapEvaluator {
-        self.evaluator.get_or_init(|| evaluator(self.attributes, self.object, self.old, self.namespace))
+    fn evaluator(&self) -> &Evaluator {
+        self.evaluator.get_or_init(|| Evaluator::new(self.attributes, self.object, self.old, self.namespace))
     }
 }
 
@@ -156,14 +129,14 @@ pub fn check(
                 ),
             )
         };
-        let conditions: Vec<kube_cel::VapExpression> = policy_spec["matchConditions"]
+        let conditions: Vec<Expression> = policy_spec["matchConditions"]
             .as_array()
             .into_iter()
             .flatten()
             .map(|c| expression(c, false))
             .collect();
         let mut applies = true;
-        for outcome in evaluate(scope.evaluator(), &conditions) {
+        for outcome in scope.evaluator().evaluate(&conditions) {
             match outcome {
                 Outcome::Held => {}
                 Outcome::Failed(_) => applies = false,
@@ -175,9 +148,8 @@ pub fn check(
             continue;
         }
         let validations: Vec<&Value> = policy_spec["validations"].as_array().into_iter().flatten().collect();
-        let expressions: Vec<kube_cel::VapExpression> =
-            validations.iter().map(|v| expression(v, true)).collect();
-        let outcomes = evaluate(scope.evaluator(), &expressions);
+        let expressions: Vec<Expression> = validations.iter().map(|v| expression(v, true)).collect();
+        let outcomes = scope.evaluator().evaluate(&expressions);
         for ((validation, outcome), asked) in validations.iter().zip(outcomes).zip(&expressions) {
             let expression = asked.expression.as_str();
             match outcome {

@@ -102,6 +102,12 @@ struct RunArgs {
     /// deleted for it.
     #[arg(long = "provider-namespace", value_name = "NAMESPACE")]
     provider_namespaces: Vec<String>,
+    /// A namespace label that honours the namespaces where it is `true`, besides those
+    /// --provider-namespace names (`butlerctl init` and `migrate` set it on the namespaces
+    /// they put providers in); empty: none. Who may label namespaces decides, as who may
+    /// write --provider-namespace does.
+    #[arg(long = "provider-namespace-label", value_name = "LABEL", default_value = butler_operator::controller::policy::NAMESPACE_LABEL, value_parser = label_key)]
+    provider_namespace_label: String,
     /// A network the operator may fetch from although it is local (loopback, private,
     /// link-local, shared): `10.20.0.0/16` for an in-house GitLab or registry, or one address
     /// (repeat for more). Every other local address is refused, for the URLs provider objects
@@ -137,6 +143,27 @@ fn sync_period(text: &str) -> Result<std::time::Duration, String> {
     match parsed.is_negative() || duration < std::time::Duration::from_secs(1) {
         true => Err(format!("{text:?}: the sync period is at least 1s")),
         false => Ok(duration),
+    }
+}
+
+/// A label key (`[prefix/]name`), or empty for none.
+fn label_key(text: &str) -> Result<String, String> {
+    let (prefix, name) = text.rsplit_once('/').unwrap_or(("", text));
+    let name_ok = |n: &str| {
+        n.len() <= 63
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && n.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    let prefix_ok = prefix.len() <= 253
+        && prefix.split('.').all(|p| {
+            !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        });
+    match text.is_empty() || (name_ok(name) && (prefix.is_empty() && !text.contains('/') || prefix_ok)) {
+        true => Ok(text.to_string()),
+        false => {
+            Err(format!("{text:?} is not a label key ([prefix/]name, as operator.butlerlabs.dev/providers)"))
+        }
     }
 }
 
@@ -193,6 +220,7 @@ fn run(args: RunArgs) -> ExitCode {
                         args.namespace.as_deref(),
                         std::env::var("POD_NAMESPACE").ok().as_deref(),
                     ),
+                    namespace_label: Some(args.provider_namespace_label).filter(|l| !l.is_empty()),
                 },
             };
             let operator = controller::start(leading.client, metrics, options, leading.shutdown);
@@ -260,6 +288,16 @@ mod tests {
         assert_eq!(network("10.20.0.0/16").unwrap().to_string(), "10.20.0.0/16");
         assert_eq!(network("127.0.0.1").unwrap().to_string(), "127.0.0.1/32");
         assert!(network("gitlab.example.com").unwrap_err().contains("neither a network"));
+    }
+
+    #[test]
+    fn a_namespace_label_is_a_label_key_or_empty() {
+        assert!(super::label_key("operator.butlerlabs.dev/providers").is_ok());
+        assert!(super::label_key("providers").is_ok());
+        assert!(super::label_key("").is_ok());
+        for bad in ["a b", "/providers", "Example.com/x", "x/", "-x"] {
+            assert!(super::label_key(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

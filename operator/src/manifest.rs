@@ -131,8 +131,9 @@ fn operator_rules() -> Vec<Value> {
         // Config Secrets: read, and watched so that a change re-renders the provider.
         json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}),
         json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
-        // Whether a provider's namespace is being deleted, read before a drift repair.
-        json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}),
+        // Whether a provider's namespace is being deleted, read before a drift repair; the
+        // namespaces labelled for providers (metadata only), which are honoured.
+        json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}),
         // What holds up a deletion: workload clusters, and objects of the providers' CRDs.
         json!({"apiGroups": ["butler.butlerlabs.dev"], "resources": ["*"], "verbs": ["get", "list", "watch"]}),
         // Storage-version migration: the stored objects of the providers' CRDs written again,
@@ -250,9 +251,14 @@ fn deployment(version: &str, labels: &Value) -> Value {
                     "containers": [{
                         "name": "operator",
                         "image": format!("{IMAGE}:{version}"),
-                        // Provider objects are honoured where butlerctl init and the docs
-                        // put them; add a --provider-namespace per namespace that holds more.
-                        "args": ["run", format!("--provider-namespace={PROVIDERS_NAMESPACE}")],
+                        // Provider objects are honoured where the docs put them and in the
+                        // namespaces labelled for them (butlerctl init and migrate label those
+                        // they use).
+                        "args": [
+                            "run",
+                            format!("--provider-namespace={PROVIDERS_NAMESPACE}"),
+                            format!("--provider-namespace-label={}", crate::controller::policy::NAMESPACE_LABEL),
+                        ],
                         "env": [
                             {"name": "POD_NAME", "valueFrom": field("metadata.name")["valueFrom"]},
                             {"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")["valueFrom"]},

@@ -207,3 +207,51 @@ async fn a_provider_without_a_spec_is_taken_at_its_defaults() {
     let typed = Api::<CoreProvider>::namespaced(server.client(), "default").get("cluster-api").await.unwrap();
     assert_eq!(typed.spec, Default::default());
 }
+
+/// cluster-api-operator writes `controller.cacheSyncTimeout` as its Go type serializes it, an
+/// integer of nanoseconds; Butler's docs write a Go duration. Both are taken and read the same;
+/// what is neither is refused at the API server, not dropped by the operator's watch.
+#[tokio::test]
+async fn a_cache_sync_timeout_is_taken_in_nanoseconds_or_as_a_duration() {
+    use butler_operator::api::CoreProvider;
+    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+    use kube::runtime::wait::{await_condition, conditions};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server =
+        butler_apiserver::MemoryApiServer::start_with(butler_apiserver::ServerOptions::named("nanos")).await;
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(server.client());
+    let crd = providers().into_iter().next().expect("the core provider's CRD");
+    let name = crd.metadata.name.clone().unwrap();
+    crds.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&crd)).await.unwrap();
+    await_condition(crds, &name, conditions::is_crd_established()).await.unwrap();
+    let resource = kube::api::ApiResource::erase::<CoreProvider>(&());
+    let dynamic: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &resource);
+    let with = |name: &str, timeout: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": "CoreProvider",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"manager": {"verbosity": 1, "controller": {"cacheSyncTimeout": timeout}}},
+        }))
+        .unwrap()
+    };
+    dynamic
+        .create(&PostParams::default(), &with("nanos", serde_json::json!(120_000_000_000u64)))
+        .await
+        .unwrap();
+    dynamic.create(&PostParams::default(), &with("text", serde_json::json!("2m"))).await.unwrap();
+    let refused =
+        dynamic.create(&PostParams::default(), &with("words", serde_json::json!("two minutes"))).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(e)) if e.code == 422 && e.message.contains("cacheSyncTimeout")),
+        "{refused:?}"
+    );
+    let typed = Api::<CoreProvider>::namespaced(server.client(), "default");
+    let timeout = |p: CoreProvider| -> std::time::Duration {
+        p.spec.manager.clone().unwrap().controller.unwrap().cache_sync_timeout.unwrap().0.into()
+    };
+    let nanos = timeout(typed.get("nanos").await.unwrap());
+    assert_eq!(nanos, std::time::Duration::from_secs(120));
+    assert_eq!(nanos, timeout(typed.get("text").await.unwrap()));
+}

@@ -153,9 +153,39 @@ async fn the_controllers_token_writes_nothing_beyond_its_teams() {
             .await,
         "a ResourceQuota of another name in a team's namespace",
     );
+    // Its own quota made to starve the team's pods instead (one limit, as few as before).
+    let starving = Patch::Merge(json!({"spec": {"hard": {"pods": "0",
+        "count/tenantclusters.butler.butlerlabs.dev": null, "count/providerconfigs.butler.butlerlabs.dev": null}}}));
+    wait_for(
+        &Api::<k8s_openapi::api::core::v1::ResourceQuota>::namespaced(s.client.clone(), &team_ns),
+        "butler-team-objects",
+        "made",
+        |q| q.is_some(),
+    )
+    .await;
+    confined(
+        Api::<k8s_openapi::api::core::v1::ResourceQuota>::namespaced(token.clone(), &team_ns)
+            .patch("butler-team-objects", &PatchParams::default(), &starving)
+            .await,
+        "the team's quota limiting pods instead of Butler's kinds",
+    );
     confined(
         Api::<Namespace>::all(token.clone()).delete(&theirs, &DeleteParams::default()).await,
         "deleting another namespace",
+    );
+    // The operator's namespace label on a team namespace: the operator would install what a
+    // provider object there names.
+    let honoured =
+        Patch::Merge(json!({"metadata": {"labels": {"operator.butlerlabs.dev/providers": "true"}}}));
+    confined(
+        Api::<Namespace>::all(token.clone()).patch(&team_ns, &PatchParams::default(), &honoured).await,
+        "labelling a team namespace for the operator's providers",
+    );
+    let labelled: Namespace = object(json!({"metadata": {"name": format!("team-{run}-x"),
+        "labels": {"operator.butlerlabs.dev/providers": "true"}}}));
+    confined(
+        Api::<Namespace>::all(token.clone()).create(&PostParams::default(), &labelled).await,
+        "a team namespace made labelled for the operator's providers",
     );
     let still = Api::<Namespace>::all(s.client.clone()).get(&theirs).await.unwrap();
     assert!(still.metadata.deletion_timestamp.is_none(), "the namespace stays");

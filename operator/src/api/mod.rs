@@ -7,12 +7,14 @@
 #![allow(clippy::duplicated_attributes)]
 
 mod kinds;
+mod nanos;
 mod policy;
 mod spec;
 mod status;
 mod upgrade;
 
 pub use kinds::*;
+pub use nanos::NanosOrDuration;
 pub use policy::*;
 pub use spec::*;
 pub use status::*;

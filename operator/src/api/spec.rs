@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Go's duration syntax as `time.ParseDuration` reads it (for example `10m`, `1h30m`, `90s`).
-const DURATION_PATTERN: &str = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$";
+pub(crate) const DURATION_PATTERN: &str = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$";
 
 /// The desired state of a provider: which version, how its controller manager and Deployment are
 /// set up, where its variables and its components come from, and whether it is paused.
@@ -226,7 +226,8 @@ pub struct ManagerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_concurrent_reconciles: Option<i32>,
-    /// Log verbosity (`--v`); the providers' default is 1.
+    /// Log verbosity (`--v`), passed only when it is not 1, the managers' default (as
+    /// cluster-api-operator does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub verbosity: Option<i32>,
@@ -257,11 +258,10 @@ pub struct ControllerConfigurationSpec {
     /// cluster-api-operator does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_kind_concurrency: Option<BTreeMap<String, i32>>,
-    /// How long the caches may take to sync; accepted (cluster-api-operator's field) though no
-    /// manager flag takes it.
+    /// How long the caches may take to sync, as a Go duration or (as cluster-api-operator
+    /// writes it) an integer of nanoseconds; accepted though no manager flag takes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(DURATION_PATTERN))]
-    pub cache_sync_timeout: Option<Duration>,
+    pub cache_sync_timeout: Option<super::NanosOrDuration>,
     /// Whether panics are recovered; accepted (cluster-api-operator's field) though no manager
     /// flag takes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -249,7 +249,8 @@ enum Airgap {
 struct InitFlags {
     #[command(flatten)]
     providers: ProviderList,
-    /// The namespace of the provider objects and their Secrets.
+    /// The namespace of the provider objects and their Secrets; a namespace init puts providers
+    /// in is labelled operator.butlerlabs.dev/providers=true, so that the operator honours it.
     #[arg(long, short = 'n', value_name = "NS", default_value = "butler-system")]
     target_namespace: String,
     /// The clusterctl config file (providers, variables, image overrides).
@@ -284,8 +285,8 @@ struct InitFlags {
 }
 
 /// Providers named on the command line, by type: NAME or NAME:VERSION, as each command wants
-/// (also NAMESPACE/NAME:VERSION, and cluster-api-operator's NAME:NAMESPACE:VERSION and
-/// NAME::VERSION).
+/// (also NAMESPACE/NAME:VERSION, and cluster-api-operator's NAME:NAMESPACE:VERSION,
+/// NAME::VERSION and NAME:NAMESPACE).
 #[derive(Args)]
 struct ProviderList {
     /// The core provider, NAME[:VERSION].

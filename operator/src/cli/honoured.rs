@@ -3,20 +3,31 @@
 //! that `butlerctl describe` names the provider objects that no operator honours: nothing is
 //! installed for them, and no operator writes their status.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
+use kube::core::PartialObjectMeta;
 
 use crate::api::FIELD_MANAGER;
-use crate::controller::policy::honoured_namespaces;
+use crate::controller::policy::{NAMESPACE_LABEL, honoured_namespaces};
 
-/// The operators found, each as `namespace/name` with the namespaces it honours (`None`: every
-/// one).
+/// An operator found running: `namespace/name`, the namespaces it honours by name (`None`:
+/// every one) and the label that honours a namespace besides.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Found {
+    pub name: String,
+    pub namespaces: Option<Vec<String>>,
+    pub label: Option<String>,
+}
+
+/// The operators found, and the namespaces that carry each of their labels set to `true`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Operators {
-    pub found: Vec<(String, Option<Vec<String>>)>,
+    pub found: Vec<Found>,
+    pub labelled: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Operators {
@@ -27,28 +38,56 @@ impl Operators {
                 "no operator runs in this cluster (no Deployment labelled app.kubernetes.io/name={FIELD_MANAGER}): nothing is installed for the providers of {namespace}"
             ));
         }
-        let honours =
-            |list: &Option<Vec<String>>| list.as_ref().is_none_or(|l| l.iter().any(|n| n == namespace));
-        if self.found.iter().any(|(_, list)| honours(list)) {
+        let labelled = |label: &Option<String>| {
+            label.as_ref().is_some_and(|l| self.labelled.get(l).is_some_and(|n| n.contains(namespace)))
+        };
+        let honours = |o: &Found| {
+            o.namespaces.as_ref().is_none_or(|l| l.iter().any(|n| n == namespace)) || labelled(&o.label)
+        };
+        if self.found.iter().any(honours) {
             return None;
         }
         let theirs: Vec<String> = self
             .found
             .iter()
-            .map(|(name, list)| format!("{name} honours {}", list.as_deref().unwrap_or_default().join(", ")))
+            .map(|o| {
+                let list = o.namespaces.as_deref().unwrap_or_default().join(", ");
+                match &o.label {
+                    Some(label) => format!("{} honours {list} and namespaces labelled {label}=true", o.name),
+                    None => format!("{} honours {list}", o.name),
+                }
+            })
             .collect();
+        let fix = match self.label_for() {
+            Some(label) => format!("label it (kubectl label namespace {namespace} {label}=true)"),
+            None => format!("add --provider-namespace={namespace} to an operator"),
+        };
         Some(format!(
-            "no operator honours provider objects in {namespace} ({}): nothing is installed for them; move them to a honoured namespace, or add --provider-namespace={namespace} to an operator",
+            "no operator honours provider objects in {namespace} ({}): nothing is installed for them; move them to a honoured namespace, or {fix}",
             theirs.join("; ")
         ))
     }
+
+    /// The label that makes an operator honour a namespace when set to `true` on it (the first
+    /// operator's that selects one), or `None` when no operator selects a label.
+    pub fn label_for(&self) -> Option<&str> {
+        self.found.iter().find_map(|o| o.label.as_deref().filter(|_| o.namespaces.is_some()))
+    }
 }
 
-/// The namespaces an operator's Deployment honours, from its first container's arguments and
-/// environment.
-pub fn honoured_by(deployment: &Deployment) -> Option<Vec<String>> {
+/// What an operator's Deployment honours, from its first container's arguments and
+/// environment: the namespaces by name, and the namespace label (the operator's default when
+/// the flag is not given).
+pub fn honoured_by(deployment: &Deployment) -> (Option<Vec<String>>, Option<String>) {
+    let Some(container) = deployment.spec.as_ref().and_then(|s| s.template.spec.as_ref()?.containers.first())
+    else {
+        return (
+            honoured_namespaces(&[], None, deployment.namespace().as_deref()),
+            Some(NAMESPACE_LABEL.into()),
+        );
+    };
     let own = deployment.namespace();
-    let container = deployment.spec.as_ref()?.template.spec.as_ref()?.containers.first()?;
+    let mut label = Some(NAMESPACE_LABEL.to_string());
     let args = container.args.clone().unwrap_or_default();
     let mut given = Vec::new();
     let mut managed =
@@ -65,11 +104,13 @@ pub fn honoured_by(deployment: &Deployment) -> Option<Vec<String>> {
         };
         if let Some(value) = flag("--provider-namespace") {
             given.push(value);
+        } else if let Some(value) = flag("--provider-namespace-label") {
+            label = Some(value).filter(|l| !l.is_empty());
         } else if let Some(value) = flag("--namespace") {
             managed = Some(value);
         }
     }
-    honoured_namespaces(&given, managed.as_deref(), own.as_deref())
+    (honoured_namespaces(&given, managed.as_deref(), own.as_deref()), label)
 }
 
 /// The operators of the cluster, or `None` when their Deployments cannot be read (then nothing
@@ -78,12 +119,26 @@ pub async fn operators(client: &kube::Client) -> Option<Operators> {
     let api: Api<Deployment> = Api::all(client.clone());
     let params = ListParams::default().labels(&format!("app.kubernetes.io/name={FIELD_MANAGER}"));
     let list = api.list(&params).await.ok()?;
-    let found = list
+    let found: Vec<Found> = list
         .items
         .iter()
-        .map(|d| (format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any()), honoured_by(d)))
+        .map(|d| {
+            let (namespaces, label) = honoured_by(d);
+            Found {
+                name: format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any()),
+                namespaces,
+                label,
+            }
+        })
         .collect();
-    Some(Operators { found })
+    let mut labelled = BTreeMap::new();
+    let namespaces: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
+    for label in found.iter().filter_map(|o| o.label.clone()).collect::<BTreeSet<_>>() {
+        let listed =
+            namespaces.list_metadata(&ListParams::default().labels(&format!("{label}=true"))).await.ok()?;
+        labelled.insert(label, listed.items.iter().map(|n| n.name_any()).collect());
+    }
+    Some(Operators { found, labelled })
 }
 
 /// The namespaces of `namespaces` that no operator honours, with why.
@@ -113,6 +168,7 @@ mod tests {
     #[test]
     fn an_operators_namespaces_are_read_as_it_reads_its_flags() {
         let list = |l: &[&str]| Some(l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let honoured_by = |d: &Deployment| honoured_by(d).0;
         let manifest = deployment("butler-system", &["run", "--provider-namespace=butler-system"], &[]);
         assert_eq!(honoured_by(&manifest), list(&["butler-system"]));
         let two = deployment("ops", &["run", "--provider-namespace", "a", "--provider-namespace=b"], &[]);
@@ -124,14 +180,51 @@ mod tests {
     }
 
     #[test]
+    fn an_operators_namespace_label_is_its_flag_or_the_default() {
+        let label = |args: &[&str]| honoured_by(&deployment("ops", args, &[])).1;
+        assert_eq!(label(&["run"]).as_deref(), Some(NAMESPACE_LABEL));
+        assert_eq!(label(&["run", "--provider-namespace-label=x.io/p"]).as_deref(), Some("x.io/p"));
+        assert_eq!(label(&["run", "--provider-namespace-label", ""]), None);
+    }
+
+    fn found(name: &str, namespaces: Option<&[&str]>, label: Option<&str>) -> Found {
+        Found {
+            name: name.into(),
+            namespaces: namespaces.map(|l| l.iter().map(|s| s.to_string()).collect()),
+            label: label.map(String::from),
+        }
+    }
+
+    #[test]
+    fn a_labelled_namespace_is_honoured_and_an_unlabelled_one_is_told_how() {
+        let mut operators = Operators {
+            found: vec![found("ops/butler-operator", Some(&["butler-system"]), Some(NAMESPACE_LABEL))],
+            ..Default::default()
+        };
+        let why = operators.why_not("capi-system").unwrap();
+        assert!(
+            why.ends_with(
+                "or label it (kubectl label namespace capi-system operator.butlerlabs.dev/providers=true)"
+            ),
+            "{why}"
+        );
+        assert_eq!(operators.label_for(), Some(NAMESPACE_LABEL));
+        operators.labelled.insert(NAMESPACE_LABEL.into(), ["capi-system".to_string()].into());
+        assert_eq!(operators.why_not("capi-system"), None);
+    }
+
+    #[test]
     fn a_namespace_no_operator_honours_is_named_with_what_they_honour() {
         let operators = Operators {
-            found: vec![("butler-system/butler-operator".into(), Some(vec!["butler-system".into()]))],
+            found: vec![found("butler-system/butler-operator", Some(&["butler-system"]), None)],
+            ..Default::default()
         };
         assert_eq!(operators.why_not("butler-system"), None);
+        assert_eq!(operators.label_for(), None);
         let why = operators.why_not("team-a").unwrap();
         assert!(why.starts_with("no operator honours provider objects in team-a (butler-system/butler-operator honours butler-system)"), "{why}");
-        let everywhere = Operators { found: vec![("x/y".into(), None)] };
+        let everywhere =
+            Operators { found: vec![found("x/y", None, Some(NAMESPACE_LABEL))], ..Default::default() };
         assert_eq!(everywhere.why_not("team-a"), None);
         assert!(Operators::default().why_not("a").unwrap().starts_with("no operator runs in this cluster"));
         assert_eq!(not_honoured(&operators, ["team-a", "butler-system", "team-a"]).len(), 1);

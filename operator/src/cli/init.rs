@@ -113,6 +113,13 @@ fn operator_objects(image: Option<&str>, config: &ClusterctlConfig) -> Result<Ve
     Ok(objects)
 }
 
+/// A namespace that holds provider objects, labelled so that the operator honours them there
+/// (applied over an existing namespace, the label is all that changes).
+pub fn providers_namespace(name: &str) -> Value {
+    let labels = json!({crate::controller::policy::NAMESPACE_LABEL: "true"});
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+}
+
 /// Builds what `init` applies; fails, before anything is applied, when a provider is unknown
 /// or a variable its components need is not set.
 pub async fn plan(
@@ -127,7 +134,7 @@ pub async fn plan(
     }
     providers.sort_by_key(|(t, _)| *t != ProviderType::Core);
     let ns = &args.target_namespace;
-    let mut objects = vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})];
+    let mut objects = vec![providers_namespace(ns)];
     let mut missing = Vec::new();
     for (type_, text) in &providers {
         let named = provider_ref(text)?;
@@ -135,7 +142,7 @@ pub async fn plan(
         // A namespace in the argument (NAME:NAMESPACE:VERSION) places this provider there.
         let ns = match named.namespace {
             Some(own) if own != *ns => {
-                let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": own}});
+                let object = providers_namespace(&own);
                 if !objects.contains(&object) {
                     objects.push(object);
                 }

@@ -1,6 +1,7 @@
 //! A provider named on the command line, in every form its users write: `NAME`,
 //! `NAME:VERSION` (clusterctl), `NAMESPACE/NAME[:VERSION]` (clusterctl upgrade), and
-//! cluster-api-operator's `NAME:NAMESPACE:VERSION` and `NAME::VERSION`.
+//! cluster-api-operator's `NAME:NAMESPACE:VERSION`, `NAME::VERSION` and `NAME:NAMESPACE` (two
+//! parts whose second is no version name a namespace there).
 
 /// What a provider argument names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,7 +15,7 @@ pub struct ProviderRef {
 pub fn parse(text: &str) -> Result<ProviderRef, String> {
     let bad = |why: &str| {
         format!(
-            "{text:?}: {why}; write NAME, NAME:VERSION, NAMESPACE/NAME:VERSION, NAME:NAMESPACE:VERSION or NAME::VERSION"
+            "{text:?}: {why}; write NAME, NAME:VERSION, NAME:NAMESPACE, NAMESPACE/NAME:VERSION, NAME:NAMESPACE:VERSION or NAME::VERSION"
         )
     };
     let (slashed, rest) = match text.split_once('/') {
@@ -24,7 +25,9 @@ pub fn parse(text: &str) -> Result<ProviderRef, String> {
     let parts: Vec<&str> = rest.split(':').collect();
     let (name, namespace, version) = match (slashed, parts.as_slice()) {
         (_, [name]) => (*name, slashed, None),
-        (_, [name, version]) => (*name, slashed, Some(*version)),
+        (_, [name, version]) if looks_like_version(version) => (*name, slashed, Some(*version)),
+        (None, [name, namespace]) => (*name, Some(*namespace), None),
+        (Some(_), [_, _]) => return Err(bad("a namespace both before the name and after it")),
         (None, [name, namespace, version]) => (*name, Some(*namespace), Some(*version)),
         (Some(_), [_, _, _]) => return Err(bad("a namespace both before the name and after it")),
         _ => return Err(bad("too many parts")),
@@ -35,6 +38,13 @@ pub fn parse(text: &str) -> Result<ProviderRef, String> {
         return Err(bad("an empty namespace before the /"));
     }
     Ok(ProviderRef { name, namespace: given(namespace), version: given(version) })
+}
+
+/// Whether the part after a name is a version (`v2.5.0`, `2.5.0`, `v2`) rather than a namespace
+/// (`capa-system`): a version starts with a digit, after an optional `v`.
+fn looks_like_version(part: &str) -> bool {
+    let part = part.trim();
+    part.is_empty() || part.strip_prefix('v').unwrap_or(part).starts_with(|c: char| c.is_ascii_digit())
 }
 
 /// The one namespace a command acts in: `flag` (`-n`), and the namespaces the provider
@@ -78,6 +88,9 @@ mod tests {
         assert_eq!(parse("capa-system/aws"), Ok(named("aws", Some("capa-system"), None)));
         assert_eq!(parse("aws:capa-system:v2.5.0"), Ok(named("aws", Some("capa-system"), Some("v2.5.0"))));
         assert_eq!(parse("aws::v2.5.0"), Ok(named("aws", None, Some("v2.5.0"))));
+        assert_eq!(parse("aws:custom-namespace"), Ok(named("aws", Some("custom-namespace"), None)));
+        assert_eq!(parse("aws:2.5.0"), Ok(named("aws", None, Some("2.5.0"))));
+        assert!(parse("capa-system/aws:other").is_err(), "two namespaces");
         assert_eq!(parse("aws:capa-system:"), Ok(named("aws", Some("capa-system"), None)));
         assert_eq!(parse("aws:"), Ok(named("aws", None, None)));
         let refs = [parse("aws:capa-system:v2").unwrap(), parse("gcp::v1").unwrap()];

@@ -11,6 +11,8 @@ use butler_runtime::conditions::is_true;
 use butler_runtime::inventory::InventoryStore;
 use butler_runtime::watches::Watches;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::core::PartialObjectMeta;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
@@ -124,6 +126,9 @@ pub struct Context {
     pub namespace: Option<String>,
     /// What providers' components may grant beyond their own objects.
     pub policy: super::policy::Policy,
+    /// The namespaces honoured by their label ([`super::policy::Policy::labelled_selector`]),
+    /// when the policy names a label and not every namespace is honoured.
+    pub labelled: Option<Store<PartialObjectMeta<Namespace>>>,
     /// How often every provider is reconciled when nothing wakes it.
     pub sync_period: std::time::Duration,
     /// Storage-version migrations this process ran or runs, by CRD name, for the upgrades'
@@ -140,6 +145,32 @@ pub struct Context {
 }
 
 impl Context {
+    /// Whether provider objects of `namespace` are honoured: by the policy's list or by the
+    /// namespace's label; else why not.
+    pub fn honours(&self, namespace: &str) -> Result<(), String> {
+        let labelled = self
+            .labelled
+            .as_ref()
+            .is_some_and(|store| store.get(&kube::runtime::reflector::ObjectRef::new(namespace)).is_some());
+        self.policy.honours(namespace, labelled)
+    }
+
+    /// The provider objects of every kind in `namespace`, honoured or not.
+    pub fn providers_in(&self, namespace: &str) -> Vec<ProviderKey> {
+        fn each<K: ProviderObject>(store: &Store<K>, namespace: &str, out: &mut Vec<ProviderKey>) {
+            let here = store.state().into_iter().filter(|o| o.namespace().as_deref() == Some(namespace));
+            out.extend(here.map(|o| ProviderKey::of(o.as_ref())));
+        }
+        let mut out = Vec::new();
+        each(&self.stores.core, namespace, &mut out);
+        each(&self.stores.infrastructure, namespace, &mut out);
+        each(&self.stores.bootstrap, namespace, &mut out);
+        each(&self.stores.control_plane, namespace, &mut out);
+        each(&self.stores.addon, namespace, &mut out);
+        each(&self.stores.ipam, namespace, &mut out);
+        out
+    }
+
     /// Every provider object of every kind, with the Secret each reads and the ConfigMaps it
     /// selects as its repository.
     fn entries(&self) -> Vec<Entry> {
@@ -167,7 +198,7 @@ impl Context {
         each(&self.stores.ipam, &mut out);
         // Provider objects where this operator does not look are not counted: not for
         // duplicates, not as the core provider, not as what a deletion waits for.
-        out.retain(|e| self.policy.honours(&e.namespace).is_ok());
+        out.retain(|e| self.honours(&e.namespace).is_ok());
         out
     }
 

@@ -58,7 +58,9 @@ pub fn manager_flags(manager: &ManagerSpec) -> Result<Vec<(String, String)>, Str
     }
     push("profiler-address", manager.profiler_address.clone());
     push("max-concurrent-reconciles", manager.max_concurrent_reconciles.map(|n| n.to_string()));
-    push("v", manager.verbosity.map(|v| v.to_string()));
+    // 1 is the managers' default, and cluster-api-operator's CRD writes it into every object:
+    // as there, it is passed only when it is another level (a carried-over object keeps its pods).
+    push("v", manager.verbosity.filter(|v| *v != 1).map(|v| v.to_string()));
     if let Some(gates) = manager.feature_gates.as_ref().filter(|g| !g.is_empty()) {
         // BTreeMap: sorted by name.
         push(
@@ -475,6 +477,16 @@ mod tests {
         assert_eq!(manager["image"], "mirror.local/x/manager:v2");
         assert_eq!(manager["env"], json!([{"name": "A", "value": "b"}]));
         assert_eq!(manager["readinessProbe"]["httpGet"]["path"], "/ready");
+    }
+
+    #[test]
+    fn verbosity_one_is_the_managers_default_and_passes_no_flag() {
+        let mut objects = vec![deployment()];
+        customize(&mut objects, &spec("manager: {verbosity: 1}\n"), "c").unwrap();
+        assert_eq!(objects, vec![deployment()], "verbosity 1 changes nothing");
+        customize(&mut objects, &spec("manager: {verbosity: 0}\n"), "c").unwrap();
+        let args = objects[0].pointer("/spec/template/spec/containers/0/args").unwrap().to_string();
+        assert!(args.contains("--v=0"), "{args}");
     }
 
     #[test]

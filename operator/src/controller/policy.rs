@@ -48,18 +48,48 @@ pub struct Policy {
     /// Whoever may write a provider object has the operator install what it names, with the
     /// operator's rights: the namespaces where only the platform's administrators write.
     pub provider_namespaces: Option<Vec<String>>,
+    /// A label that honours a namespace besides [`Policy::provider_namespaces`] when it is
+    /// `true` on it (`butlerctl init` and `migrate` set it): who may label namespaces is who
+    /// may patch them, the cluster's administrators.
+    pub namespace_label: Option<String>,
 }
 
+/// The default of `--provider-namespace-label`.
+pub const NAMESPACE_LABEL: &str = "operator.butlerlabs.dev/providers";
+
 impl Policy {
-    /// Whether provider objects of `namespace` are honoured; else why not, for their status.
-    pub fn honours(&self, namespace: &str) -> Result<(), String> {
-        match &self.provider_namespaces {
-            Some(list) if !list.iter().any(|n| n == namespace) => Err(format!(
-                "this operator honours provider objects in {} only; create the provider there, or start the operator with --provider-namespace {namespace}",
-                list.join(", ")
-            )),
-            _ => Ok(()),
+    /// Whether provider objects of `namespace` are honoured (`labelled`: it carries
+    /// [`Policy::namespace_label`] set to `true`); else why not, for their status.
+    pub fn honours(&self, namespace: &str, labelled: bool) -> Result<(), String> {
+        let Some(list) = &self.provider_namespaces else { return Ok(()) };
+        if list.iter().any(|n| n == namespace) || (labelled && self.namespace_label.is_some()) {
+            return Ok(());
         }
+        let by_label = match &self.namespace_label {
+            Some(label) => format!(
+                "label the namespace {label}=true (kubectl label namespace {namespace} {label}=true), "
+            ),
+            None => String::new(),
+        };
+        Err(format!(
+            "this operator honours provider objects in {} only; create the provider there, {by_label}or start the operator with --provider-namespace {namespace}",
+            self.honoured_text()
+        ))
+    }
+
+    /// The namespaces honoured, in words.
+    fn honoured_text(&self) -> String {
+        let list = self.provider_namespaces.as_deref().unwrap_or_default().join(", ");
+        match &self.namespace_label {
+            Some(label) => format!("{list} and namespaces labelled {label}=true"),
+            None => list,
+        }
+    }
+
+    /// The label selector of the namespaces honoured by label, when some are.
+    pub fn labelled_selector(&self) -> Option<String> {
+        self.provider_namespaces.as_ref()?;
+        self.namespace_label.as_ref().map(|label| format!("{label}=true"))
     }
 }
 
@@ -360,12 +390,29 @@ webhooks:
     #[test]
     fn provider_objects_are_honoured_in_the_configured_namespaces_only() {
         let everywhere = Policy::default();
-        assert_eq!(everywhere.honours("anywhere"), Ok(()));
+        assert_eq!(everywhere.honours("anywhere", false), Ok(()));
+        assert_eq!(everywhere.labelled_selector(), None, "every namespace: no label is watched");
         let own = Policy { provider_namespaces: Some(vec!["butler-system".into()]), ..Default::default() };
-        assert_eq!(own.honours("butler-system"), Ok(()));
+        assert_eq!(own.honours("butler-system", false), Ok(()));
         assert_eq!(
-            own.honours("team-a").unwrap_err(),
+            own.honours("team-a", true).unwrap_err(),
             "this operator honours provider objects in butler-system only; create the provider there, or start the operator with --provider-namespace team-a"
+        );
+    }
+
+    #[test]
+    fn a_namespace_labelled_for_providers_is_honoured_when_the_operator_selects_the_label() {
+        let labelled = Policy {
+            provider_namespaces: Some(vec!["butler-system".into()]),
+            namespace_label: Some(NAMESPACE_LABEL.into()),
+            ..Default::default()
+        };
+        assert_eq!(labelled.labelled_selector().as_deref(), Some("operator.butlerlabs.dev/providers=true"));
+        assert_eq!(labelled.honours("capi-system", true), Ok(()));
+        assert_eq!(labelled.honours("butler-system", false), Ok(()));
+        assert_eq!(
+            labelled.honours("capi-system", false).unwrap_err(),
+            "this operator honours provider objects in butler-system and namespaces labelled operator.butlerlabs.dev/providers=true only; create the provider there, label the namespace operator.butlerlabs.dev/providers=true (kubectl label namespace capi-system operator.butlerlabs.dev/providers=true), or start the operator with --provider-namespace capi-system"
         );
     }
 

@@ -10,9 +10,10 @@ use butler_repository::RemoteOptions;
 use futures::StreamExt;
 use futures::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
@@ -100,7 +101,7 @@ where
         // A provider object where this operator does not look for one is another's (an
         // operator of that namespace) or no one's: nothing is read, written or deleted for it,
         // not its status, not its finalizer (`butlerctl describe` names it as not honoured).
-        if ctx.policy.honours(&key.namespace).is_err() {
+        if ctx.honours(&key.namespace).is_err() {
             return Ok(Action::await_change());
         }
         if object.meta().deletion_timestamp.is_some() {
@@ -269,6 +270,16 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     let (deployments, writer) = reflector::store::<Deployment>();
     let deployments_api: Api<Deployment> = scoped(&client, &options);
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
+    // The namespaces honoured by their label, when the policy names one.
+    let (labelled, labelled_events) = match options.policy.labelled_selector() {
+        Some(selector) => {
+            let (store, writer) = reflector::store::<PartialObjectMeta<Namespace>>();
+            let api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
+            let watch = watcher(api, watcher::Config::default().labels(&selector));
+            (Some(store), Some(reflector::reflector(writer, watch).default_backoff()))
+        }
+        None => (None, None),
+    };
     let ctx = Arc::new(Context {
         client: client.clone(),
         applier: Applier::new(client.clone(), FIELD_MANAGER),
@@ -296,6 +307,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         decided: tokio::sync::RwLock::new(()),
         namespace: options.namespace.clone(),
         policy: options.policy.clone(),
+        labelled,
         sync_period: options.sync_period,
         upgrade_check_interval: options.upgrade_check_interval,
         fetch_deadline: options.fetch_deadline,
@@ -353,7 +365,40 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     });
     ctx.watches.ensure("repository-configmaps", &configmaps, None, on_configmap);
     let watches = ctx.clone();
-    let upgrades = Controller::new(upgrades_api, watcher::Config::default().any_semantic())
+    let upgrades = Controller::new(upgrades_api, watcher::Config::default().any_semantic());
+    // A namespace labelled (or no longer) wakes its provider objects and upgrades, which are
+    // honoured (or left alone) from then on.
+    let (wake_upgrade, upgrade_wakes) = tokio::sync::mpsc::unbounded_channel();
+    let watch_namespaces = match labelled_events {
+        Some(events) => {
+            let ctx = ctx.clone();
+            let upgrade_store = upgrades.store();
+            events
+                .for_each(move |event| {
+                    let namespace = match &event {
+                        Ok(
+                            watcher::Event::Apply(n)
+                            | watcher::Event::InitApply(n)
+                            | watcher::Event::Delete(n),
+                        ) => n.metadata.name.clone().unwrap_or_default(),
+                        _ => return futures::future::ready(()),
+                    };
+                    for key in ctx.providers_in(&namespace) {
+                        ctx.triggers.trigger(&key);
+                    }
+                    for upgrade in upgrade_store.state() {
+                        if upgrade.metadata.namespace.as_deref() == Some(namespace.as_str()) {
+                            let _ = wake_upgrade.send(reflector::ObjectRef::from_obj(upgrade.as_ref()));
+                        }
+                    }
+                    futures::future::ready(())
+                })
+                .boxed()
+        }
+        None => futures::future::pending().boxed(),
+    };
+    let upgrades = upgrades
+        .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(upgrade_wakes))
         .graceful_shutdown_on(shutdown.clone())
         .run(super::upgrades::reconcile, super::upgrades::error_policy, ctx.clone())
         .take_until(grace_over(&shutdown))
@@ -378,6 +423,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         tokio::select! {
             _ = controllers => {}
             _ = watch_deployments => {}
+            _ = watch_namespaces => {}
         }
         watches.watches.stop();
     }
@@ -426,6 +472,9 @@ fn on_deployment(ctx: &Context, event: Result<watcher::Event<Deployment>, watche
 /// and the controller would then never start.
 pub async fn caches_ready(ctx: &Context) {
     let _ = ctx.deployments.wait_until_ready().await;
+    if let Some(labelled) = &ctx.labelled {
+        let _ = labelled.wait_until_ready().await;
+    }
 }
 
 #[cfg(test)]

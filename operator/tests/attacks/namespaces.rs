@@ -250,3 +250,61 @@ async fn two_operators_on_one_cluster_never_touch_each_others_providers() {
     second_context.watches.stop();
     s.stop_operator().await;
 }
+
+/// cluster-api-operator's layouts put providers in `capi-system`, `capa-system` and the like: a
+/// namespace is honoured once it carries the operator's namespace label (as `butlerctl init`
+/// and `migrate` set it), with no change to the operator's flags, and left alone again once the
+/// label goes (what was installed stays; nothing more is written for it).
+#[tokio::test]
+async fn a_namespace_is_honoured_once_labelled_for_providers_and_left_alone_once_not() {
+    use butler_operator::controller::policy::NAMESPACE_LABEL;
+    use k8s_openapi::api::core::v1::Namespace;
+    let mut s = Scenario::new("labelled").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    // Under its shipped RBAC (which must let it watch namespaces), honouring another namespace
+    // by name and the labelled ones.
+    s.start_operator_shipped(|o| {
+        o.policy.provider_namespaces = Some(vec!["butler-system".into()]);
+        o.policy.namespace_label = Some(NAMESPACE_LABEL.into());
+    })
+    .await;
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let left = s.api::<CoreProvider>().get("butler").await.unwrap();
+    assert!(left.status.is_none(), "not honoured before the label: {:?}", left.status);
+    assert!(left.finalizers().is_empty(), "no finalizer before the label");
+
+    let namespaces: Api<Namespace> = Api::all(s.client.clone());
+    let label = |value: serde_json::Value| json!({"metadata": {"labels": {NAMESPACE_LABEL: value}}});
+    namespaces
+        .patch(&s.namespace, &PatchParams::default(), &Patch::Merge(label(json!("true"))))
+        .await
+        .unwrap();
+    s.wait_for::<CoreProvider>("butler", "installed", |p| reason(p, "ProviderInstalled", "Installed")).await;
+
+    // Label gone: the provider object is left as it is, and a change to it is not acted on.
+    namespaces.patch(&s.namespace, &PatchParams::default(), &Patch::Merge(label(json!(null)))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let installed = s.api::<CoreProvider>().get("butler").await.unwrap();
+    publish(&s, "butler", "core-components.yaml", "v1.1.0", &components("butler", "v1.1.0", &[])).await;
+    s.patch_spec::<CoreProvider>("butler", json!({"version": "v1.1.0"})).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let after = s.api::<CoreProvider>().get("butler").await.unwrap();
+    assert_eq!(after.status, installed.status, "nothing is written for it");
+    assert_eq!(after.status.as_ref().and_then(|st| st.installed_version.as_deref()), Some("v1.0.0"));
+    assert!(is(&after, "ProviderInstalled", "True"), "what was installed stays");
+    s.stop_operator().await;
+    // Given back to an operator so that the scenario's clean-up can delete it.
+    namespaces
+        .patch(&s.namespace, &PatchParams::default(), &Patch::Merge(label(json!("true"))))
+        .await
+        .unwrap();
+    s.start_operator_shipped(|o| {
+        o.policy.provider_namespaces = Some(vec!["butler-system".into()]);
+        o.policy.namespace_label = Some(NAMESPACE_LABEL.into());
+    })
+    .await;
+    s.api::<CoreProvider>().delete("butler", &Default::default()).await.unwrap();
+    s.wait_gone::<CoreProvider>("butler").await;
+    s.stop_operator().await;
+}

@@ -171,7 +171,12 @@ async fn a_provider_object_outside_the_configured_namespaces_installs_nothing() 
     let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
     assert!(deployments.get_opt("butler-controller-manager").await.unwrap().is_none());
     let operators = butler_operator::cli::honoured::Operators {
-        found: vec![("butler-system/butler-operator".into(), Some(vec!["butler-system".into()]))],
+        found: vec![butler_operator::cli::honoured::Found {
+            name: "butler-system/butler-operator".into(),
+            namespaces: Some(vec!["butler-system".into()]),
+            label: None,
+        }],
+        ..Default::default()
     };
     let why = operators.why_not(&s.namespace).expect("not honoured");
     assert!(why.contains("add --provider-namespace="), "{why}");

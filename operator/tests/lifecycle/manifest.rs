@@ -31,7 +31,13 @@ async fn the_install_manifest_applies_and_runs_the_operator_with_probes() {
     let container = &operator.spec.unwrap().template.spec.unwrap().containers[0];
     assert_eq!(
         container.args.as_deref(),
-        Some(&["run".to_string(), "--provider-namespace=butler-system".to_string()][..])
+        Some(
+            &[
+                "run".to_string(),
+                "--provider-namespace=butler-system".to_string(),
+                "--provider-namespace-label=operator.butlerlabs.dev/providers".to_string(),
+            ][..]
+        )
     );
     assert_eq!(container.image.as_deref(), Some("ghcr.io/butlerdotdev/butler-operator:v0.1.0"));
     assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());

@@ -202,6 +202,31 @@ fn restarts(before: &Running, after: &Running) -> usize {
     changed + pods_gone
 }
 
+/// A stand-in of this operator's Deployment as its manifest makes it (at 0 replicas: the
+/// scenario runs the operator in its own process), run with `args`: what `migrate` reads to know
+/// which namespaces it honours.
+async fn operator_stand_in(s: &Scenario, args: &[&str]) {
+    let labels = json!({"app.kubernetes.io/name": "butler-operator"});
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "butler-operator", "namespace": s.namespace, "labels": labels},
+        "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [{"name": "operator", "image": "ghcr.io/butlerdotdev/butler-operator:v0.1.0", "args": args}]}}},
+    }))
+    .unwrap();
+    Api::<Deployment>::namespaced(s.client.clone(), &s.namespace)
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+}
+
+/// The labels of the scenario's namespace.
+async fn namespace_labels(s: &Scenario) -> BTreeMap<String, String> {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(s.client.clone());
+    namespaces.get(&s.namespace).await.unwrap().metadata.labels.unwrap_or_default()
+}
+
 fn owned_by_the_old_operator(object: &Value) -> bool {
     object["metadata"]["ownerReferences"].as_array().is_some_and(|owners| {
         owners.iter().any(|o| o["apiVersion"].as_str().is_some_and(|v| v.starts_with(OLD_GROUP)))
@@ -268,7 +293,14 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     let before = running(&s).await;
     assert_eq!(before.0.len(), 2, "the two providers run: {:?}", before.0.keys());
 
-    s.start_operator();
+    // The operator as its manifest runs it: butler-system by name, the rest by label, which
+    // the scenario's namespace (cluster-api-operator's layout) does not carry yet.
+    use butler_operator::controller::policy::NAMESPACE_LABEL;
+    operator_stand_in(&s, &["run", "--provider-namespace=butler-system"]).await;
+    s.start_operator_with_options(|o| {
+        o.policy.provider_namespaces = Some(vec!["butler-system".into()]);
+        o.policy.namespace_label = Some(NAMESPACE_LABEL.into());
+    });
     let marking = crate::cli::keep_marking_available(&s);
     let options = |dry_run: bool| Options {
         namespace: Some(ns.clone()),
@@ -293,6 +325,8 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     );
     assert!(plan.contains(&format!("InfrastructureProvider {ns}/widget v1.0.0: carry over")), "{plan}");
     assert!(plan.contains("dry run: nothing was changed"), "{plan}");
+    assert!(plan.contains(&format!("namespace {ns}: label it {NAMESPACE_LABEL}=true")), "{plan}");
+    assert!(!namespace_labels(&s).await.contains_key(NAMESPACE_LABEL), "the dry run labels nothing");
     assert_eq!(
         deployments.get("capi-operator-cluster-api-operator").await.unwrap().spec.unwrap().replicas,
         Some(1)
@@ -305,6 +339,8 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
         report.contains(&format!("InfrastructureProvider {ns}/widget: Ready under this operator")),
         "{report}"
     );
+
+    assert_eq!(namespace_labels(&s).await.get(NAMESPACE_LABEL).map(String::as_str), Some("true"));
 
     // Nothing restarted, everything is this operator's now.
     let after = running(&s).await;
@@ -440,6 +476,9 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
     .unwrap();
     let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &ns);
     deployments.create(&PostParams::default(), &old_operator).await.unwrap();
+    // An operator that honours butler-system alone, by name.
+    operator_stand_in(&s, &["run", "--provider-namespace=butler-system", "--provider-namespace-label="])
+        .await;
     let options = Options {
         namespace: Some(ns.clone()),
         old_operator: Some((ns.clone(), "old-operator".into())),
@@ -454,6 +493,11 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
     assert!(refused.contains("nothing was changed"), "{refused}");
     assert!(
         refused.contains(&format!("InfrastructureProvider {ns}/widget: its spec.configSecret kube-system/widget-variables is in another namespace")),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(&format!("no operator honours provider objects in {ns}"))
+            && refused.contains(&format!("add --provider-namespace={ns} to an operator")),
         "{refused}"
     );
     assert_eq!(deployments.get("old-operator").await.unwrap().spec.unwrap().replicas, Some(1));

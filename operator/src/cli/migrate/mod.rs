@@ -104,6 +104,19 @@ pub async fn migrate(
         }
         steps.push(Step { old, carried, made });
     }
+    let targets = steps.iter().filter(|s| s.carried.object.is_some()).map(|s| s.old.namespace.as_str());
+    let (labels, unhonoured) = match super::honoured::operators(client).await {
+        Some(operators) => to_label(&operators, targets),
+        None => (
+            Vec::new(),
+            vec![format!(
+                "cannot list the Deployments labelled app.kubernetes.io/name={} to know whether this operator honours {}; run migrate with rights to list Deployments",
+                crate::api::FIELD_MANAGER,
+                targets.collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", ")
+            )],
+        ),
+    };
+    blockers.extend(unhonoured);
 
     report.push(match &operator {
         Some(d) => format!(
@@ -123,6 +136,9 @@ pub async fn migrate(
     for step in &steps {
         report.extend(describe(step));
     }
+    report.extend(labels.iter().map(|(ns, label)| {
+        format!("namespace {ns}: label it {label}=true, so that this operator honours its provider objects")
+    }));
     if !blockers.is_empty() {
         report.push("nothing was changed; first:".into());
         report.extend(blockers.iter().map(|b| format!("  {b}")));
@@ -138,6 +154,10 @@ pub async fn migrate(
         progress(line);
     }
 
+    for (namespace, label) in &labels {
+        progress(&format!("Labelling namespace {namespace} {label}=true..."));
+        label_namespace(client, namespace, label).await?;
+    }
     if let Some(deployment) = &operator {
         scale_down(client, deployment, options.waits, progress).await?;
     }
@@ -179,6 +199,33 @@ pub async fn migrate(
         ));
     }
     Ok(out.join("\n") + "\n")
+}
+
+/// Of the namespaces the providers move into, those to label so that an operator honours them
+/// (with the label), and why each that no operator would honour even so stays unhonoured.
+fn to_label<'a>(
+    operators: &super::honoured::Operators,
+    namespaces: impl IntoIterator<Item = &'a str>,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let (mut labels, mut refused) = (Vec::new(), Vec::new());
+    for (namespace, why) in super::honoured::not_honoured(operators, namespaces) {
+        match operators.label_for() {
+            Some(label) => labels.push((namespace, label.to_string())),
+            None => {
+                refused.push(format!("{why}; migrate moves providers only where an operator will serve them"))
+            }
+        }
+    }
+    (labels, refused)
+}
+
+/// Sets the operator's namespace label on `namespace` (a merge of that label alone).
+async fn label_namespace(client: &kube::Client, namespace: &str, label: &str) -> Result<(), String> {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let patch = json!({"metadata": {"labels": {label: "true"}}});
+    api.patch(namespace, &PatchParams::default(), &Patch::Merge(patch)).await.map(|_| ()).map_err(|e| {
+        format!("labelling namespace {namespace} {label}=true: {}", butler_runtime::error::describe(&e))
+    })
 }
 
 /// The kind of a carried-over object (only kinds of this operator are carried).

@@ -55,7 +55,7 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
     // An upgrade changes provider objects with the operator's rights: only where provider
     // objects are honoured, or whoever may write an upgrade could change providers they may not.
     // One elsewhere is another operator's or no one's: it is not even written to.
-    if ctx.policy.honours(&namespace).is_err() {
+    if ctx.honours(&namespace).is_err() {
         return Ok(Action::await_change());
     }
     let started = status.steps.iter().any(|s| s.state != StepState::Pending);
