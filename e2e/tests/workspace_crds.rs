@@ -32,7 +32,7 @@ async fn the_workspace_crds_accept_every_document_example() {
         cluster.install_crd(&crd).await;
         crds.push(crd);
     }
-    assert_eq!(crds.len(), 12);
+    assert_eq!(crds.len(), 13);
     let ns = cluster.namespace("examples").await;
     let mut created = 0;
     for dir in ["butler-core/tests/fixtures", "operator/tests/fixtures"] {

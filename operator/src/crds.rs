@@ -10,7 +10,7 @@ use kube::CustomResourceExt;
 
 use crate::api::{
     AddonProvider, BootstrapProvider, ControlPlaneProvider, CoreProvider, IPAMProvider,
-    InfrastructureProvider, ProviderUpgrade,
+    InfrastructureProvider, ProviderUpgrade, RuntimeExtensionProvider,
 };
 
 /// Every provider CRD, core first, with tidied descriptions.
@@ -22,6 +22,7 @@ pub fn providers() -> Vec<CustomResourceDefinition> {
         ControlPlaneProvider::crd(),
         AddonProvider::crd(),
         IPAMProvider::crd(),
+        RuntimeExtensionProvider::crd(),
     ]
     .into_iter()
     .map(butler_runtime::crds::tidy)

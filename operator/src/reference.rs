@@ -16,7 +16,7 @@ pub fn api_reference(crds: &[CustomResourceDefinition]) -> String {
          Every kind of the workspace's CRDs, and every field: its type, its default, what the API \
          server checks of it, and what it means. `kubectl explain` shows the same descriptions.\n",
     );
-    // Kinds of one shape (the six provider kinds) are described once.
+    // Kinds of one shape (the seven provider kinds) are described once.
     let mut described: Vec<(Value, String)> = Vec::new();
     for crd in crds {
         let names = &crd.spec.names;

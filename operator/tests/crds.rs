@@ -34,7 +34,7 @@ fn the_books_api_reference_matches_the_code() {
 #[test]
 fn every_crd_of_the_workspace_is_structural() {
     let crds = all();
-    assert_eq!(crds.len(), 12);
+    assert_eq!(crds.len(), 13);
     for crd in &crds {
         let errors = check_structural(crd);
         assert!(errors.is_empty(), "{}", errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"));
@@ -50,7 +50,10 @@ fn provider_crds_share_one_shape_and_differ_only_in_names() {
     );
     let shorts: Vec<String> =
         crds.iter().flat_map(|c| c.spec.names.short_names.clone().unwrap_or_default()).collect();
-    assert_eq!(shorts, ["coreprov", "infraprov", "bootprov", "cplaneprov", "addonprov", "ipamprov"]);
+    assert_eq!(
+        shorts,
+        ["coreprov", "infraprov", "bootprov", "cplaneprov", "addonprov", "ipamprov", "rtextprov"]
+    );
     let spec_schema = |i: usize| {
         let schema = serde_json::to_value(&crds[i].spec.versions[0].schema).unwrap();
         schema["openAPIV3Schema"]["properties"].clone()

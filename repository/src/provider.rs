@@ -13,16 +13,18 @@ pub enum ProviderType {
     ControlPlane,
     Addon,
     Ipam,
+    RuntimeExtension,
 }
 
 impl ProviderType {
-    pub const ALL: [ProviderType; 6] = [
+    pub const ALL: [ProviderType; 7] = [
         ProviderType::Core,
         ProviderType::Infrastructure,
         ProviderType::Bootstrap,
         ProviderType::ControlPlane,
         ProviderType::Addon,
         ProviderType::Ipam,
+        ProviderType::RuntimeExtension,
     ];
 
     /// The type as clusterctl's config writes it (`CoreProvider`, ...).
@@ -34,6 +36,7 @@ impl ProviderType {
             ProviderType::ControlPlane => "ControlPlaneProvider",
             ProviderType::Addon => "AddonProvider",
             ProviderType::Ipam => "IPAMProvider",
+            ProviderType::RuntimeExtension => "RuntimeExtensionProvider",
         }
     }
 
@@ -47,6 +50,7 @@ impl ProviderType {
             ProviderType::ControlPlane => format!("control-plane-{name}"),
             ProviderType::Addon => format!("addon-{name}"),
             ProviderType::Ipam => format!("ipam-{name}"),
+            ProviderType::RuntimeExtension => format!("runtime-extension-{name}"),
         }
     }
 
@@ -59,6 +63,7 @@ impl ProviderType {
             ProviderType::ControlPlane => "control-plane-components.yaml",
             ProviderType::Addon => "addon-components.yaml",
             ProviderType::Ipam => "ipam-components.yaml",
+            ProviderType::RuntimeExtension => "runtime-extension-components.yaml",
         }
     }
 }
@@ -99,6 +104,7 @@ mod tests {
         assert_eq!(ProviderType::Core.label("cluster-api"), "cluster-api");
         assert_eq!(ProviderType::Infrastructure.label("aws"), "infrastructure-aws");
         assert_eq!(ProviderType::ControlPlane.label("kubeadm"), "control-plane-kubeadm");
+        assert_eq!(ProviderType::RuntimeExtension.label("nutanix"), "runtime-extension-nutanix");
         assert_eq!("infrastructureprovider".parse::<ProviderType>().unwrap(), ProviderType::Infrastructure);
         assert!("Other".parse::<ProviderType>().unwrap_err().contains("use one of CoreProvider"));
     }

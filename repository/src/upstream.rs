@@ -273,6 +273,12 @@ const UPSTREAM: &[(&str, ProviderType, &str, &str)] = &[
         "ipam-components.yaml",
     ),
     ("helm", ProviderType::Addon, "kubernetes-sigs/cluster-api-addon-provider-helm", "addon-components.yaml"),
+    (
+        "nutanix",
+        ProviderType::RuntimeExtension,
+        "nutanix-cloud-native/cluster-api-runtime-extensions-nutanix",
+        "runtime-extensions-components.yaml",
+    ),
 ];
 
 /// clusterctl's built-in providers, with their GitHub release URLs.

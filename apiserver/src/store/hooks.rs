@@ -57,9 +57,14 @@ pub fn before_save(rt: &ResourceType, old: Option<&Value>, new: &mut Value) -> R
             check_data_size(rt, new, "data")?;
         }
         ("", "ConfigMap") => check_data_size(rt, new, "")?,
-        ("", "Namespace") if old.is_none() => {
-            new["spec"]["finalizers"] = json!(["kubernetes"]);
-            new["status"] = json!({"phase": "Active"});
+        ("", "Namespace") => {
+            if old.is_none() {
+                new["spec"]["finalizers"] = json!(["kubernetes"]);
+                new["status"] = json!({"phase": "Active"});
+            }
+            // As kube-apiserver does on every write: selectors can name a namespace by it.
+            let name = new["metadata"]["name"].clone();
+            new["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => check_crd(old, new)?,
         (

@@ -1,4 +1,4 @@
-//! The provider API, group `operator.butlerlabs.dev`, version `v1alpha1`: six namespaced kinds,
+//! The provider API, group `operator.butlerlabs.dev`, version `v1alpha1`: seven namespaced kinds,
 //! one per provider type, that share [`ProviderSpec`] and [`ProviderStatus`] (after the Cluster
 //! API Provider Operator proposal).
 

@@ -204,10 +204,15 @@ struct MigrateFlags {
     /// cluster-api-operator's Deployment; the one labelled clusterctl.cluster.x-k8s.io/core=capi-operator by default.
     #[arg(long, value_name = "NAMESPACE/NAME")]
     old_operator: Option<String>,
-    /// Go on when some provider is of a kind this operator lacks (RuntimeExtensionProvider):
-    /// it stays with cluster-api-operator, which is scaled down.
+    /// Go on when some provider is of a kind this operator lacks (one a later
+    /// cluster-api-operator adds): it stays with cluster-api-operator, which is scaled down.
     #[arg(long)]
     leave_unsupported: bool,
+    /// Copy each config Secret of another namespace (as cluster-api-operator's chart and plugin
+    /// make them) into its provider's namespace, under its name; the new provider objects read
+    /// the copies. Without it such a provider stops the move.
+    #[arg(long)]
+    copy_secrets: bool,
     /// How long each step may take, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     timeout: u64,
@@ -307,6 +312,9 @@ struct ProviderList {
     /// IPAM providers, NAME[:VERSION].
     #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
     ipam: Vec<String>,
+    /// Runtime extension providers, NAME[:VERSION].
+    #[arg(long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    runtime_extension: Vec<String>,
 }
 
 impl ProviderList {
@@ -320,6 +328,7 @@ impl ProviderList {
             (ProviderType::ControlPlane, self.control_plane),
             (ProviderType::Addon, self.addon),
             (ProviderType::Ipam, self.ipam),
+            (ProviderType::RuntimeExtension, self.runtime_extension),
         ];
         named.into_iter().flat_map(|(t, items)| items.into_iter().map(move |i| (t, i))).collect()
     }
@@ -394,6 +403,9 @@ struct Which {
     /// An IPAM provider, NAME[:VERSION].
     #[arg(long, value_name = "NAME[:VERSION]")]
     ipam: Option<String>,
+    /// A runtime extension provider, NAME[:VERSION].
+    #[arg(long, value_name = "NAME[:VERSION]")]
+    runtime_extension: Option<String>,
 }
 
 #[derive(Args)]
@@ -512,6 +524,7 @@ async fn main() -> ExitCode {
                     control_plane: w.control_plane,
                     addon: w.addon,
                     ipam: w.ipam,
+                    runtime_extension: w.runtime_extension,
                 },
                 target_namespace: flags.target_namespace,
                 list_variables: flags.list_variables,
@@ -675,6 +688,7 @@ async fn migrate(f: MigrateFlags) -> Result<cli::Output, cli::GenerateError> {
         old_operator,
         dry_run: f.dry_run,
         leave_unsupported: f.leave_unsupported,
+        copy_secrets: f.copy_secrets,
         waits: cli::apply::Waits {
             timeout: std::time::Duration::from_secs(f.timeout),
             poll: std::time::Duration::from_millis(500),

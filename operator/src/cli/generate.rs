@@ -48,6 +48,7 @@ pub struct ProviderChoice {
     pub control_plane: Option<String>,
     pub addon: Option<String>,
     pub ipam: Option<String>,
+    pub runtime_extension: Option<String>,
 }
 
 impl ProviderChoice {
@@ -59,6 +60,7 @@ impl ProviderChoice {
             (ProviderType::ControlPlane, &self.control_plane),
             (ProviderType::Addon, &self.addon),
             (ProviderType::Ipam, &self.ipam),
+            (ProviderType::RuntimeExtension, &self.runtime_extension),
         ];
         let chosen: Vec<(ProviderType, &String)> =
             all.iter().filter_map(|(t, v)| v.as_ref().map(|v| (*t, v))).collect();

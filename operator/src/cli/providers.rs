@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::api::ProviderStatus;
 use crate::api::{
     AddonProvider, BootstrapProvider, ControlPlaneProvider, CoreProvider, IPAMProvider,
-    InfrastructureProvider, KindNames, ProviderKind, ProviderSpec,
+    InfrastructureProvider, KindNames, ProviderKind, ProviderSpec, RuntimeExtensionProvider,
 };
 use crate::controller::ProviderObject;
 
@@ -165,6 +165,7 @@ pub async fn list(client: &kube::Client, namespace: Option<&str>) -> Result<Vec<
     rows.extend(list_kind::<ControlPlaneProvider>(client, namespace).await?);
     rows.extend(list_kind::<AddonProvider>(client, namespace).await?);
     rows.extend(list_kind::<IPAMProvider>(client, namespace).await?);
+    rows.extend(list_kind::<RuntimeExtensionProvider>(client, namespace).await?);
     rows.sort_by(|a, b| {
         (a.provider_kind, &a.namespace, &a.name).cmp(&(b.provider_kind, &b.namespace, &b.name))
     });

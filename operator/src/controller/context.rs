@@ -1,4 +1,4 @@
-//! What every reconcile shares: the client, the caches of the six provider kinds and of the
+//! What every reconcile shares: the client, the caches of the seven provider kinds and of the
 //! providers' Deployments, the operator's own records (inventories, written statuses, drift),
 //! the trigger channels, the event recorder and the metrics.
 
@@ -26,7 +26,7 @@ use super::vocabulary::{Fetched, LiveDeployment, PAUSED_REPLICAS, ProviderKey, P
 use crate::api::*;
 use crate::metrics::Metrics;
 
-/// The reflector caches of the six provider kinds.
+/// The reflector caches of the seven provider kinds.
 #[derive(Clone)]
 pub struct Stores {
     pub core: Store<CoreProvider>,
@@ -35,6 +35,7 @@ pub struct Stores {
     pub control_plane: Store<ControlPlaneProvider>,
     pub addon: Store<AddonProvider>,
     pub ipam: Store<IPAMProvider>,
+    pub runtime_extension: Store<RuntimeExtensionProvider>,
 }
 
 /// A provider object as the others see it; its status fields come from `written` when this
@@ -168,6 +169,7 @@ impl Context {
         each(&self.stores.control_plane, namespace, &mut out);
         each(&self.stores.addon, namespace, &mut out);
         each(&self.stores.ipam, namespace, &mut out);
+        each(&self.stores.runtime_extension, namespace, &mut out);
         out
     }
 
@@ -196,6 +198,7 @@ impl Context {
         each(&self.stores.control_plane, &mut out);
         each(&self.stores.addon, &mut out);
         each(&self.stores.ipam, &mut out);
+        each(&self.stores.runtime_extension, &mut out);
         // Provider objects where this operator does not look are not counted: not for
         // duplicates, not as the core provider, not as what a deletion waits for.
         out.retain(|e| self.honours(&e.namespace).is_ok());

@@ -258,6 +258,8 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     let control_plane = controller::<ControlPlaneProvider>(&client, &mut receivers, &options, &shutdown);
     let addon = controller::<AddonProvider>(&client, &mut receivers, &options, &shutdown);
     let ipam = controller::<IPAMProvider>(&client, &mut receivers, &options, &shutdown);
+    let runtime_extension =
+        controller::<RuntimeExtensionProvider>(&client, &mut receivers, &options, &shutdown);
     let stores = Stores {
         core: core.store(),
         infrastructure: infrastructure.store(),
@@ -265,6 +267,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         control_plane: control_plane.store(),
         addon: addon.store(),
         ipam: ipam.store(),
+        runtime_extension: runtime_extension.store(),
     };
     let upgrades_api: Api<ProviderUpgrade> = scoped(&client, &options);
     let (deployments, writer) = reflector::store::<Deployment>();
@@ -417,6 +420,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         drive(control_plane, ctx.clone(), &shutdown),
         drive(addon, ctx.clone(), &shutdown),
         drive(ipam, ctx.clone(), &shutdown),
+        drive(runtime_extension, ctx.clone(), &shutdown),
     ]);
     let run = async move {
         // The watches run until the controllers have stopped.

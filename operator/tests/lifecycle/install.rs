@@ -75,3 +75,42 @@ async fn an_operator_limited_to_a_namespace_leaves_the_providers_of_others_alone
     assert!(untouched.status.is_none_or(|st| st.conditions.is_empty()), "no status written");
     s.stop_operator().await;
 }
+
+/// A runtime extension provider (Nutanix's, in clusterctl's list) is a provider kind of its
+/// own: installed from its release beside the core, listed by `butlerctl describe`, and deleted
+/// with what it installed.
+#[tokio::test]
+async fn a_runtime_extension_provider_installs_beside_the_core_and_goes_with_its_objects() {
+    use crate::fixtures::{components, publish, selector};
+    use butler_operator::api::RuntimeExtensionProvider;
+    let mut s = Scenario::new("runtime-ext").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let release = components("caren", "v1.0.0", &[]);
+    publish(&s, "runtime-extension-caren", "runtime-extension-components.yaml", "v1.0.0", &release).await;
+    s.start_operator();
+    let versioned = |label: &str| {
+        let mut spec: serde_json::Value = serde_json::from_str(&selector(label)).unwrap();
+        spec["version"] = serde_json::json!("v1.0.0");
+        spec.to_string()
+    };
+    s.create::<CoreProvider>("butler", &versioned("butler")).await;
+    s.create::<RuntimeExtensionProvider>("caren", &versioned("runtime-extension-caren")).await;
+    s.wait_for::<RuntimeExtensionProvider>("caren", "installed", |p| is(p, "ProviderInstalled", "True"))
+        .await;
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(s.client.clone(), &s.namespace);
+    let manager = deployments.get("caren-controller-manager").await.unwrap();
+    assert_eq!(
+        manager.metadata.labels.unwrap()["cluster.x-k8s.io/provider"],
+        "runtime-extension-caren",
+        "labelled as clusterctl labels a runtime extension"
+    );
+    let rows = butler_operator::cli::providers::list(&s.client, Some(&s.namespace)).await.unwrap();
+    assert!(rows.iter().any(|r| r.name == "caren"), "butlerctl lists it");
+    s.api::<RuntimeExtensionProvider>().delete("caren", &Default::default()).await.unwrap();
+    s.wait_gone::<RuntimeExtensionProvider>("caren").await;
+    assert!(deployments.get_opt("caren-controller-manager").await.unwrap().is_none());
+    s.api::<CoreProvider>().delete("butler", &Default::default()).await.unwrap();
+    s.wait_gone::<CoreProvider>("butler").await;
+    s.stop_operator().await;
+}

@@ -52,7 +52,8 @@ subjects:
     text
 }
 
-/// The stand-ins of cluster-api-operator's CRDs: its provider kinds, any fields.
+/// The stand-ins of cluster-api-operator's CRDs: its provider kinds, any fields, but the
+/// default its CRDs write into every manager (`verbosity: 1`).
 async fn install_old_crds(s: &Scenario) {
     for (kind, plural) in [
         ("CoreProvider", "coreproviders"),
@@ -69,12 +70,40 @@ async fn install_old_crds(s: &Scenario) {
                 "group": OLD_GROUP, "scope": "Namespaced",
                 "names": {"kind": kind, "listKind": format!("{kind}List"), "plural": plural, "singular": kind.to_lowercase()},
                 "versions": [{"name": OLD_VERSION, "served": true, "storage": true, "subresources": {"status": {}},
-                              "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+                              "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                                  "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                                      "properties": {"manager": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                                          "properties": {"verbosity": {"type": "integer", "default": 1}}}}}}}}}],
             },
         }))
         .unwrap();
         s.cluster.install_stand_in_crd(&crd).await;
     }
+}
+
+/// cluster-api-operator's validating webhooks on its kinds, as its chart installs them
+/// (`failurePolicy: Fail`), calling its webhook Service, which answers no more once it is scaled
+/// down (here: never, it does not exist). Scoped to the scenario's namespace, so that scenarios
+/// running at once are not held by it, and removed with the scenario.
+async fn old_webhooks(s: &Scenario) {
+    let ns = &s.namespace;
+    let hook = |kind: &str, plural: &str| {
+        json!({"name": format!("v{}.operator.cluster.x-k8s.io", kind.to_lowercase()),
+               "clientConfig": {"service": {"namespace": ns, "name": "capi-operator-webhook-service",
+                                            "path": format!("/validate-operator-cluster-x-k8s-io-v1alpha2-{}", kind.to_lowercase())}},
+               "rules": [{"apiGroups": [OLD_GROUP], "apiVersions": [OLD_VERSION],
+                          "operations": ["CREATE", "UPDATE"], "resources": [plural]}],
+               "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+               "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}})
+    };
+    let configuration: k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration =
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("{ns}-capi-operator-validating-webhook-configuration"),
+                         "labels": {RUN_LABEL: ns}},
+            "webhooks": [hook("CoreProvider", "coreproviders"), hook("InfrastructureProvider", "infrastructureproviders")],
+        }))
+        .unwrap();
+    Api::all(s.client.clone()).create(&PostParams::default(), &configuration).await.unwrap();
 }
 
 fn old_api(s: &Scenario, kind: &str) -> Api<DynamicObject> {
@@ -243,7 +272,12 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     let infra_release = release("widget", &ns, false);
     publish(&s, "cluster-api", "core-components.yaml", "v1.0.0", &core_release).await;
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &infra_release).await;
-    s.secret("widget-variables", &[("GREETING", "hi")]).await;
+    // Its config Secret where cluster-api-operator's chart puts them: another namespace.
+    let secrets_ns = s.cluster.namespace("capi-secrets").await;
+    let elsewhere: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "widget-variables", "namespace": secrets_ns}, "stringData": {"GREETING": "hi"}}))
+    .unwrap();
+    Api::namespaced(s.client.clone(), &secrets_ns).create(&PostParams::default(), &elsewhere).await.unwrap();
 
     // cluster-api-operator's objects, and what it installed.
     let selector =
@@ -260,7 +294,8 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
         "InfrastructureProvider",
         "widget",
         json!({"version": "v1.0.0", "fetchConfig": selector("infrastructure-widget"),
-               "configSecret": {"name": "widget-variables"}, "manager": {"featureGates": {"MachinePool": true}}}),
+               "configSecret": {"name": "widget-variables", "namespace": secrets_ns},
+               "manager": {"featureGates": {"MachinePool": true}}}),
     )
     .await;
     old_install(&s, "cluster-api", &core_release, Some(&core), &[], "hello").await;
@@ -292,6 +327,10 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     }
     let before = running(&s).await;
     assert_eq!(before.0.len(), 2, "the two providers run: {:?}", before.0.keys());
+    // Its webhooks, which fail closed once it is down (here from now on).
+    old_webhooks(&s).await;
+    let infra_verbosity = old_api(&s, "InfrastructureProvider").get("widget").await.unwrap();
+    assert_eq!(infra_verbosity.data["spec"]["manager"]["verbosity"], 1, "its CRD's default");
 
     // The operator as its manifest runs it: butler-system by name, the rest by label, which
     // the scenario's namespace (cluster-api-operator's layout) does not carry yet.
@@ -307,6 +346,7 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
         old_operator: Some((ns.clone(), "capi-operator-cluster-api-operator".into())),
         dry_run,
         leave_unsupported: false,
+        copy_secrets: true,
         waits: Waits {
             timeout: std::time::Duration::from_secs(60),
             poll: std::time::Duration::from_millis(100),
@@ -325,7 +365,17 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     );
     assert!(plan.contains(&format!("InfrastructureProvider {ns}/widget v1.0.0: carry over")), "{plan}");
     assert!(plan.contains("dry run: nothing was changed"), "{plan}");
+    assert!(
+        plan.contains(&format!("ValidatingWebhookConfiguration {ns}-capi-operator-validating-webhook-configuration: its webhooks vcoreprovider.operator.cluster.x-k8s.io, vinfrastructureprovider.operator.cluster.x-k8s.io on its own kinds fail closed")),
+        "{plan}"
+    );
     assert!(plan.contains(&format!("namespace {ns}: label it {NAMESPACE_LABEL}=true")), "{plan}");
+    assert!(
+        plan.contains(&format!("copy Secret {secrets_ns}/widget-variables into {ns}/widget-variables")),
+        "{plan}"
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(s.client.clone(), &ns);
+    assert!(secrets.get_opt("widget-variables").await.unwrap().is_none(), "the dry run copies nothing");
     assert!(!namespace_labels(&s).await.contains_key(NAMESPACE_LABEL), "the dry run labels nothing");
     assert_eq!(
         deployments.get("capi-operator-cluster-api-operator").await.unwrap().spec.unwrap().replicas,
@@ -357,6 +407,17 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
         );
     }
     let widget = s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+    let own = widget.spec.config_secret.clone().unwrap();
+    assert_eq!(
+        (own.name.as_str(), own.namespace.as_deref()),
+        ("widget-variables", None),
+        "it reads its copy"
+    );
+    let copied = secrets.get("widget-variables").await.unwrap();
+    assert_eq!(
+        copied.metadata.labels.unwrap()[migrate::secrets::COPIED_FROM],
+        format!("{secrets_ns}.widget-variables")
+    );
     assert_eq!(widget.status.as_ref().unwrap().installed_version.as_deref(), Some("v1.0.0"));
     for d in deployments.list(&ListParams::default().labels("cluster.x-k8s.io/provider")).await.unwrap().items
     {
@@ -484,6 +545,7 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
         old_operator: Some((ns.clone(), "old-operator".into())),
         dry_run: false,
         leave_unsupported: false,
+        copy_secrets: false,
         waits: Waits {
             timeout: std::time::Duration::from_secs(5),
             poll: std::time::Duration::from_millis(100),
@@ -492,7 +554,8 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
     let refused = migrate::migrate(&s.client, &options, &|_| {}).await.unwrap_err();
     assert!(refused.contains("nothing was changed"), "{refused}");
     assert!(
-        refused.contains(&format!("InfrastructureProvider {ns}/widget: its spec.configSecret kube-system/widget-variables is in another namespace")),
+        refused.contains(&format!("InfrastructureProvider {ns}/widget: its spec.configSecret kube-system/widget-variables is in another namespace"))
+            && refused.contains("give --copy-secrets"),
         "{refused}"
     );
     assert!(

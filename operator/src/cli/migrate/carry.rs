@@ -246,8 +246,17 @@ mod tests {
 
     #[test]
     fn a_kind_this_operator_lacks_is_not_carried() {
-        let carried = carry(&old("RuntimeExtensionProvider", "x", json!({}), None), &schema());
+        let carried = carry(&old("FutureProvider", "x", json!({}), None), &schema());
         assert_eq!(carried.object, None);
-        assert!(carried.dropped[0].contains("no RuntimeExtensionProvider kind"), "{:?}", carried.dropped);
+        assert!(carried.dropped[0].contains("no FutureProvider kind"), "{:?}", carried.dropped);
+    }
+
+    #[test]
+    fn a_runtime_extension_provider_is_carried_as_one() {
+        let spec = json!({"version": "v0.14.0", "fetchConfig": {"url": "https://example.com/r.yaml"}});
+        let carried = carry(&old("RuntimeExtensionProvider", "nutanix", spec, None), &schema());
+        let object = carried.object.expect("carried");
+        assert_eq!(object["kind"], "RuntimeExtensionProvider");
+        assert_eq!(object["spec"]["version"], "v0.14.0");
     }
 }

@@ -7,6 +7,8 @@
 //! after an interruption, or a second run, goes on from where things stand.
 
 pub mod carry;
+pub mod secrets;
+pub mod webhooks;
 
 use std::time::Instant;
 
@@ -43,6 +45,9 @@ pub struct Options {
     /// Move what can move when some provider is of a kind this operator lacks; those stay
     /// with cluster-api-operator (scaled down, so unmanaged).
     pub leave_unsupported: bool,
+    /// Copy config Secrets of other namespaces into the providers' (this operator reads only
+    /// a provider's own).
+    pub copy_secrets: bool,
     pub waits: Waits,
 }
 
@@ -66,6 +71,7 @@ pub async fn migrate(
     let mut report = Vec::new();
     let mut steps = Vec::new();
     let mut blockers = Vec::new();
+    let mut copies: Vec<secrets::Copy> = Vec::new();
     for old in olds {
         let schema =
             schemas.iter().find(|(k, _)| k.kind() == old.kind).map(|(_, s)| s.clone()).unwrap_or_default();
@@ -99,8 +105,15 @@ pub async fn migrate(
                 false
             }
         };
-        if let Some(elsewhere) = secret_elsewhere(&old) {
-            blockers.push(elsewhere);
+        let mut carried = carried;
+        if let Some(copy) = secrets::elsewhere(&old.object["spec"], &old.namespace) {
+            match options.copy_secrets {
+                true => {
+                    own_secret(&mut carried, &copy);
+                    copies.push(copy);
+                }
+                false => blockers.push(secret_elsewhere(&old, &copy)),
+            }
         }
         steps.push(Step { old, carried, made });
     }
@@ -117,6 +130,11 @@ pub async fn migrate(
         ),
     };
     blockers.extend(unhonoured);
+    copies.sort_by_key(secrets::Copy::describe);
+    copies.dedup();
+    for copy in &copies {
+        blockers.extend(secrets::check(client, copy).await?);
+    }
 
     report.push(match &operator {
         Some(d) => format!(
@@ -136,6 +154,13 @@ pub async fn migrate(
     for step in &steps {
         report.extend(describe(step));
     }
+    let closed = if steps.iter().any(|s| s.carried.object.is_some()) {
+        webhooks::find(client).await?
+    } else {
+        Vec::new()
+    };
+    report.extend(closed.iter().map(webhooks::Closed::describe));
+    report.extend(copies.iter().map(secrets::Copy::describe));
     report.extend(labels.iter().map(|(ns, label)| {
         format!("namespace {ns}: label it {label}=true, so that this operator honours its provider objects")
     }));
@@ -160,6 +185,18 @@ pub async fn migrate(
     }
     if let Some(deployment) = &operator {
         scale_down(client, deployment, options.waits, progress).await?;
+    }
+    // Before any of its objects is written: its webhooks now call no one.
+    for configuration in &closed {
+        progress(&format!(
+            "Setting the webhooks of {} {} to fail open...",
+            configuration.kind, configuration.name
+        ));
+        webhooks::open(client, configuration).await?;
+    }
+    for copy in &copies {
+        progress(&format!("{}...", copy.describe()));
+        secrets::make(client, copy).await?;
     }
     let mut done = Vec::new();
     for step in steps.iter().filter(|s| s.carried.object.is_some()) {
@@ -201,6 +238,9 @@ pub async fn migrate(
     Ok(out.join("\n") + "\n")
 }
 
+/// How to install the operator for a migration.
+const INSTALL_ALONE: &str = "install the operator alone first (kubectl apply --server-side -f butler-operator.yaml of its release; not butlerctl init, which would also make Butler's core provider beside the one migrated)";
+
 /// Of the namespaces the providers move into, those to label so that an operator honours them
 /// (with the label), and why each that no operator would honour even so stays unhonoured.
 fn to_label<'a>(
@@ -211,6 +251,7 @@ fn to_label<'a>(
     for (namespace, why) in super::honoured::not_honoured(operators, namespaces) {
         match operators.label_for() {
             Some(label) => labels.push((namespace, label.to_string())),
+            None if operators.found.is_empty() => refused.push(format!("{why}; {INSTALL_ALONE}")),
             None => {
                 refused.push(format!("{why}; migrate moves providers only where an operator will serve them"))
             }
@@ -259,16 +300,30 @@ fn describe(step: &Step) -> Vec<String> {
     lines
 }
 
-/// A config Secret in another namespace than the provider's, which this operator refuses.
-fn secret_elsewhere(old: &OldProvider) -> Option<String> {
-    let secret = &old.object["spec"]["configSecret"];
-    let namespace = secret["namespace"].as_str().filter(|ns| !ns.is_empty() && *ns != old.namespace)?;
-    Some(format!(
-        "{}: its spec.configSecret {namespace}/{} is in another namespace, and this operator reads only the provider's own (the config Secret holds credentials); copy the Secret into {} and set spec.configSecret.namespace to it (or leave it out)",
+/// Why a config Secret in another namespace than the provider's stops the move without
+/// `--copy-secrets`.
+fn secret_elsewhere(old: &OldProvider, copy: &secrets::Copy) -> String {
+    format!(
+        "{}: its spec.configSecret {}/{} is in another namespace, and this operator reads only the provider's own (the config Secret holds credentials); give --copy-secrets to copy it into {}, or copy it yourself and set spec.configSecret.namespace to it (or leave it out)",
         old.describe(),
-        secret["name"].as_str().unwrap_or_default(),
+        copy.namespace,
+        copy.name,
         old.namespace
-    ))
+    )
+}
+
+/// The carried-over object reads the copy of its config Secret, in its own namespace.
+fn own_secret(carried: &mut Carried, copy: &secrets::Copy) {
+    let Some(secret) = carried.object.as_mut().and_then(|o| o.pointer_mut("/spec/configSecret")) else {
+        return;
+    };
+    if let Some(fields) = secret.as_object_mut() {
+        fields.remove("namespace");
+    }
+    carried.notes.push(format!(
+        "spec.configSecret: {}/{} copied into {} (this operator reads only the provider's own namespace)",
+        copy.namespace, copy.name, copy.into
+    ));
 }
 
 /// The openAPI schema of `spec` of each of this operator's kinds.
@@ -437,10 +492,9 @@ async fn existing(client: &kube::Client, object: &Value) -> Result<Option<Dynami
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     match provider_api(client, kind, namespace).get_opt(name).await {
         Ok(found) => Ok(found),
-        Err(kube::Error::Api(status)) if status.code == 404 => Err(format!(
-            "this operator's {} are not served here: install it first (butlerctl init)",
-            kind.plural()
-        )),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            Err(format!("this operator's {} are not served here: {INSTALL_ALONE}", kind.plural()))
+        }
         Err(e) => Err(format!("reading {}: {}", describe_new(object), butler_runtime::error::describe(&e))),
     }
 }

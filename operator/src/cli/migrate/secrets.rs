@@ -1,0 +1,125 @@
+//! Config Secrets in another namespace than the provider's, as cluster-api-operator's chart and
+//! plugin make them: this operator never reads across namespaces (the Secret holds
+//! credentials), so `migrate --copy-secrets` copies each into the provider's namespace, under
+//! the same name, and the carried-over object names its own copy.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use serde_json::Value;
+
+/// The label that says where a copied Secret came from (`{namespace}.{name}`).
+pub const COPIED_FROM: &str = "operator.butlerlabs.dev/copied-from";
+
+/// A config Secret to copy: from `namespace/name` into `into/name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Copy {
+    pub namespace: String,
+    pub name: String,
+    pub into: String,
+}
+
+impl Copy {
+    /// The line of the report.
+    pub fn describe(&self) -> String {
+        format!("copy Secret {}/{} into {}/{}", self.namespace, self.name, self.into, self.name)
+    }
+}
+
+/// The config Secret of an old provider in `provider_namespace`'s spec, when it lies in
+/// another namespace.
+pub fn elsewhere(spec: &Value, provider_namespace: &str) -> Option<Copy> {
+    let secret = spec.get("configSecret")?;
+    let namespace =
+        secret.get("namespace")?.as_str().filter(|ns| !ns.is_empty() && *ns != provider_namespace)?;
+    Some(Copy {
+        namespace: namespace.to_string(),
+        name: secret.get("name")?.as_str()?.to_string(),
+        into: provider_namespace.to_string(),
+    })
+}
+
+/// The copy of `source` for `copy`: its data and type, labelled with where it came from.
+fn copy_of(source: &Secret, copy: &Copy) -> Secret {
+    let labels = BTreeMap::from([(COPIED_FROM.to_string(), format!("{}.{}", copy.namespace, copy.name))]);
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(copy.name.clone()),
+            namespace: Some(copy.into.clone()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        data: source.data.clone(),
+        type_: source.type_.clone(),
+        immutable: None,
+        string_data: None,
+    }
+}
+
+/// Why `copy` cannot be made, read before anything changes: the source is missing, or a Secret
+/// of that name with other data is in the provider's namespace already.
+pub async fn check(client: &kube::Client, copy: &Copy) -> Result<Option<String>, String> {
+    let read = |ns: &str| -> Api<Secret> { Api::namespaced(client.clone(), ns) };
+    let failed =
+        |e: kube::Error| format!("reading the Secret to copy: {}", butler_runtime::error::describe(&e));
+    let Some(source) = read(&copy.namespace).get_opt(&copy.name).await.map_err(failed)? else {
+        return Ok(Some(format!(
+            "Secret {}/{} is not there to copy; create it, or set the provider's spec.configSecret",
+            copy.namespace, copy.name
+        )));
+    };
+    match read(&copy.into).get_opt(&copy.name).await.map_err(failed)? {
+        Some(there) if there.data != source.data => Ok(Some(format!(
+            "Secret {}/{} exists already with other data than {}/{}; rename or remove one of them",
+            copy.into, copy.name, copy.namespace, copy.name
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// Makes the copy (a copy there already, with the same data, is kept).
+pub async fn make(client: &kube::Client, copy: &Copy) -> Result<(), String> {
+    let failed = |e: kube::Error| format!("{}: {}", copy.describe(), butler_runtime::error::describe(&e));
+    let source =
+        Api::<Secret>::namespaced(client.clone(), &copy.namespace).get(&copy.name).await.map_err(failed)?;
+    let target: Api<Secret> = Api::namespaced(client.clone(), &copy.into);
+    if target.get_opt(&copy.name).await.map_err(failed)?.is_some_and(|t| t.data == source.data) {
+        return Ok(());
+    }
+    let params = PostParams { field_manager: Some("butlerctl".into()), ..Default::default() };
+    target.create(&params, &copy_of(&source, copy)).await.map(|_| ()).map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_config_secret_elsewhere_is_copied_into_the_providers_namespace_under_its_name() {
+        let spec = json!({"configSecret": {"name": "aws-variables", "namespace": "capi-operator-system"}});
+        let copy = elsewhere(&spec, "capa-system").unwrap();
+        assert_eq!(
+            copy.describe(),
+            "copy Secret capi-operator-system/aws-variables into capa-system/aws-variables"
+        );
+        assert_eq!(
+            elsewhere(&json!({"configSecret": {"name": "x", "namespace": "capa-system"}}), "capa-system"),
+            None
+        );
+        assert_eq!(elsewhere(&json!({"configSecret": {"name": "x"}}), "capa-system"), None);
+        let source = Secret {
+            data: Some(BTreeMap::from([(
+                "AWS_REGION".into(),
+                k8s_openapi::ByteString(b"eu-west-1".to_vec()),
+            )])),
+            type_: Some("Opaque".into()),
+            ..Default::default()
+        };
+        let made = copy_of(&source, &copy);
+        assert_eq!(made.data, source.data);
+        assert_eq!(made.metadata.namespace.as_deref(), Some("capa-system"));
+        assert_eq!(made.metadata.labels.unwrap()[COPIED_FROM], "capi-operator-system.aws-variables");
+    }
+}
