@@ -259,6 +259,31 @@ pub async fn release(repo: &Repository, version: Version) -> Result<Fetched, Str
     Ok(Fetched { version, contract, components })
 }
 
+/// When a provider without a repository of its own names one of Butler's providers (`azure`,
+/// `aws`, ...) at a version that is not Butler's, what to do: the same name is Cluster API's
+/// provider in clusterctl's list, which is reached with its URL.
+pub fn butler_name_hint(
+    kind: ProviderKind,
+    name: &str,
+    spec: &ProviderSpec,
+    config: &ClusterctlConfig,
+    version: &str,
+) -> Option<String> {
+    if spec.fetch_config.is_some() {
+        return None;
+    }
+    let here = config.provider(kind, name).ok()?;
+    let upstream =
+        butler_repository::upstream_providers().into_iter().find(|p| p.type_ == kind && p.name == name)?;
+    (here.url != upstream.url && here.url.starts_with("embedded:")).then(|| {
+        format!(
+            "{name} here names Butler's own {} {name}, which has no release {version}; if {version} is a release of Cluster API's {name} provider, name its repository: spec.fetchConfig.url: {}",
+            kind.type_name(),
+            upstream.url
+        )
+    })
+}
+
 fn has_url_version(spec: &ProviderSpec) -> bool {
     let fetch = spec.fetch_config.as_ref();
     let url = fetch.and_then(|f| f.url.as_deref()).and_then(|u| ProviderUrl::parse(u).ok());
@@ -370,6 +395,26 @@ mod tests {
         assert!(
             upper.contains("spec.fetchConfig.sha256.metadata.yaml") && upper.contains("64 lowercase hex"),
             "{upper}"
+        );
+    }
+
+    #[test]
+    fn a_butler_name_at_a_version_only_upstream_has_is_told_where_upstream_is() {
+        let config = ClusterctlConfig::default();
+        let hint =
+            butler_name_hint(ProviderKind::Infrastructure, "azure", &spec("{}"), &config, "v1.17.0").unwrap();
+        assert_eq!(
+            hint,
+            "azure here names Butler's own InfrastructureProvider azure, which has no release v1.17.0; if v1.17.0 is a release of Cluster API's azure provider, name its repository: spec.fetchConfig.url: https://github.com/kubernetes-sigs/cluster-api-provider-azure/releases/latest/infrastructure-components.yaml"
+        );
+        let fetched = spec("fetchConfig: {url: 'https://example.com/x/infrastructure-components.yaml'}");
+        assert_eq!(
+            butler_name_hint(ProviderKind::Infrastructure, "azure", &fetched, &config, "v1.17.0"),
+            None
+        );
+        assert_eq!(
+            butler_name_hint(ProviderKind::Infrastructure, "vsphere", &spec("{}"), &config, "v1.9.0"),
+            None
         );
     }
 

@@ -354,11 +354,18 @@ async fn fetch_release(
         }
         _ => None,
     };
+    let shown = version.to_string();
     let fetched = match from_kept {
         Some(fetched) => fetched,
-        None => {
-            tokio::time::timeout_at(deadline, fetch::release(&repo, version)).await.map_err(|_| late())??
-        }
+        None => tokio::time::timeout_at(deadline, fetch::release(&repo, version))
+            .await
+            .map_err(|_| late())?
+            .map_err(|e| {
+                match fetch::butler_name_hint(key.kind, &key.name, spec, operator_config, &shown) {
+                    Some(hint) => format!("{e}; {hint}"),
+                    None => e,
+                }
+            })?,
     };
     if let Some(k) = cache_key {
         let mut releases = ctx.releases.lock().expect("not poisoned");

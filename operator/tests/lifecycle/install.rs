@@ -114,3 +114,28 @@ async fn a_runtime_extension_provider_installs_beside_the_core_and_goes_with_its
     s.wait_gone::<CoreProvider>("butler").await;
     s.stop_operator().await;
 }
+
+/// cluster-api-operator's quick start asks `InfrastructureProvider azure` at `v1.17.0`, a
+/// release of Cluster API's Azure provider; here `azure` names Butler's. The provider says so,
+/// with the URL that reaches the upstream one, instead of a bare "not found".
+#[tokio::test]
+async fn a_butler_name_at_an_upstream_version_says_where_the_upstream_provider_is() {
+    let mut s = Scenario::new("butler-name").await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", "").await;
+    s.create::<InfrastructureProvider>("azure", "version: v1.17.0").await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("azure", "refused", |p| is(p, "ProviderInstalled", "False"))
+        .await;
+    let message = &crate::support::condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains("azure here names Butler's own InfrastructureProvider azure, which has no release v1.17.0")
+            && message.contains("spec.fetchConfig.url: https://github.com/kubernetes-sigs/cluster-api-provider-azure/releases/latest/infrastructure-components.yaml"),
+        "{message}"
+    );
+    s.api::<InfrastructureProvider>().delete("azure", &Default::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("azure").await;
+    s.api::<CoreProvider>().delete("butler", &Default::default()).await.unwrap();
+    s.wait_gone::<CoreProvider>("butler").await;
+    s.stop_operator().await;
+}
