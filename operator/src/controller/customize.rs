@@ -161,7 +161,12 @@ fn set_flags(args: &mut Vec<Value>, flags: &[(String, String)]) {
 /// Applies `spec.manager` and `spec.deployment` to every Deployment of the components. The
 /// error names the field and says what to do.
 pub fn customize(objects: &mut [Value], spec: &ProviderSpec, component: &str) -> Result<(), String> {
-    let managers = manager_deployments(objects);
+    let managers = match manager_deployments(objects) {
+        Ok(managers) => managers,
+        // Nothing to apply to them: nothing to choose.
+        Err(_) if spec.manager.is_none() && spec.deployment.is_none() => Vec::new(),
+        Err(why) => return Err(format!("spec.manager and spec.deployment: {why}")),
+    };
     let own = Settings {
         manager: spec.manager.as_ref(),
         deployment: spec.deployment.as_ref(),
@@ -275,22 +280,31 @@ fn apply_settings(
     Ok(())
 }
 
-/// The provider's manager Deployments (their indexes), which `manager` and `deployment` change: the one
-/// Deployment of the components, or of several those named `*-controller-manager` (Cluster
-/// API's convention, which cluster-api-operator reads the same way: Cluster API Provider
-/// Azure ships Azure Service Operator's Deployment beside its own); all of them when none is.
-fn manager_deployments(objects: &[Value]) -> Vec<usize> {
+/// The provider's manager Deployments (their indexes), which `manager` and `deployment` change,
+/// by cluster-api-operator's rule: the one Deployment of the components, or of several those
+/// named `ca*-controller-manager` (Cluster API Provider Azure ships Azure Service Operator's
+/// `azureserviceoperator-controller-manager` beside its `capz-controller-manager`); else the one
+/// named `*-controller-manager`. `Err` names the Deployments when none of several is the
+/// manager.
+fn manager_deployments(objects: &[Value]) -> Result<Vec<usize>, String> {
     let all: Vec<usize> = (0..objects.len()).filter(|i| objects[*i]["kind"] == "Deployment").collect();
-    let named: Vec<usize> = all
-        .iter()
-        .copied()
-        .filter(|i| {
-            objects[*i]["metadata"]["name"].as_str().is_some_and(|n| n.ends_with("-controller-manager"))
-        })
-        .collect();
-    match (all.len(), named.is_empty()) {
-        (0 | 1, _) | (_, true) => all,
-        _ => named,
+    if all.len() <= 1 {
+        return Ok(all);
+    }
+    let name = |i: &usize| objects[*i]["metadata"]["name"].as_str().unwrap_or_default();
+    let named = |test: &dyn Fn(&str) -> bool| -> Vec<usize> {
+        all.iter().copied().filter(|i| test(name(i))).collect()
+    };
+    let providers = named(&|n| n.starts_with("ca") && n.ends_with("-controller-manager"));
+    if !providers.is_empty() {
+        return Ok(providers);
+    }
+    match named(&|n| n.ends_with("-controller-manager")).as_slice() {
+        [one] => Ok(vec![*one]),
+        _ => Err(format!(
+            "the components have several Deployments ({}) and none is the provider's manager (ca*-controller-manager, or the one *-controller-manager); set them through spec.additionalDeployments by name",
+            all.iter().map(name).collect::<Vec<_>>().join(", ")
+        )),
     }
 }
 
@@ -405,7 +419,7 @@ mod tests {
 
     #[test]
     fn deployment_fields_of_cluster_api_operator_reach_the_manager_deployment_only() {
-        let other = json!({"kind": "Deployment", "metadata": {"name": "azureserviceoperator-controller"},
+        let other = json!({"kind": "Deployment", "metadata": {"name": "azureserviceoperator-controller-manager"},
             "spec": {"template": {"spec": {"containers": [{"name": "manager", "image": "aso:v2", "args": []}]}}}});
         let mut manager = deployment();
         manager["metadata"] = json!({"name": "capz-controller-manager"});
@@ -425,6 +439,24 @@ mod tests {
         );
         let error = customize(&mut [deployment()], &both, "c").unwrap_err();
         assert!(error.contains("image and imageUrl both replace the image"), "{error}");
+    }
+
+    #[test]
+    fn several_deployments_without_a_manager_among_them_are_named_when_settings_are_asked() {
+        let named = |name: &str| {
+            let mut d = deployment();
+            d["metadata"] = json!({"name": name});
+            d
+        };
+        let mut two = vec![named("web"), named("worker")];
+        customize(&mut two, &spec("{}"), "c").unwrap();
+        let error = customize(&mut two, &spec("manager: {verbosity: 3}\n"), "c").unwrap_err();
+        assert!(error.contains("several Deployments (web, worker)"), "{error}");
+        let mut one_manager = vec![named("butler-controller-manager"), named("webhook")];
+        customize(&mut one_manager, &spec("manager: {verbosity: 3}\n"), "c").unwrap();
+        assert!(
+            one_manager[0].to_string().contains("--v=3") && !one_manager[1].to_string().contains("--v=3")
+        );
     }
 
     #[test]

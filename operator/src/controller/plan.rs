@@ -314,11 +314,8 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     if let Err(message) = customize(&mut objects, input.spec, &label) {
         return keep(plan, Reason::InvalidCustomization, message);
     }
-    if let Err(message) = super::patches::apply(&mut objects, input.spec) {
-        return keep(plan, Reason::InvalidCustomization, message);
-    }
-    // cluster-api-operator's additionalManifests: processed as the components, then held to
-    // the same policy below and recorded (so pruned) with them.
+    // cluster-api-operator's additionalManifests: processed as the components, patched as they
+    // are (as there), then held to the same policy below and recorded (so pruned) with them.
     if let Some(text) = input.additional {
         let what = format!("spec.additionalManifests of {label}");
         let options = ComponentsOptions { what: &what, ..options };
@@ -331,6 +328,9 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
                 return keep(plan, Reason::RenderFailed, format!("spec.additionalManifests: {message}"));
             }
         }
+    }
+    if let Err(message) = super::patches::apply(&mut objects, input.spec) {
+        return keep(plan, Reason::InvalidCustomization, message);
     }
     // The target namespace holds the provider object, so it exists; providers may share it, and
     // their components' Namespace labels would fight, so it is left alone.

@@ -248,9 +248,17 @@ async fn additional_manifests_are_applied_with_the_provider_and_pruned_with_it()
     let mut spec: serde_json::Value =
         serde_json::from_str(&upgrade::spec("infrastructure-extra", "v1.0.0")).unwrap();
     spec["additionalManifests"] = json!({"name": "extras"});
+    // Patches reach them too, as in cluster-api-operator.
+    spec["manifestPatches"] =
+        json!(["apiVersion: v1\nkind: ConfigMap\nmetadata: {annotations: {patched: by-merge}}\n"]);
     s.create::<InfrastructureProvider>("extra", &spec.to_string()).await;
     s.wait_for::<InfrastructureProvider>("extra", "installed", |p| is(p, "ProviderInstalled", "True")).await;
     let a = configmaps.get("extra-a").await.unwrap();
+    assert_eq!(
+        a.metadata.annotations.as_ref().unwrap()["patched"],
+        "by-merge",
+        "patched as the components are"
+    );
     assert_eq!(a.data.unwrap()["greeting"], "hello", "processed as the components are");
     assert_eq!(a.metadata.labels.unwrap()["operator.butlerlabs.dev/provider-name"], "extra");
     assert!(configmaps.get_opt("extra-b").await.unwrap().is_some());
@@ -608,5 +616,53 @@ async fn a_kind_that_is_served_after_the_operator_started_is_found_and_nothing_i
     s.cluster.install_own_crd(&crd).await;
     s.wait_for::<InfrastructureProvider>("late", "installed", |p| is(p, "ProviderInstalled", "True")).await;
     assert_eq!(s.deployments("InfrastructureProvider", "late").await.len(), 1);
+    s.stop_operator().await;
+}
+
+/// Cluster API Provider Azure's release holds Azure Service Operator's Deployment
+/// (`azureserviceoperator-controller-manager`, container `manager`) beside its own: the
+/// provider's manager and deployment settings reach its own manager Deployment only, as in
+/// cluster-api-operator (`ca*-controller-manager`), never the other one's image, flags or account.
+#[tokio::test]
+async fn manager_settings_reach_the_providers_own_deployment_and_not_another_in_its_release() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let mut s = Scenario::new("two-managers").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let aso = "---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: azureserviceoperator-controller-manager
+  namespace: capz-system
+spec:
+  replicas: 1
+  selector: {matchLabels: {control-plane: aso}}
+  template:
+    metadata: {labels: {control-plane: aso}}
+    spec:
+      serviceAccountName: capz-manager
+      containers:
+      - name: manager
+        image: mcr.microsoft.com/k8s/azureserviceoperator:v2.9.0
+        args: [--enable-leader-election]
+";
+    let release = format!("{}{aso}", components("capz", "v1.0.0", &[]));
+    publish(&s, "infrastructure-azure", "infrastructure-components.yaml", "v1.0.0", &release).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &upgrade::spec("butler", "v1.0.0")).await;
+    let mut spec: serde_json::Value =
+        serde_json::from_str(&upgrade::spec("infrastructure-azure", "v1.0.0")).unwrap();
+    spec["manager"] = json!({"verbosity": 4});
+    spec["deployment"] = json!({"containers": [{"name": "manager", "imageUrl": "mirror.local/capz:v1.0.0"}]});
+    s.create::<InfrastructureProvider>("azure", &spec.to_string()).await;
+    s.wait_for::<InfrastructureProvider>("azure", "installed", |p| is(p, "ProviderInstalled", "True")).await;
+    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+    let container = |d: Deployment| d.spec.unwrap().template.spec.unwrap().containers[0].clone();
+    let own = container(deployments.get("capz-controller-manager").await.unwrap());
+    assert_eq!(own.image.as_deref(), Some("mirror.local/capz:v1.0.0"));
+    assert!(own.args.unwrap_or_default().contains(&"--v=4".to_string()));
+    let other = container(deployments.get("azureserviceoperator-controller-manager").await.unwrap());
+    assert_eq!(other.image.as_deref(), Some("mcr.microsoft.com/k8s/azureserviceoperator:v2.9.0"));
+    assert_eq!(other.args.unwrap_or_default(), ["--enable-leader-election"], "left as the release has it");
     s.stop_operator().await;
 }
