@@ -213,6 +213,12 @@ struct MigrateFlags {
     /// the copies. Without it such a provider stops the move.
     #[arg(long)]
     copy_secrets: bool,
+    /// Convert cluster-api-operator's provider objects in these files (as kept in Git) into
+    /// this operator's, printed on stdout with the files' other documents as they are, without
+    /// a cluster; what changed and what is left behind goes to stderr (repeat for more files,
+    /// `-` for stdin).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dry_run", "namespace", "old_operator"])]
+    from_file: Vec<PathBuf>,
     /// How long each step may take, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     timeout: u64,
@@ -280,9 +286,9 @@ struct InitFlags {
     /// Print what would be applied (Secret values masked) and apply nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Write the whole set (the operator's manifest, the config Secrets with their values, the
-    /// provider objects) to this file (`-` for stdout) for Flux or Argo CD, instead of applying
-    /// it; no cluster is read.
+    /// Write the whole set (the operator's manifest, the provider objects naming their config
+    /// Secrets) to this file (`-` for stdout) for Flux or Argo CD, instead of applying it; no
+    /// cluster is read. The Secrets' values stay out: which to create is said on stderr.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["dry_run", "wait_providers"])]
     output: Option<PathBuf>,
     #[command(flatten)]
@@ -670,6 +676,21 @@ async fn delete(f: DeleteFlags) -> Result<cli::Output, cli::GenerateError> {
 }
 
 async fn migrate(f: MigrateFlags) -> Result<cli::Output, cli::GenerateError> {
+    if !f.from_file.is_empty() {
+        let mut files = Vec::new();
+        for path in &f.from_file {
+            let text = match path.to_str() {
+                Some("-") => std::io::read_to_string(std::io::stdin()),
+                _ => std::fs::read_to_string(path),
+            }
+            .map_err(|e| cli::GenerateError::Usage(format!("cannot read {}: {e}", path.display())))?;
+            files.push((path.display().to_string(), text));
+        }
+        let converted = cli::migrate::files::convert(&files).map_err(cli::GenerateError::Usage)?;
+        let mut stderr = converted.report;
+        stderr.push(format!("{} provider objects converted", converted.providers));
+        return Ok(cli::Output { stdout: converted.yaml, stderr });
+    }
     let old_operator = match f.old_operator.as_deref() {
         None => None,
         Some(text) => match text.split_once('/') {
@@ -743,10 +764,12 @@ async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError> {
         };
         let plan = cli::init::plan(&args, &config, false).await?;
         let yaml = plan.to_gitops_yaml();
-        let secrets = plan.objects.iter().any(|o| o["kind"] == "Secret");
-        let warning = secrets
-            .then(|| "the set holds the config Secrets' values: encrypt them (SOPS, Sealed Secrets) before committing it".to_string());
-        let warning: Vec<String> = warning.into_iter().collect();
+        let secrets = plan.secrets_to_create();
+        let mut warning = Vec::new();
+        if !secrets.is_empty() {
+            warning.push("the set names these config Secrets but holds none of their values (they do not belong in Git); create each in the cluster (kubectl create secret generic NAME -n NAMESPACE --from-literal=KEY=VALUE ...), or commit it encrypted (SOPS, Sealed Secrets):".to_string());
+            warning.extend(secrets.iter().map(|s| format!("  Secret {s}")));
+        }
         if output.as_os_str() == "-" {
             return Ok(cli::Output { stdout: yaml, stderr: warning });
         }

@@ -64,9 +64,30 @@ const SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
 const SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
 
 impl InitPlan {
-    /// The whole set for a GitOps tool to apply as it is (Secret values included): the
-    /// operator's manifest, the config Secrets and the provider objects, in apply order and
-    /// with the sync waves of Argo CD (Flux applies CRDs and Namespaces first by itself).
+    /// The config Secrets the provider objects name, each as `namespace/name` with its keys
+    /// (never its values): what the GitOps set leaves out, for the user to create.
+    pub fn secrets_to_create(&self) -> Vec<String> {
+        self.objects
+            .iter()
+            .filter(|o| o["kind"] == "Secret")
+            .map(|o| {
+                let keys: Vec<&str> =
+                    o["stringData"].as_object().into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+                format!(
+                    "{}/{} with the keys {}",
+                    o["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    o["metadata"]["name"].as_str().unwrap_or_default(),
+                    keys.join(", ")
+                )
+            })
+            .collect()
+    }
+
+    /// The whole set for a GitOps tool to apply as it is: the operator's manifest and the
+    /// provider objects, in apply order and with the sync waves of Argo CD (Flux applies CRDs
+    /// and Namespaces first by itself). The config Secrets are left out (their values do not
+    /// belong in Git): the provider objects name them, [`InitPlan::secrets_to_create`] lists
+    /// them.
     pub fn to_gitops_yaml(&self) -> String {
         let wave = |o: &Value| match (o["kind"].as_str(), o["apiVersion"].as_str()) {
             (Some("CoreProvider"), _) | (Some("Secret"), _) => "1",
@@ -75,7 +96,7 @@ impl InitPlan {
         };
         self.operator
             .iter()
-            .chain(&self.objects)
+            .chain(self.objects.iter().filter(|o| o["kind"] != "Secret"))
             .map(|o| {
                 let mut shown = o.clone();
                 shown["metadata"]["annotations"][SYNC_WAVE] = json!(wave(o));
@@ -256,4 +277,35 @@ pub async fn apply(
         }
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gitops_set_names_the_config_secrets_and_holds_none_of_their_values() {
+        let plan = InitPlan {
+            operator: Vec::new(),
+            objects: vec![
+                providers_namespace("capa-system"),
+                json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": "infrastructure-aws-variables", "namespace": "capa-system"},
+                    "stringData": {"AWS_REGION": "eu-west-1", "AWS_B64ENCODED_CREDENTIALS": "c2VjcmV0"}}),
+                json!({"apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": "InfrastructureProvider",
+                    "metadata": {"name": "aws", "namespace": "capa-system"},
+                    "spec": {"configSecret": {"name": "infrastructure-aws-variables"}}}),
+            ],
+        };
+        let yaml = plan.to_gitops_yaml();
+        assert!(
+            !yaml.contains("c2VjcmV0") && !yaml.contains("eu-west-1") && !yaml.contains("kind: Secret"),
+            "{yaml}"
+        );
+        assert!(yaml.contains("name: infrastructure-aws-variables"), "the provider names it");
+        assert_eq!(
+            plan.secrets_to_create(),
+            ["capa-system/infrastructure-aws-variables with the keys AWS_B64ENCODED_CREDENTIALS, AWS_REGION"]
+        );
+    }
 }

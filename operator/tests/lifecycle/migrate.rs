@@ -570,3 +570,50 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
         1
     );
 }
+
+/// GitOps users keep cluster-api-operator's provider objects in Git: `migrate --from-file`
+/// converts each file of the shapes its users write (its quick starts, chart, e2e fixtures,
+/// v1alpha1 objects; `tests/capi-operator-objects/`) without a cluster, and every
+/// object it writes is one this operator's CRDs take (created as a dry run, in the scenario's
+/// namespace, so nothing is left and no other namespace is touched).
+#[tokio::test]
+async fn every_provider_object_of_their_users_files_is_taken_after_from_file() {
+    let s = Scenario::new("from-file").await;
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/capi-operator-objects");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&folder).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            files.push((
+                path.file_name().unwrap().to_string_lossy().to_string(),
+                std::fs::read_to_string(&path).unwrap(),
+            ));
+        }
+    }
+    files.sort();
+    let theirs: usize =
+        files.iter().map(|(_, text)| text.matches("apiVersion: operator.cluster.x-k8s.io/").count()).sum();
+    let converted = migrate::files::convert(&files).unwrap();
+    println!("{}", converted.report.join("\n"));
+    assert_eq!(converted.providers, theirs, "every one of their {theirs} provider objects is converted");
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&converted.yaml).unwrap();
+    let mut taken = 0;
+    for mut document in
+        documents.into_iter().filter(|d| d["apiVersion"] == "operator.butlerlabs.dev/v1alpha1")
+    {
+        let kind = document["kind"].as_str().unwrap().to_string();
+        let name = document["metadata"]["name"].as_str().unwrap().to_string();
+        document["metadata"]["namespace"] = json!(s.namespace);
+        let resource =
+            <butler_operator::api::ProviderKind as butler_operator::api::KindNames>::from_kind(&kind)
+                .map(butler_operator::api::KindNames::api_resource)
+                .unwrap_or_else(|| panic!("{kind} is a kind of this operator"));
+        let api: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), &s.namespace, &resource);
+        let object: DynamicObject = serde_json::from_value(document).unwrap();
+        let params = PostParams { dry_run: true, ..Default::default() };
+        api.create(&params, &object).await.unwrap_or_else(|e| panic!("{kind} {name} is refused: {e}"));
+        taken += 1;
+    }
+    println!("{taken} of their {theirs} provider objects taken after migrate --from-file");
+    assert_eq!(taken, theirs);
+}

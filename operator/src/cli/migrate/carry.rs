@@ -37,6 +37,13 @@ impl OldProvider {
     pub fn mark(&self) -> String {
         format!("{} {} {}/{} {}", self.api_version, self.kind, self.namespace, self.name, self.uid)
     }
+
+    /// The value of [`MIGRATED_FROM`] for what `migrate --from-file` converted from a file of
+    /// this object: its kind, namespace and name (a file has no UID, and may be of another
+    /// version of the API).
+    pub fn file_mark(&self) -> String {
+        format!("{} {}/{}", self.kind, self.namespace, self.name)
+    }
 }
 
 /// What becomes of one old provider object.

@@ -7,6 +7,7 @@
 //! after an interruption, or a second run, goes on from where things stand.
 
 pub mod carry;
+pub mod files;
 pub mod secrets;
 pub mod webhooks;
 
@@ -79,9 +80,14 @@ pub async fn migrate(
         let made = match &carried.object {
             Some(object) => match existing(client, object).await? {
                 None => false,
+                // Made by an earlier run, or converted from a file of it (migrate --from-file).
                 Some(found)
-                    if found.metadata.annotations.as_ref().and_then(|a| a.get(MIGRATED_FROM))
-                        == Some(&old.mark()) =>
+                    if found
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(MIGRATED_FROM))
+                        .is_some_and(|mark| *mark == old.mark() || *mark == old.file_mark()) =>
                 {
                     true
                 }
