@@ -146,6 +146,7 @@ async fn old_install(
     owner: Option<&DynamicObject>,
     args: &[&str],
     greeting: &str,
+    images: &ImageOverrides,
 ) {
     let what = format!("{label} v1.0.0");
     let variables = |name: &str| (name == "GREETING").then(|| greeting.to_string());
@@ -153,7 +154,7 @@ async fn old_install(
         what: &what,
         provider_label: label,
         target_namespace: Some(&s.namespace),
-        images: &ImageOverrides::default(),
+        images,
         variables: &variables,
     };
     let objects = process_components(components, &options).unwrap().objects().unwrap();
@@ -298,7 +299,15 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
                "manager": {"featureGates": {"MachinePool": true}}}),
     )
     .await;
-    old_install(&s, "cluster-api", &core_release, Some(&core), &[], "hello").await;
+    // Its own clusterctl.yaml, mounted into its pod, moves every provider's images to a mirror.
+    let clusterctl = "images:\n  all:\n    repository: mirror.local/capi\n";
+    let mirrored: ImageOverrides = serde_saphyr::from_str("all:\n  repository: mirror.local/capi\n").unwrap();
+    let config: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "capi-operator-clusterctl", "namespace": ns},
+        "data": {"clusterctl": clusterctl}}))
+    .unwrap();
+    Api::namespaced(s.client.clone(), &ns).create(&PostParams::default(), &config).await.unwrap();
+    old_install(&s, "cluster-api", &core_release, Some(&core), &[], "hello", &mirrored).await;
     old_install(
         &s,
         "infrastructure-widget",
@@ -306,6 +315,7 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
         Some(&infra),
         &["--feature-gates=MachinePool=true"],
         "hi",
+        &mirrored,
     )
     .await;
     let old_operator: Deployment = serde_json::from_value(json!({
@@ -315,7 +325,10 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
         "spec": {"replicas": 1,
                  "selector": {"matchLabels": {"clusterctl.cluster.x-k8s.io/core": "capi-operator"}},
                  "template": {"metadata": {"labels": {"clusterctl.cluster.x-k8s.io/core": "capi-operator"}},
-                              "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0"}]}}},
+                              "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0",
+                                                       "volumeMounts": [{"name": "clusterctl", "mountPath": "/config"}]}],
+                                       "volumes": [{"name": "clusterctl", "configMap": {"name": "capi-operator-clusterctl",
+                                           "items": [{"key": "clusterctl", "path": "clusterctl.yaml"}]}}]}}},
     }))
     .unwrap();
     let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &ns);
@@ -376,6 +389,11 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     );
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(s.client.clone(), &ns);
     assert!(secrets.get_opt("widget-variables").await.unwrap().is_none(), "the dry run copies nothing");
+    assert!(
+        plan.contains(&format!("Secret {ns}/cluster-api-images: make it with the image overrides of ConfigMap {ns}/capi-operator-clusterctl"))
+            && plan.contains(&format!("Secret {ns}/widget-variables: add the key images")),
+        "{plan}"
+    );
     assert!(!namespace_labels(&s).await.contains_key(NAMESPACE_LABEL), "the dry run labels nothing");
     assert_eq!(
         deployments.get("capi-operator-cluster-api-operator").await.unwrap().spec.unwrap().replicas,
@@ -455,7 +473,8 @@ async fn what_cluster_api_operator_installed_is_taken_over_in_place_and_outlives
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &text).await;
     let spec = json!({"version": "v1.0.0"});
     let old = old_provider(&s, "InfrastructureProvider", "widget", spec).await;
-    old_install(&s, "infrastructure-widget", &text, Some(&old), &[], "hello").await;
+    old_install(&s, "infrastructure-widget", &text, Some(&old), &[], "hello", &ImageOverrides::default())
+        .await;
     // But something else owns its ServiceAccount too.
     let accounts: Api<DynamicObject> = Api::namespaced_with(
         s.client.clone(),

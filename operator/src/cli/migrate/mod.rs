@@ -8,6 +8,7 @@
 
 pub mod carry;
 pub mod files;
+pub mod images;
 pub mod secrets;
 pub mod webhooks;
 
@@ -123,6 +124,19 @@ pub async fn migrate(
         }
         steps.push(Step { old, carried, made });
     }
+    // cluster-api-operator's own image overrides, which it applied to every provider.
+    let mounted = match &operator {
+        Some(deployment) => images::mounted(client, deployment).await?,
+        None => None,
+    };
+    let mut image_carries = Vec::new();
+    if let Some(mounted) = &mounted {
+        for step in steps.iter_mut().filter(|s| s.carried.object.is_some()) {
+            let carry = carry_images(client, step, &copies).await?;
+            report.push(carry.describe(&mounted.source));
+            image_carries.push(carry);
+        }
+    }
     let targets = steps.iter().filter(|s| s.carried.object.is_some()).map(|s| s.old.namespace.as_str());
     let (labels, unhonoured) = match super::honoured::operators(client).await {
         Some(operators) => to_label(&operators, targets),
@@ -203,6 +217,12 @@ pub async fn migrate(
     for copy in &copies {
         progress(&format!("{}...", copy.describe()));
         secrets::make(client, copy).await?;
+    }
+    if let Some(mounted) = &mounted {
+        for carry in &image_carries {
+            progress(&format!("{}...", carry.describe(&mounted.source)));
+            carry.make(client, mounted).await?;
+        }
     }
     let mut done = Vec::new();
     for step in steps.iter().filter(|s| s.carried.object.is_some()) {
@@ -316,6 +336,47 @@ fn secret_elsewhere(old: &OldProvider, copy: &secrets::Copy) -> String {
         copy.name,
         old.namespace
     )
+}
+
+/// Where a provider's image overrides go: its config Secret (a copy being made counts with the
+/// keys of its source), else a Secret of its own that the carried-over object then names.
+async fn carry_images(
+    client: &kube::Client,
+    step: &mut Step,
+    copies: &[secrets::Copy],
+) -> Result<images::Carry, String> {
+    let namespace = step.old.namespace.clone();
+    let label = ProviderKind::from_kind(&step.old.kind).map(|k| k.label(&step.old.name)).unwrap_or_default();
+    let named = step
+        .carried
+        .object
+        .as_ref()
+        .and_then(|o| o.pointer("/spec/configSecret/name"))
+        .and_then(Value::as_str)
+        .map(String::from);
+    let Some(name) = named else {
+        let carry = images::plan(&namespace, &label, None);
+        if let (images::Carry::NewSecret { name, .. }, Some(object)) = (&carry, step.carried.object.as_mut())
+        {
+            object["spec"]["configSecret"] = json!({"name": name});
+            step.carried.notes.push(format!(
+                "spec.configSecret: {name}, a Secret made to hold cluster-api-operator's image overrides"
+            ));
+        }
+        return Ok(carry);
+    };
+    let (read_namespace, read_name) = match copies.iter().find(|c| c.into == namespace && c.name == name) {
+        Some(copy) => (copy.namespace.clone(), copy.name.clone()),
+        None => (namespace.clone(), name.clone()),
+    };
+    let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &read_namespace)
+        .get_opt(&read_name)
+        .await
+        .map_err(|e| {
+            format!("reading Secret {read_namespace}/{read_name}: {}", butler_runtime::error::describe(&e))
+        })?;
+    let keys = secret.map(|s| s.data.unwrap_or_default().into_keys().collect());
+    Ok(images::plan(&namespace, &label, Some((&name, keys))))
 }
 
 /// The carried-over object reads the copy of its config Secret, in its own namespace.

@@ -1,0 +1,222 @@
+//! The image overrides of cluster-api-operator's own clusterctl.yaml (mounted into its pod, at
+//! `/config/clusterctl.yaml` as its chart does), which it applied to every provider: without
+//! them the carried-over providers would render other images, restart, and in an air-gapped
+//! cluster pull from where it cannot reach. Here each provider carries them in its config
+//! Secret's `images` key (the same `images:` YAML), added to its Secret or in a Secret of its
+//! own; a Secret that has an `images` key already keeps it.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::controller::config::IMAGES_KEY;
+
+/// The file cluster-api-operator reads its clusterctl config from.
+const CONFIG_FILE: &str = "clusterctl.yaml";
+
+/// The label on a Secret migrate made to hold a provider's image overrides.
+pub const IMAGES_FROM: &str = "operator.butlerlabs.dev/images-from";
+
+/// The `images:` of the clusterctl.yaml mounted into cluster-api-operator's pod, and where it
+/// was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mounted {
+    /// `ConfigMap {namespace}/{name}` (or Secret).
+    pub source: String,
+    /// The `images:` section, as YAML.
+    pub images: String,
+}
+
+/// Where the mounted clusterctl.yaml comes from: (`ConfigMap` or `Secret`, name, key), from the
+/// pod's volumes and mounts.
+fn config_volume(deployment: &Deployment) -> Option<(&'static str, String, String)> {
+    let pod = deployment.spec.as_ref()?.template.spec.as_ref()?;
+    let mounted: Vec<(String, Option<String>)> = pod
+        .containers
+        .iter()
+        .flat_map(|c| c.volume_mounts.iter().flatten())
+        .filter(|m| m.mount_path == "/config" || m.mount_path.ends_with(&format!("/{CONFIG_FILE}")))
+        .map(|m| (m.name.clone(), m.sub_path.clone().filter(|s| !s.is_empty())))
+        .collect();
+    for volume in pod.volumes.iter().flatten() {
+        let Some((_, sub_path)) = mounted.iter().find(|(name, _)| *name == volume.name) else { continue };
+        // The key: the item projected to clusterctl.yaml, else the subPath, else the file name.
+        let key = |items: Option<&Vec<k8s_openapi::api::core::v1::KeyToPath>>| {
+            items
+                .and_then(|items| items.iter().find(|i| i.path == CONFIG_FILE).map(|i| i.key.clone()))
+                .or_else(|| sub_path.clone())
+                .unwrap_or_else(|| CONFIG_FILE.to_string())
+        };
+        if let Some(source) = &volume.config_map {
+            return Some(("ConfigMap", source.name.clone(), key(source.items.as_ref())));
+        }
+        if let Some(source) = &volume.secret {
+            return Some(("Secret", source.secret_name.clone()?, key(source.items.as_ref())));
+        }
+    }
+    None
+}
+
+/// The `images:` section of a clusterctl.yaml, as YAML; `None` when it has none.
+fn images_of(text: &str) -> Result<Option<String>, String> {
+    let config: Value = serde_saphyr::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+    match config.get("images").filter(|i| i.as_object().is_some_and(|m| !m.is_empty())) {
+        Some(images) => serde_saphyr::to_string(images).map(Some).map_err(|e| e.to_string()),
+        None => Ok(None),
+    }
+}
+
+/// The image overrides of cluster-api-operator's mounted clusterctl.yaml, if it has any.
+pub async fn mounted(client: &kube::Client, deployment: &Deployment) -> Result<Option<Mounted>, String> {
+    let Some((kind, name, key)) = config_volume(deployment) else { return Ok(None) };
+    let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
+    let source = format!("{kind} {namespace}/{name}");
+    let failed = |e: kube::Error| {
+        format!(
+            "reading {source}, cluster-api-operator's clusterctl.yaml: {}",
+            butler_runtime::error::describe(&e)
+        )
+    };
+    let text = match kind {
+        "ConfigMap" => Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+            .get_opt(&name)
+            .await
+            .map_err(failed)?
+            .and_then(|c| c.data.and_then(|mut d| d.remove(&key))),
+        _ => Api::<Secret>::namespaced(client.clone(), &namespace)
+            .get_opt(&name)
+            .await
+            .map_err(failed)?
+            .and_then(|s| s.data.and_then(|mut d| d.remove(&key)))
+            .and_then(|b| String::from_utf8(b.0).ok()),
+    };
+    let Some(text) = text else { return Ok(None) };
+    let images = images_of(&text).map_err(|e| format!("{source}, key {key}: {e}"))?;
+    Ok(images.map(|images| Mounted { source, images }))
+}
+
+/// What becomes of one provider's image overrides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Carry {
+    /// Its config Secret gets the `images` key.
+    AddKey { namespace: String, name: String },
+    /// Its config Secret has an `images` key already: it stays.
+    Keep { namespace: String, name: String },
+    /// It names no config Secret: one of its own holds them, and it names that.
+    NewSecret { namespace: String, name: String },
+}
+
+impl Carry {
+    /// The line of the report.
+    pub fn describe(&self, source: &str) -> String {
+        match self {
+            Carry::AddKey { namespace, name } => {
+                format!("Secret {namespace}/{name}: add the key images, the image overrides of {source}")
+            }
+            Carry::Keep { namespace, name } => {
+                format!("Secret {namespace}/{name}: keeps its own images key (not the overrides of {source})")
+            }
+            Carry::NewSecret { namespace, name } => {
+                format!(
+                    "Secret {namespace}/{name}: make it with the image overrides of {source}, as the provider's config Secret"
+                )
+            }
+        }
+    }
+
+    /// Writes it.
+    pub async fn make(&self, client: &kube::Client, mounted: &Mounted) -> Result<(), String> {
+        let failed = |e: kube::Error| {
+            format!("{}: {}", self.describe(&mounted.source), butler_runtime::error::describe(&e))
+        };
+        let params = PostParams { field_manager: Some("butlerctl".into()), ..Default::default() };
+        match self {
+            Carry::Keep { .. } => Ok(()),
+            Carry::AddKey { namespace, name } => {
+                let patch = json!({"data": {IMAGES_KEY: k8s_openapi::ByteString(mounted.images.clone().into_bytes())}});
+                Api::<Secret>::namespaced(client.clone(), namespace)
+                    .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map(|_| ())
+                    .map_err(failed)
+            }
+            Carry::NewSecret { namespace, name } => {
+                let api = Api::<Secret>::namespaced(client.clone(), namespace);
+                if api.get_opt(name).await.map_err(failed)?.is_some() {
+                    return Ok(());
+                }
+                let secret: Secret = serde_json::from_value(json!({
+                    "metadata": {"name": name, "namespace": namespace,
+                                 "labels": {IMAGES_FROM: mounted.source.replace([' ', '/'], ".")}},
+                    "type": "Opaque",
+                    "stringData": {IMAGES_KEY: mounted.images},
+                }))
+                .map_err(|e| e.to_string())?;
+                api.create(&params, &secret).await.map(|_| ()).map_err(failed)
+            }
+        }
+    }
+}
+
+/// What to do for a provider whose carried-over object names `secret` (in `namespace`, holding
+/// the keys `keys` when it exists), or none.
+pub fn plan(namespace: &str, label: &str, secret: Option<(&str, Option<Vec<String>>)>) -> Carry {
+    match secret {
+        Some((name, Some(keys))) if keys.iter().any(|k| k == IMAGES_KEY) => {
+            Carry::Keep { namespace: namespace.into(), name: name.into() }
+        }
+        Some((name, _)) => Carry::AddKey { namespace: namespace.into(), name: name.into() },
+        None => Carry::NewSecret { namespace: namespace.into(), name: format!("{label}-images") },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mounted_config_is_found_by_its_volume_and_its_images_read() {
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "capi-operator-cluster-api-operator", "namespace": "capi-operator-system"},
+            "spec": {"selector": {}, "template": {"spec": {
+                "containers": [{"name": "manager", "volumeMounts": [{"name": "cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs"},
+                                                                     {"name": "clusterctl", "mountPath": "/config"}]}],
+                "volumes": [{"name": "cert", "secret": {"secretName": "capi-operator-webhook-service-cert"}},
+                            {"name": "clusterctl", "configMap": {"name": "clusterctl-config", "items": [{"key": "clusterctl", "path": "clusterctl.yaml"}]}}],
+            }}},
+        }))
+        .unwrap();
+        assert_eq!(
+            config_volume(&deployment),
+            Some(("ConfigMap", "clusterctl-config".into(), "clusterctl".into()))
+        );
+        let images =
+            images_of("providers: []\nimages:\n  all: {repository: mirror.local/capi}\n").unwrap().unwrap();
+        let parsed: butler_repository::ImageOverrides = serde_saphyr::from_str(&images).unwrap();
+        assert_eq!(
+            parsed
+                .apply("cluster-api", "registry.k8s.io/cluster-api/cluster-api-controller:v1.10.4")
+                .unwrap(),
+            "mirror.local/capi/cluster-api-controller:v1.10.4"
+        );
+        assert_eq!(images_of("providers: []\n").unwrap(), None);
+    }
+
+    #[test]
+    fn each_provider_gets_the_overrides_in_its_config_secret_or_one_of_its_own() {
+        let keys = |k: &[&str]| Some(k.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            plan("capa-system", "infrastructure-aws", Some(("aws-variables", keys(&["AWS_REGION"])))),
+            Carry::AddKey { namespace: "capa-system".into(), name: "aws-variables".into() }
+        );
+        assert_eq!(
+            plan("capa-system", "infrastructure-aws", Some(("aws-variables", keys(&["images"])))),
+            Carry::Keep { namespace: "capa-system".into(), name: "aws-variables".into() }
+        );
+        assert_eq!(
+            plan("capi-system", "cluster-api", None),
+            Carry::NewSecret { namespace: "capi-system".into(), name: "cluster-api-images".into() }
+        );
+    }
+}
