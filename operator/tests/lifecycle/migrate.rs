@@ -271,7 +271,15 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     let ns = s.namespace.clone();
     let core_release = release("capi", &ns, true);
     let infra_release = release("widget", &ns, false);
-    publish(&s, "cluster-api", "core-components.yaml", "v1.0.0", &core_release).await;
+    // The core came from the network: what cluster-api-operator cached of it is all there is
+    // here (the scenarios reach no network).
+    let cached: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "core-cluster-api-v1.0.0", "namespace": ns,
+                     "labels": {"managed-by.operator.cluster.x-k8s.io": "true", "provider.cluster.x-k8s.io/name": "cluster-api",
+                                "provider.cluster.x-k8s.io/type": "core", "provider.cluster.x-k8s.io/version": "v1.0.0"}},
+        "data": {"metadata": fixtures::METADATA, "components": core_release}}))
+    .unwrap();
+    Api::namespaced(s.client.clone(), &ns).create(&PostParams::default(), &cached).await.unwrap();
     publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &infra_release).await;
     // Its config Secret where cluster-api-operator's chart puts them: another namespace.
     let secrets_ns = s.cluster.namespace("capi-secrets").await;
@@ -283,13 +291,7 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     // cluster-api-operator's objects, and what it installed.
     let selector =
         |label: &str| json!({"selector": {"matchLabels": {"butler.butlerlabs.dev/provider": label}}});
-    let core = old_provider(
-        &s,
-        "CoreProvider",
-        "cluster-api",
-        json!({"version": "v1.0.0", "fetchConfig": selector("cluster-api")}),
-    )
-    .await;
+    let core = old_provider(&s, "CoreProvider", "cluster-api", json!({"version": "v1.0.0"})).await;
     let infra = old_provider(
         &s,
         "InfrastructureProvider",
@@ -378,6 +380,12 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     );
     assert!(plan.contains(&format!("InfrastructureProvider {ns}/widget v1.0.0: carry over")), "{plan}");
     assert!(plan.contains("dry run: nothing was changed"), "{plan}");
+    assert!(
+        plan.contains(&format!(
+            "spec.fetchConfig.selector: reads v1.0.0 from ConfigMap {ns}/core-cluster-api-v1.0.0"
+        )),
+        "{plan}"
+    );
     assert!(
         plan.contains(&format!("ValidatingWebhookConfiguration {ns}-capi-operator-validating-webhook-configuration: its webhooks vcoreprovider.operator.cluster.x-k8s.io, vinfrastructureprovider.operator.cluster.x-k8s.io on its own kinds fail closed")),
         "{plan}"

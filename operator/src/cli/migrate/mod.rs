@@ -6,6 +6,7 @@
 //! finalizer and orphaning its dependents. Every step is read back from the cluster, so a run
 //! after an interruption, or a second run, goes on from where things stand.
 
+pub mod cached;
 pub mod carry;
 pub mod files;
 pub mod images;
@@ -113,6 +114,9 @@ pub async fn migrate(
             }
         };
         let mut carried = carried;
+        if !made && old.object["spec"].get("fetchConfig").is_none() {
+            use_cached_release(client, &old, &mut carried).await?;
+        }
         if let Some(copy) = secrets::elsewhere(&old.object["spec"], &old.namespace) {
             match options.copy_secrets {
                 true => {
@@ -336,6 +340,36 @@ fn secret_elsewhere(old: &OldProvider, copy: &secrets::Copy) -> String {
         copy.name,
         old.namespace
     )
+}
+
+/// A provider that cluster-api-operator fetched from the network (no `fetchConfig`) reads the
+/// release it cached of the version that runs, when it did.
+async fn use_cached_release(
+    client: &kube::Client,
+    old: &OldProvider,
+    carried: &mut Carried,
+) -> Result<(), String> {
+    let Some(version) = carried.version.clone() else { return Ok(()) };
+    let Some((fetch, configmap)) = cached::find(client, &old.namespace, &old.name, &version).await? else {
+        return Ok(());
+    };
+    let Some(object) = carried.object.as_mut() else { return Ok(()) };
+    let url = object.pointer("/spec/fetchConfig/url").and_then(Value::as_str).map(String::from);
+    object["spec"]["fetchConfig"] = fetch;
+    let kind = ProviderKind::from_kind(&old.kind);
+    let follow = url
+        .or_else(|| {
+            kind.and_then(|k| butler_repository::ClusterctlConfig::default().provider(k, &old.name).ok())
+                .map(|p| p.url)
+        })
+        .map(|url| format!("; to follow new releases, set spec.fetchConfig to {{url: {url}}}"))
+        .unwrap_or_default();
+    carried.notes.retain(|n| !n.starts_with("spec.fetchConfig.url set to"));
+    carried.notes.push(format!(
+        "spec.fetchConfig.selector: reads {version} from ConfigMap {}/{configmap}, the release cluster-api-operator cached (no network needed){follow}",
+        old.namespace
+    ));
+    Ok(())
 }
 
 /// Where a provider's image overrides go: its config Secret (a copy being made counts with the
