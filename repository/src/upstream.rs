@@ -1,5 +1,6 @@
 //! clusterctl's built-in list of public Cluster API providers (the `defaults` of its providers
-//! client), so that a provider named as clusterctl and cluster-api-operator users name it
+//! client, as clusterctl v1.14 lists them with `clusterctl config repositories`, and the few it
+//! listed before), so that a provider named as clusterctl and cluster-api-operator users name it
 //! (`kubeadm`, `vsphere`, `metal3`, ...) is found here too. Where Butler's embedded repository
 //! has the name (`aws`, `azure`, `gcp`, `nutanix`, `proxmox`), Butler's wins: the upstream one
 //! is reached with its URL (`fetchConfig.url`, or `providers:` of the config file).
@@ -274,6 +275,80 @@ const UPSTREAM: &[(&str, ProviderType, &str, &str)] = &[
     ),
     ("helm", ProviderType::Addon, "kubernetes-sigs/cluster-api-addon-provider-helm", "addon-components.yaml"),
     (
+        "canonical-kubernetes",
+        ProviderType::Bootstrap,
+        "canonical/cluster-api-k8s",
+        "bootstrap-components.yaml",
+    ),
+    (
+        "canonical-kubernetes",
+        ProviderType::ControlPlane,
+        "canonical/cluster-api-k8s",
+        "control-plane-components.yaml",
+    ),
+    (
+        "hosted-control-plane",
+        ProviderType::ControlPlane,
+        "teutonet/cluster-api-provider-hosted-control-plane",
+        "control-plane-components.yaml",
+    ),
+    (
+        "cloudscale-ch-cloudscale",
+        ProviderType::Infrastructure,
+        "cloudscale-ch/cluster-api-provider-cloudscale",
+        "infrastructure-components.yaml",
+    ),
+    (
+        "harvester-harvester",
+        ProviderType::Infrastructure,
+        "rancher-sandbox/cluster-api-provider-harvester",
+        "infrastructure-components.yaml",
+    ),
+    (
+        "huawei",
+        ProviderType::Infrastructure,
+        "HuaweiCloudDeveloper/cluster-api-provider-huawei",
+        "infrastructure-components.yaml",
+    ),
+    (
+        "kubeswift-io",
+        ProviderType::Infrastructure,
+        "kubeswift-io/cluster-api-provider-kubeswift",
+        "infrastructure-components.yaml",
+    ),
+    (
+        "metal-stack",
+        ProviderType::Infrastructure,
+        "metal-stack/cluster-api-provider-metal-stack",
+        "infrastructure-components.yaml",
+    ),
+    (
+        "opennebula",
+        ProviderType::Infrastructure,
+        "OpenNebula/cluster-api-provider-opennebula",
+        "infrastructure-components.yaml",
+    ),
+    (
+        "oxide",
+        ProviderType::Infrastructure,
+        "oxidecomputer/cluster-api-provider-oxide",
+        "infrastructure-components.yaml",
+    ),
+    (
+        "scaleway",
+        ProviderType::Infrastructure,
+        "scaleway/cluster-api-provider-scaleway",
+        "infrastructure-components.yaml",
+    ),
+    ("metal3", ProviderType::Ipam, "metal3-io/ip-address-manager", "ipam-components.yaml"),
+    ("eitco-cdk8s", ProviderType::Addon, "eitco/cluster-api-addon-provider-cdk8s", "addon-components.yaml"),
+    (
+        "rancher-fleet",
+        ProviderType::Addon,
+        "rancher/cluster-api-addon-provider-fleet",
+        "addon-components.yaml",
+    ),
+    (
         "nutanix",
         ProviderType::RuntimeExtension,
         "nutanix-cloud-native/cluster-api-runtime-extensions-nutanix",
@@ -291,4 +366,48 @@ pub fn upstream_providers() -> Vec<ProviderEntry> {
             url: format!("{GITHUB}/{repository}/releases/latest/{file}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clusterctl_v1_14s_names_are_known_once_each() {
+        let providers = upstream_providers();
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &providers {
+            assert!(seen.insert((p.type_, p.name.clone())), "{} {} is listed twice", p.type_, p.name);
+        }
+        let url = |t: ProviderType, name: &str| {
+            providers.iter().find(|p| p.type_ == t && p.name == name).map(|p| p.url.clone())
+        };
+        for (t, name) in [
+            (ProviderType::Bootstrap, "canonical-kubernetes"),
+            (ProviderType::ControlPlane, "canonical-kubernetes"),
+            (ProviderType::ControlPlane, "hosted-control-plane"),
+            (ProviderType::Infrastructure, "cloudscale-ch-cloudscale"),
+            (ProviderType::Infrastructure, "harvester-harvester"),
+            (ProviderType::Infrastructure, "huawei"),
+            (ProviderType::Infrastructure, "kubeswift-io"),
+            (ProviderType::Infrastructure, "metal-stack"),
+            (ProviderType::Infrastructure, "opennebula"),
+            (ProviderType::Infrastructure, "oxide"),
+            (ProviderType::Infrastructure, "scaleway"),
+            (ProviderType::Ipam, "metal3"),
+            (ProviderType::Addon, "eitco-cdk8s"),
+            (ProviderType::Addon, "rancher-fleet"),
+            (ProviderType::RuntimeExtension, "nutanix"),
+        ] {
+            assert!(url(t, name).is_some(), "{t} {name} is missing");
+        }
+        assert_eq!(
+            url(ProviderType::Ipam, "metal3").unwrap(),
+            "https://github.com/metal3-io/ip-address-manager/releases/latest/ipam-components.yaml"
+        );
+        assert_eq!(
+            url(ProviderType::RuntimeExtension, "nutanix").unwrap(),
+            "https://github.com/nutanix-cloud-native/cluster-api-runtime-extensions-nutanix/releases/latest/runtime-extensions-components.yaml"
+        );
+    }
 }
