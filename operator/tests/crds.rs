@@ -179,24 +179,30 @@ fn spec_has_every_manager_and_deployment_field_of_the_proposal() {
     assert_eq!(keys(status), ["conditions", "contract", "installedVersion", "observedGeneration"]);
 }
 
+/// An in-memory API server named `name` serving the CoreProvider CRD.
+async fn with_the_core_crd(name: &str) -> butler_apiserver::MemoryApiServer {
+    use kube::api::{Api, Patch, PatchParams};
+    use kube::runtime::wait::{await_condition, conditions};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server =
+        butler_apiserver::MemoryApiServer::start_with(butler_apiserver::ServerOptions::named(name)).await;
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(server.client());
+    let crd = providers().into_iter().next().expect("the core provider's CRD");
+    let crd_name = crd.metadata.name.clone().unwrap();
+    crds.patch(&crd_name, &PatchParams::apply("test").force(), &Patch::Apply(&crd)).await.unwrap();
+    await_condition(crds, &crd_name, conditions::is_crd_established()).await.unwrap();
+    server
+}
+
 /// cluster-api-operator's quick starts write a provider with a name alone: the API server takes
 /// it and stores the spec at its defaults, which reads as a provider with no field set.
 #[tokio::test]
 async fn a_provider_without_a_spec_is_taken_at_its_defaults() {
     use butler_operator::api::CoreProvider;
-    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-    use kube::runtime::wait::{await_condition, conditions};
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server =
-        butler_apiserver::MemoryApiServer::start_with(butler_apiserver::ServerOptions::named("no-spec"))
-            .await;
-    let crds: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(server.client());
-    let crd = providers().into_iter().next().expect("the core provider's CRD");
-    let name = crd.metadata.name.clone().unwrap();
-    crds.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&crd)).await.unwrap();
-    await_condition(crds, &name, conditions::is_crd_established()).await.unwrap();
+    use kube::api::{Api, DynamicObject, PostParams};
+    let server = with_the_core_crd("no-spec").await;
     let bare: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": "CoreProvider",
         "metadata": {"name": "cluster-api", "namespace": "default"},
@@ -217,18 +223,8 @@ async fn a_provider_without_a_spec_is_taken_at_its_defaults() {
 #[tokio::test]
 async fn a_cache_sync_timeout_is_taken_in_nanoseconds_or_as_a_duration() {
     use butler_operator::api::CoreProvider;
-    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-    use kube::runtime::wait::{await_condition, conditions};
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server =
-        butler_apiserver::MemoryApiServer::start_with(butler_apiserver::ServerOptions::named("nanos")).await;
-    let crds: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(server.client());
-    let crd = providers().into_iter().next().expect("the core provider's CRD");
-    let name = crd.metadata.name.clone().unwrap();
-    crds.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&crd)).await.unwrap();
-    await_condition(crds, &name, conditions::is_crd_established()).await.unwrap();
+    use kube::api::{Api, DynamicObject, PostParams};
+    let server = with_the_core_crd("nanos").await;
     let resource = kube::api::ApiResource::erase::<CoreProvider>(&());
     let dynamic: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &resource);
     let with = |name: &str, timeout: serde_json::Value| -> DynamicObject {
