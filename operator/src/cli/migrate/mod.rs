@@ -178,10 +178,12 @@ pub async fn migrate(
     for step in &steps {
         report.extend(describe(step));
     }
-    let closed = if steps.iter().any(|s| s.carried.object.is_some()) {
-        webhooks::find(client).await?
-    } else {
-        Vec::new()
+    // Only its own webhooks (calling a Service of its namespace), and only when it is found.
+    let closed = match (&operator, steps.iter().any(|s| s.carried.object.is_some())) {
+        (Some(d), true) => {
+            webhooks::find(client, d.metadata.namespace.as_deref().unwrap_or_default()).await?
+        }
+        _ => Vec::new(),
     };
     report.extend(closed.iter().map(webhooks::Closed::describe));
     report.extend(copies.iter().map(secrets::Copy::describe));

@@ -67,15 +67,17 @@ fn on_old_kinds(webhook: &Value) -> bool {
     })
 }
 
-/// The webhooks of `configuration` that intercept cluster-api-operator's kinds and fail closed
-/// (`Fail`, the default when unset), if any.
-pub fn closed(kind: &'static str, configuration: &Value) -> Option<Closed> {
+/// The webhooks of `configuration` that intercept cluster-api-operator's kinds, fail closed
+/// (`Fail`, the default when unset) and call a Service of `namespace`, its operator's (another
+/// operator's webhooks on that group, elsewhere, are not this one's to change), if any.
+pub fn closed(kind: &'static str, configuration: &Value, namespace: &str) -> Option<Closed> {
     let webhooks: Vec<(usize, String)> = configuration["webhooks"]
         .as_array()
         .into_iter()
         .flatten()
         .enumerate()
         .filter(|(_, w)| on_old_kinds(w) && w["failurePolicy"].as_str().unwrap_or("Fail") == "Fail")
+        .filter(|(_, w)| w["clientConfig"]["service"]["namespace"].as_str() == Some(namespace))
         .map(|(i, w)| (i, w["name"].as_str().unwrap_or_default().to_string()))
         .collect();
     (!webhooks.is_empty()).then(|| Closed {
@@ -87,8 +89,8 @@ pub fn closed(kind: &'static str, configuration: &Value) -> Option<Closed> {
 }
 
 /// Every webhook configuration of the cluster whose webhooks on cluster-api-operator's kinds
-/// fail closed.
-pub async fn find(client: &kube::Client) -> Result<Vec<Closed>, String> {
+/// fail closed and call its Service in `namespace`.
+pub async fn find(client: &kube::Client, namespace: &str) -> Result<Vec<Closed>, String> {
     let reading = |e: kube::Error| {
         format!("reading the webhook configurations: {}", butler_runtime::error::describe(&e))
     };
@@ -97,11 +99,11 @@ pub async fn find(client: &kube::Client) -> Result<Vec<Closed>, String> {
     let mut found = Vec::new();
     for c in validating.list(&ListParams::default()).await.map_err(reading)?.items {
         let value = serde_json::to_value(&c).map_err(|e| e.to_string())?;
-        found.extend(closed("ValidatingWebhookConfiguration", &value));
+        found.extend(closed("ValidatingWebhookConfiguration", &value, namespace));
     }
     for c in mutating.list(&ListParams::default()).await.map_err(reading)?.items {
         let value = serde_json::to_value(&c).map_err(|e| e.to_string())?;
-        found.extend(closed("MutatingWebhookConfiguration", &value));
+        found.extend(closed("MutatingWebhookConfiguration", &value, namespace));
     }
     Ok(found)
 }
@@ -135,32 +137,40 @@ pub async fn open(client: &kube::Client, closed: &Closed) -> Result<(), String> 
 mod tests {
     use super::*;
 
+    fn service(namespace: &str) -> Value {
+        json!({"service": {"namespace": namespace, "name": "capi-operator-webhook-service"}})
+    }
+
     fn configuration(annotations: Value) -> Value {
         json!({
             "metadata": {"name": "capi-operator-validating-webhook-configuration", "annotations": annotations},
             "webhooks": [
-                {"name": "vcoreprovider.operator.cluster.x-k8s.io", "failurePolicy": "Fail",
+                {"name": "vcoreprovider.operator.cluster.x-k8s.io", "failurePolicy": "Fail", "clientConfig": service("capi-operator-system"),
                  "rules": [{"apiGroups": ["operator.cluster.x-k8s.io"], "resources": ["coreproviders"]}]},
-                {"name": "vother.example.com",
+                {"name": "vother.example.com", "clientConfig": service("capi-operator-system"),
                  "rules": [{"apiGroups": ["*"], "resources": ["*"]}]},
-                {"name": "vinfra.operator.cluster.x-k8s.io",
+                {"name": "vinfra.operator.cluster.x-k8s.io", "clientConfig": service("capi-operator-system"),
                  "rules": [{"apiGroups": ["operator.cluster.x-k8s.io"], "resources": ["infrastructureproviders"]}]},
-                {"name": "vaddon.operator.cluster.x-k8s.io", "failurePolicy": "Ignore",
+                {"name": "vaddon.operator.cluster.x-k8s.io", "failurePolicy": "Ignore", "clientConfig": service("capi-operator-system"),
                  "rules": [{"apiGroups": ["operator.cluster.x-k8s.io"], "resources": ["addonproviders"]}]},
+                {"name": "vipam.operator.cluster.x-k8s.io", "clientConfig": service("another-operator"),
+                 "rules": [{"apiGroups": ["operator.cluster.x-k8s.io"], "resources": ["ipamproviders"]}]},
             ],
         })
     }
 
     #[test]
     fn only_its_fail_closed_webhooks_on_its_kinds_are_opened_and_recorded() {
-        let found = closed("ValidatingWebhookConfiguration", &configuration(Value::Null)).unwrap();
+        let found =
+            closed("ValidatingWebhookConfiguration", &configuration(Value::Null), "capi-operator-system")
+                .unwrap();
         assert_eq!(
             found.webhooks,
             [
                 (0, "vcoreprovider.operator.cluster.x-k8s.io".to_string()),
                 (2, "vinfra.operator.cluster.x-k8s.io".to_string())
             ],
-            "a wildcard webhook is someone else's; an open one stays as it is"
+            "a wildcard webhook is someone else's, as is one calling another namespace; an open one stays as it is"
         );
         let mut patched = configuration(Value::Null);
         json_patch::patch(&mut patched, &serde_json::from_value::<json_patch::Patch>(found.patch()).unwrap())
@@ -172,10 +182,14 @@ mod tests {
             serde_json::from_str(patched["metadata"]["annotations"][POLICIES_BEFORE].as_str().unwrap())
                 .unwrap();
         assert_eq!(record["vinfra.operator.cluster.x-k8s.io"], "Fail");
-        assert_eq!(closed("ValidatingWebhookConfiguration", &patched), None, "a second run finds nothing");
+        assert_eq!(
+            closed("ValidatingWebhookConfiguration", &patched, "capi-operator-system"),
+            None,
+            "a second run finds nothing"
+        );
 
         let annotated = configuration(json!({"meta.helm.sh/release-name": "capi-operator"}));
-        let found = closed("ValidatingWebhookConfiguration", &annotated).unwrap();
+        let found = closed("ValidatingWebhookConfiguration", &annotated, "capi-operator-system").unwrap();
         let mut patched = annotated.clone();
         json_patch::patch(&mut patched, &serde_json::from_value::<json_patch::Patch>(found.patch()).unwrap())
             .unwrap();
@@ -185,7 +199,9 @@ mod tests {
 
     #[test]
     fn a_configuration_changed_meanwhile_refuses_the_patch() {
-        let found = closed("ValidatingWebhookConfiguration", &configuration(Value::Null)).unwrap();
+        let found =
+            closed("ValidatingWebhookConfiguration", &configuration(Value::Null), "capi-operator-system")
+                .unwrap();
         let mut changed = configuration(Value::Null);
         changed["webhooks"].as_array_mut().unwrap().remove(0);
         let patch = serde_json::from_value::<json_patch::Patch>(found.patch()).unwrap();
