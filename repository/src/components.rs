@@ -7,55 +7,14 @@ use thiserror::Error;
 
 use crate::envsubst::{self, BadSubstitution, ExpandError, MissingVariables, VariableUse};
 use crate::images::ImageOverrides;
-use crate::retarget::{Retarget, cluster_scoped_kinds};
+use crate::retarget::Retarget;
+use crate::scope::cluster_scoped_kinds;
 use crate::yaml::{Document, split_documents};
 
 /// The label naming an object's provider.
 pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
 /// The label clusterctl puts on everything it installs.
 pub const CLUSTERCTL_LABEL: &str = "clusterctl.cluster.x-k8s.io";
-/// cert-manager's CA injection annotation (`{namespace}/{certificate}`).
-pub const INJECT_CA_FROM: &str = "cert-manager.io/inject-ca-from";
-
-/// Kinds that are not namespaced, by API group and kind (never by kind alone: a CRD may name
-/// its kind `Deployment`). Kinds that CRDs of the same file define as cluster-scoped are added
-/// to these, with their group.
-pub const CLUSTER_SCOPED_KINDS: &[(&str, &str)] = &[
-    ("", "Namespace"),
-    ("apiextensions.k8s.io", "CustomResourceDefinition"),
-    ("rbac.authorization.k8s.io", "ClusterRole"),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
-    ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
-    ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"),
-    ("apiregistration.k8s.io", "APIService"),
-    ("scheduling.k8s.io", "PriorityClass"),
-    ("storage.k8s.io", "StorageClass"),
-    ("storage.k8s.io", "CSIDriver"),
-    ("networking.k8s.io", "IngressClass"),
-    ("node.k8s.io", "RuntimeClass"),
-    ("", "PersistentVolume"),
-    ("", "Node"),
-    ("cert-manager.io", "ClusterIssuer"),
-    ("certificates.k8s.io", "CertificateSigningRequest"),
-    ("storage.k8s.io", "VolumeAttachment"),
-    ("storage.k8s.io", "CSINode"),
-    ("policy", "PodSecurityPolicy"),
-];
-
-/// The API group of an `apiVersion` (`""` for the core group).
-pub fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(group, _)| group)
-}
-
-/// Whether an object of `api_version` and `kind` is one of the known cluster-scoped kinds.
-pub fn known_cluster_scoped(api_version: &str, kind: &str) -> bool {
-    CLUSTER_SCOPED_KINDS.contains(&(group_of(api_version), kind))
-}
-
 /// Why processing failed.
 #[derive(Debug, Error)]
 pub enum ProcessError {

@@ -20,6 +20,7 @@ mod metadata;
 mod provider;
 mod repository;
 mod retarget;
+mod scope;
 mod source;
 mod templates;
 mod upstream;
@@ -32,8 +33,7 @@ mod yaml;
 pub use butler_runtime::network::{self, NetworkPolicy};
 pub use cache::Cache;
 pub use components::{
-    CLUSTER_SCOPED_KINDS, CLUSTERCTL_LABEL, Components, ComponentsOptions, INJECT_CA_FROM, PROVIDER_LABEL,
-    ProcessError, known_cluster_scoped, process_components,
+    CLUSTERCTL_LABEL, Components, ComponentsOptions, PROVIDER_LABEL, ProcessError, process_components,
 };
 pub use config::{ClusterctlConfig, ConfigError};
 pub use digest::{MAX_TAR_ENTRIES, gunzip, sha256_hex, untar};
@@ -45,6 +45,8 @@ pub use ipnet::IpNet;
 pub use metadata::{METADATA_FILE, Metadata, ReleaseSeries, core_supports, supported_contracts};
 pub use provider::{BUTLER_GITHUB, ProviderEntry, ProviderType};
 pub use repository::{RemoteOptions, Repository};
+pub use retarget::INJECT_CA_FROM;
+pub use scope::{CLUSTER_SCOPED_KINDS, known_cluster_scoped};
 pub use source::{
     AnySource, COMPRESSED_ANNOTATION, ConfigMapSource, EMBEDDED_VERSION, EmbeddedProvider, EmbeddedSource,
     GitHubOptions, GitHubSource, GitLabSource, GoProxy, LocalSource, Source, VERSION_LABEL, built_in,

@@ -7,8 +7,11 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::components::{CLUSTER_SCOPED_KINDS, INJECT_CA_FROM, group_of};
+use crate::scope::group_of;
 use crate::yaml::Document;
+
+/// cert-manager's CA injection annotation (`{namespace}/{certificate}`).
+pub const INJECT_CA_FROM: &str = "cert-manager.io/inject-ca-from";
 
 /// Where objects go, and the namespace they were written for (the Namespace object of the
 /// YAML, if it has one).
@@ -18,28 +21,6 @@ pub(crate) struct Retarget<'a> {
     /// The kinds left without a namespace, as (group, kind): the known ones and those a CRD of
     /// the same YAML declares cluster-scoped.
     pub cluster_scoped: BTreeSet<(String, String)>,
-}
-
-/// The kinds (group, kind) that CRDs among `documents` declare cluster-scoped, with the known
-/// ones.
-pub(crate) fn cluster_scoped_kinds<'d>(
-    documents: impl Iterator<Item = (&'d mut Document, &'d str)>,
-) -> Result<BTreeSet<(String, String)>, String> {
-    let mut kinds: BTreeSet<(String, String)> =
-        CLUSTER_SCOPED_KINDS.iter().map(|(g, k)| (g.to_string(), k.to_string())).collect();
-    for (doc, kind) in documents {
-        if kind == "CustomResourceDefinition" {
-            let names = doc.get_child("spec", "names")?.unwrap_or_default();
-            let scope = doc.get_child("spec", "scope")?.unwrap_or_default();
-            let group = doc.get_child("spec", "group")?.unwrap_or_default();
-            if scope == "Cluster"
-                && let (Some(k), Some(g)) = (names["kind"].as_str(), group.as_str())
-            {
-                kinds.insert((g.to_string(), k.to_string()));
-            }
-        }
-    }
-    Ok(kinds)
 }
 
 impl Retarget<'_> {

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use crate::components::ProcessError;
 use crate::envsubst::{Parsed, VariableUse};
-use crate::retarget::{Retarget, cluster_scoped_kinds};
+use crate::retarget::Retarget;
+use crate::scope::cluster_scoped_kinds;
 use crate::yaml::{Document, split_documents};
 
 /// The file of the default template, or of a flavor.
