@@ -19,7 +19,7 @@ use super::credentials::{Login, login_material, refused};
 use super::refresh::{self, Challenge};
 use crate::digest::sha256_hex;
 use crate::error::{RepositoryError, Result};
-use crate::http::{HttpOptions, SendError, follow, guarded_client, read_within};
+use crate::http::{HttpOptions, SendError, follow, read_within};
 
 /// How long a user and password that a registry took by `Basic` are sent without asking first.
 const BASIC_LIFETIME: Duration = Duration::from_secs(3600);
@@ -70,11 +70,12 @@ impl Session {
                 message: "the registry is reached over plain HTTP, where credentials are never sent; serve it over HTTPS (with OCI_CA_CERT for a private CA) or read it without credentials".into(),
             });
         }
-        let client =
-            shared_client(http, &options.ca_certificates).map_err(|message| RepositoryError::Oci {
+        let client = super::client::shared_client(http, &options.ca_certificates).map_err(|message| {
+            RepositoryError::Oci {
                 reference: reference.clone(),
                 message: format!("{message}; check the CA certificates ({})", super::CA_VARIABLE),
-            })?;
+            }
+        })?;
         Ok(Session {
             client,
             http: http.clone(),
@@ -325,28 +326,4 @@ fn basic(user: &str, password: &str) -> HeaderValue {
     let mut value = HeaderValue::from_str(&format!("Basic {encoded}")).expect("base64 is a header value");
     value.set_sensitive(true);
     value
-}
-
-/// Guarded clients, shared: one loads the system's roots when made (tens of milliseconds).
-pub(super) fn shared_client(
-    http: &HttpOptions,
-    roots: &[String],
-) -> std::result::Result<reqwest::Client, String> {
-    type ClientKey = (Duration, String, String);
-    static CLIENTS: Mutex<BTreeMap<ClientKey, reqwest::Client>> = Mutex::new(BTreeMap::new());
-    let key = (
-        http.timeout,
-        format!("{:?} {:?}", http.network, http.proxy),
-        sha256_hex(roots.join("\0").as_bytes()),
-    );
-    let mut clients = CLIENTS.lock().expect("not poisoned");
-    if let Some(client) = clients.get(&key) {
-        return Ok(client.clone());
-    }
-    let client = guarded_client(http, roots)?;
-    if clients.len() >= 64 {
-        clients.clear();
-    }
-    clients.insert(key, client.clone());
-    Ok(client)
 }
