@@ -107,14 +107,8 @@ pub(crate) fn selector_matches(selector: &Value, object: &Value) -> bool {
 /// (Kubernetes then applies the failure policy; the webhooks here never rely on that).
 fn conditions_hold(conditions: &Value, a: &Attributes, object: &Value, old: &Value) -> bool {
     let Some(conditions) = conditions.as_array().filter(|c| !c.is_empty()) else { return true };
-    let expressions: Vec<crate::cel::Expression> = conditions
-        .iter()
-        .map(|c| crate::cel::Expression {
-            expression: c["expression"].as_str().unwrap_or("false").to_string(),
-            message: None,
-            message_expression: None,
-        })
-        .collect();
+    let expressions: Vec<crate::cel::Expression> =
+        conditions.iter().map(|c| crate::cel::Expression::of(c, false)).collect();
     crate::cel::Evaluator::new(a, object, old, None).all_hold(&expressions)
 }
 

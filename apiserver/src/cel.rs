@@ -51,6 +51,19 @@ pub(crate) struct Expression {
     pub message_expression: Option<String>,
 }
 
+impl Expression {
+    /// The expression of a policy's validation or match condition (`expression`, and with
+    /// `with_messages` its `message` and `messageExpression`); a missing one never holds.
+    pub(crate) fn of(node: &Value, with_messages: bool) -> Expression {
+        let text = |key: &str| node[key].as_str().map(String::from).filter(|_| with_messages);
+        Expression {
+            expression: node["expression"].as_str().unwrap_or("false").to_string(),
+            message: text("message"),
+            message_expression: text("messageExpression"),
+        }
+    }
+}
+
 /// The outcome of an expression.
 pub(crate) enum Outcome {
     Held,

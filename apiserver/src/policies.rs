@@ -19,15 +19,6 @@ use crate::admission::{Attributes, rule_matches, selector_matches};
 use crate::cel::{Evaluator, Expression, Outcome};
 use crate::errors::ApiError;
 
-fn expression(node: &Value, with_messages: bool) -> Expression {
-    let text = |key: &str| node[key].as_str().map(String::from).filter(|_| with_messages);
-    Expression {
-        expression: node["expression"].as_str().unwrap_or("false").to_string(),
-        message: text("message"),
-        message_expression: text("messageExpression"),
-    }
-}
-
 /// What the expressions of one write see.
 struct Scope<'a> {
     attributes: &'a Attributes,
@@ -133,7 +124,7 @@ pub fn check(
             .as_array()
             .into_iter()
             .flatten()
-            .map(|c| expression(c, false))
+            .map(|c| Expression::of(c, false))
             .collect();
         let mut applies = true;
         for outcome in scope.evaluator().evaluate(&conditions) {
@@ -148,7 +139,7 @@ pub fn check(
             continue;
         }
         let validations: Vec<&Value> = policy_spec["validations"].as_array().into_iter().flatten().collect();
-        let expressions: Vec<Expression> = validations.iter().map(|v| expression(v, true)).collect();
+        let expressions: Vec<Expression> = validations.iter().map(|v| Expression::of(v, true)).collect();
         let outcomes = scope.evaluator().evaluate(&expressions);
         for ((validation, outcome), asked) in validations.iter().zip(outcomes).zip(&expressions) {
             let expression = asked.expression.as_str();
