@@ -158,24 +158,12 @@ impl Context {
 
     /// The provider objects of every kind in `namespace`, honoured or not.
     pub fn providers_in(&self, namespace: &str) -> Vec<ProviderKey> {
-        fn each<K: ProviderObject>(store: &Store<K>, namespace: &str, out: &mut Vec<ProviderKey>) {
-            let here = store.state().into_iter().filter(|o| o.namespace().as_deref() == Some(namespace));
-            out.extend(here.map(|o| ProviderKey::of(o.as_ref())));
-        }
-        let mut out = Vec::new();
-        each(&self.stores.core, namespace, &mut out);
-        each(&self.stores.infrastructure, namespace, &mut out);
-        each(&self.stores.bootstrap, namespace, &mut out);
-        each(&self.stores.control_plane, namespace, &mut out);
-        each(&self.stores.addon, namespace, &mut out);
-        each(&self.stores.ipam, namespace, &mut out);
-        each(&self.stores.runtime_extension, namespace, &mut out);
-        out
+        self.all_entries().into_iter().filter(|e| e.namespace == namespace).map(|e| e.view.key).collect()
     }
 
-    /// Every provider object of every kind, with the Secret each reads and the ConfigMaps it
-    /// selects as its repository.
-    fn entries(&self) -> Vec<Entry> {
+    /// Every provider object of every kind, honoured or not, with the Secret each reads and the
+    /// ConfigMaps it selects as its repository.
+    fn all_entries(&self) -> Vec<Entry> {
         fn each<K: ProviderObject>(store: &Store<K>, out: &mut Vec<Entry>) {
             out.extend(store.state().iter().map(|o| {
                 let namespace = o.namespace().unwrap_or_default();
@@ -199,8 +187,13 @@ impl Context {
         each(&self.stores.addon, &mut out);
         each(&self.stores.ipam, &mut out);
         each(&self.stores.runtime_extension, &mut out);
-        // Provider objects where this operator does not look are not counted: not for
-        // duplicates, not as the core provider, not as what a deletion waits for.
+        out
+    }
+
+    /// [`Context::all_entries`] where this operator looks: the others are not counted, not for
+    /// duplicates, not as the core provider, not as what a deletion waits for.
+    fn entries(&self) -> Vec<Entry> {
+        let mut out = self.all_entries();
         out.retain(|e| self.honours(&e.namespace).is_ok());
         out
     }
