@@ -46,17 +46,17 @@ fn to_v1alpha2(spec: &mut Value) {
     }
 }
 
-/// The openAPI schema of `spec` of a kind of this operator.
-fn spec_schema(kind: ProviderKind) -> Value {
-    crate::crds::providers()
-        .into_iter()
-        .find(|crd| crd.spec.names.kind == kind.kind())
-        .and_then(|crd| crd.spec.versions.into_iter().next())
-        .and_then(|v| v.schema)
-        .and_then(|s| s.open_api_v3_schema)
-        .and_then(|s| serde_json::to_value(s).ok())
-        .map(|root| root["properties"]["spec"].clone())
-        .unwrap_or_default()
+/// `object` in `namespace`, or with no namespace when the original had none (where a
+/// kustomization or `kubectl apply -n` puts it).
+fn place(object: &mut Value, namespace: &str) {
+    match namespace.is_empty() {
+        true => {
+            if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.remove("namespace");
+            }
+        }
+        false => object["metadata"]["namespace"] = json!(namespace),
+    }
 }
 
 /// A Secret among `documents` by namespace and name.
@@ -70,7 +70,12 @@ fn secret<'a>(documents: &'a [Value], namespace: &str, name: &str) -> Option<&'a
 }
 
 /// One of their provider objects converted; the Secret copy it needs, if the files hold it.
-fn convert_one(document: &Value, documents: &[Value], source: &str) -> (Vec<Value>, Vec<String>) {
+fn convert_one(
+    document: &Value,
+    documents: &[Value],
+    schemas: &[(ProviderKind, Value)],
+    source: &str,
+) -> (Vec<Value>, Vec<String>) {
     let mut report = Vec::new();
     let kind_name = document["kind"].as_str().unwrap_or_default();
     let namespace = document["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
@@ -89,7 +94,8 @@ fn convert_one(document: &Value, documents: &[Value], source: &str) -> (Vec<Valu
         uid: String::new(),
         object,
     };
-    let schema = ProviderKind::from_kind(kind_name).map(spec_schema).unwrap_or_default();
+    let schema =
+        schemas.iter().find(|(k, _)| k.kind() == kind_name).map(|(_, s)| s.clone()).unwrap_or_default();
     let Carried { object, dropped, mut notes, .. } = carry(&old, &schema);
     let shown = if namespace.is_empty() { name.clone() } else { format!("{namespace}/{name}") };
     let Some(mut object) = object else {
@@ -100,42 +106,27 @@ fn convert_one(document: &Value, documents: &[Value], source: &str) -> (Vec<Valu
     // Tied to the old object by its kind, namespace and name (a file has no UID): `migrate` in
     // the cluster knows it as its own work.
     object["metadata"]["annotations"][MIGRATED_FROM] = json!(old.file_mark());
-    if namespace.is_empty() {
-        // Where a kustomization or `kubectl apply -n` puts it, as the original.
-        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-            metadata.remove("namespace");
-        }
-    }
+    place(&mut object, &namespace);
     let mut out = Vec::new();
-    let secret_ref = object.pointer("/spec/configSecret").cloned().unwrap_or(Value::Null);
-    if let (Some(other), Some(secret_name)) = (
-        secret_ref["namespace"].as_str().filter(|ns| !ns.is_empty() && *ns != namespace.as_str()),
-        secret_ref["name"].as_str(),
-    ) {
+    if let Some(copy) = super::secrets::elsewhere(&object["spec"], &namespace) {
         if let Some(fields) = object.pointer_mut("/spec/configSecret").and_then(Value::as_object_mut) {
             fields.remove("namespace");
         }
-        let place =
+        let (other, secret_name) = (&copy.namespace, &copy.name);
+        let into =
             if namespace.is_empty() { "the provider's namespace".to_string() } else { namespace.clone() };
         match secret(documents, other, secret_name) {
             Some(found) => {
-                let mut copy = found.clone();
-                match namespace.is_empty() {
-                    true => {
-                        if let Some(metadata) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
-                            metadata.remove("namespace");
-                        }
-                    }
-                    false => copy["metadata"]["namespace"] = json!(namespace),
-                }
-                copy["metadata"]["labels"][super::secrets::COPIED_FROM] = json!(format!("{other}.{secret_name}"));
+                let mut made = found.clone();
+                place(&mut made, &namespace);
+                made["metadata"]["labels"][super::secrets::COPIED_FROM] = json!(copy.origin());
                 notes.push(format!(
-                    "spec.configSecret: Secret {other}/{secret_name} of these files copied into {place} (this operator reads only the provider's own namespace)"
+                    "spec.configSecret: Secret {other}/{secret_name} of these files copied into {into} (this operator reads only the provider's own namespace)"
                 ));
-                out.push(copy);
+                out.push(made);
             }
             None => notes.push(format!(
-                "spec.configSecret: create Secret {secret_name} in {place}, a copy of {other}/{secret_name} (this operator reads only the provider's own namespace)"
+                "spec.configSecret: create Secret {secret_name} in {into}, a copy of {other}/{secret_name} (this operator reads only the provider's own namespace)"
             )),
         }
     }
@@ -161,6 +152,7 @@ pub fn convert(files: &[(String, String)]) -> Result<Converted, String> {
         all.extend(documents.into_iter().filter(|d| !d.is_null()).map(|d| (source.clone(), d)));
     }
     let documents: Vec<Value> = all.iter().map(|(_, d)| d.clone()).collect();
+    let schemas = super::spec_schemas()?;
     let mut out = Vec::new();
     let mut converted = Converted::default();
     for (source, document) in &all {
@@ -168,7 +160,7 @@ pub fn convert(files: &[(String, String)]) -> Result<Converted, String> {
             out.push(document.clone());
             continue;
         }
-        let (objects, report) = convert_one(document, &documents, source);
+        let (objects, report) = convert_one(document, &documents, &schemas, source);
         converted.providers += usize::from(!objects.is_empty());
         converted.report.extend(report);
         out.extend(objects);

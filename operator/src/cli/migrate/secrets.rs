@@ -21,6 +21,11 @@ pub struct Copy {
 }
 
 impl Copy {
+    /// Where the copy comes from, as the value of [`COPIED_FROM`].
+    pub fn origin(&self) -> String {
+        format!("{}.{}", self.namespace, self.name)
+    }
+
     /// The line of the report.
     pub fn describe(&self) -> String {
         format!("copy Secret {}/{} into {}/{}", self.namespace, self.name, self.into, self.name)
@@ -42,7 +47,7 @@ pub fn elsewhere(spec: &Value, provider_namespace: &str) -> Option<Copy> {
 
 /// The copy of `source` for `copy`: its data and type, labelled with where it came from.
 fn copy_of(source: &Secret, copy: &Copy) -> Secret {
-    let labels = BTreeMap::from([(COPIED_FROM.to_string(), format!("{}.{}", copy.namespace, copy.name))]);
+    let labels = BTreeMap::from([(COPIED_FROM.to_string(), copy.origin())]);
     Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(copy.name.clone()),
