@@ -13,6 +13,10 @@ use crate::api::{GROUP, KindNames, ProviderKind, VERSION};
 /// work done, and never mistakes someone else's object for it.
 pub const MIGRATED_FROM: &str = "operator.butlerlabs.dev/migrated-from";
 
+/// How the note that a Butler name was given clusterctl's URL begins (a cached release read in
+/// its place takes it back).
+pub const UPSTREAM_URL_NOTE: &str = "spec.fetchConfig.url set to";
+
 /// cluster-api-operator's own annotations, meaningless here.
 const THEIR_ANNOTATION_PREFIX: &str = "operator.cluster.x-k8s.io/";
 
@@ -107,7 +111,7 @@ pub fn carry(old: &OldProvider, schema: &Value) -> Carried {
             && here.is_some_and(|h| h.url != upstream.url)
         {
             notes.push(format!(
-                "spec.fetchConfig.url set to {}: without it the name {} means Butler's provider here, not clusterctl's",
+                "{UPSTREAM_URL_NOTE} {}: without it the name {} means Butler's provider here, not clusterctl's",
                 upstream.url, old.name
             ));
             spec["fetchConfig"] = json!({"url": upstream.url});

@@ -366,7 +366,7 @@ async fn use_cached_release(
         })
         .map(|url| format!("; to follow new releases, set spec.fetchConfig to {{url: {url}}}"))
         .unwrap_or_default();
-    carried.notes.retain(|n| !n.starts_with("spec.fetchConfig.url set to"));
+    carried.notes.retain(|n| !n.starts_with(carry::UPSTREAM_URL_NOTE));
     carried.notes.push(format!(
         "spec.fetchConfig.selector: reads {version} from ConfigMap {}/{configmap}, the release cluster-api-operator cached (no network needed){follow}",
         old.namespace
