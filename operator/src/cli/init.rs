@@ -57,8 +57,8 @@ impl InitPlan {
     }
 }
 
-/// Argo CD's ordering annotation: the operator (its CRDs first) before the Secrets and the
-/// core provider, before the other providers.
+/// Argo CD's ordering annotation: the operator (its CRDs first) before the core provider,
+/// before the other providers.
 const SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
 /// Argo CD's dry run cannot know the kinds whose CRDs the same sync brings.
 const SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
@@ -90,7 +90,7 @@ impl InitPlan {
     /// them.
     pub fn to_gitops_yaml(&self) -> String {
         let wave = |o: &Value| match (o["kind"].as_str(), o["apiVersion"].as_str()) {
-            (Some("CoreProvider"), _) | (Some("Secret"), _) => "1",
+            (Some("CoreProvider"), _) => "1",
             (_, Some(v)) if v.starts_with("operator.butlerlabs.dev/") => "2",
             _ => "0",
         };
