@@ -13,7 +13,7 @@ use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{Context, Program, Value as Cel};
 use serde_json::Value;
 
-use crate::admission::Attributes;
+use crate::request::Attributes;
 
 /// The field names kube-apiserver escapes as `__{name}__`.
 const KEYWORDS: &[&str] = &[

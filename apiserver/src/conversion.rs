@@ -18,14 +18,9 @@ const EVENT_FIELDS: [(&str, &str); 7] = [
     ("deprecatedCount", "count"),
 ];
 
-/// The (group, version, plural) that objects of `rt` are stored as, when not `rt` itself.
-pub fn storage_of(rt: &ResourceType) -> Option<(&'static str, &'static str, &'static str)> {
-    (rt.group == "events.k8s.io" && rt.plural == "events").then_some(("", "v1", "events"))
-}
-
 /// An object of `rt`'s shape in the shape it is stored in.
 pub fn to_storage(rt: &ResourceType, object: Value) -> Value {
-    match storage_of(rt) {
+    match rt.stored_as() {
         Some(_) => rename(object, |new| EVENT_FIELDS.iter().find(|(n, _)| *n == new).map(|(_, c)| *c), "v1"),
         None => object,
     }
@@ -33,7 +28,7 @@ pub fn to_storage(rt: &ResourceType, object: Value) -> Value {
 
 /// A stored object in `rt`'s shape (apiVersion and kind included).
 pub fn from_storage(rt: &ResourceType, object: Value) -> Value {
-    let mut object = match storage_of(rt) {
+    let mut object = match rt.stored_as() {
         Some(_) if object["apiVersion"] == "v1" => {
             rename(object, |core| EVENT_FIELDS.iter().find(|(_, c)| *c == core).map(|(n, _)| *n), "")
         }

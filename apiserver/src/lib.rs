@@ -84,6 +84,7 @@ mod patch;
 mod policies;
 mod rbac;
 mod registry;
+mod request;
 mod reviews;
 mod schema;
 mod selectors;

@@ -15,9 +15,10 @@
 
 use serde_json::Value;
 
-use crate::admission::{Attributes, rule_matches, selector_matches};
+use crate::admission::{rule_matches, selector_matches};
 use crate::cel::{Evaluator, Expression, Outcome};
 use crate::errors::ApiError;
+use crate::request::Attributes;
 
 /// What the expressions of one write see.
 struct Scope<'a> {

@@ -56,10 +56,17 @@ impl ResourceType {
         if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 
+    /// The (group, version, plural) that objects of this type are stored as, when not this
+    /// type itself: `events.k8s.io/v1` Events are `v1` Events in storage (see
+    /// [`crate::conversion`]).
+    pub fn stored_as(&self) -> Option<(&'static str, &'static str, &'static str)> {
+        (self.group == "events.k8s.io" && self.plural == "events").then_some(("", "v1", "events"))
+    }
+
     /// Objects are stored once per group and resource, whatever version they are read through.
     /// Events of `events.k8s.io` share the storage of core Events.
     pub fn storage_key(&self) -> (String, String) {
-        match super::conversion::storage_of(self) {
+        match self.stored_as() {
             Some((group, _, plural)) => (group.to_string(), plural.to_string()),
             None => (self.group.clone(), self.plural.clone()),
         }

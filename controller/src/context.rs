@@ -10,10 +10,11 @@ use butler_runtime::apply::Applier;
 use butler_runtime::metrics::Metrics;
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::ResourceExt;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::Value;
+
+use crate::keys::Gone;
 
 /// The caches the Team controller reads.
 #[derive(Clone)]
@@ -103,7 +104,7 @@ pub struct Context {
     pub validated_secrets: Mutex<HashMap<String, String>>,
     /// Consecutive failures, by UID, for the backoff.
     pub failures: Mutex<HashMap<String, u32>>,
-    /// Objects deleted in the last minutes, by [`failure_key`], and when.
+    /// Objects deleted in the last minutes, by [`crate::keys::failure_key`], and when.
     pub tombstones: crate::tombstones::Tombstones,
     /// The IPAM controllers' index, clock and own writes.
     pub ipam: crate::ipam::Ipam,
@@ -165,33 +166,6 @@ impl Scope {
 impl std::fmt::Debug for Scope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.0.is_some() { "Scope(some namespaces)" } else { "Scope(all)" })
-    }
-}
-
-/// How an object is named in logs and [`Context::tombstones`]: `{Kind} {namespace/}{name}`.
-pub fn failure_key<K: kube::Resource<DynamicType = ()>>(object: &K) -> String {
-    key_of(&K::kind(&()), object.namespace().as_deref(), &object.name_any())
-}
-
-/// `{kind} {namespace/}{name}`, the [`failure_key`] of an object known by its reference.
-pub fn key_of(kind: &str, namespace: Option<&str>, name: &str) -> String {
-    match namespace {
-        Some(ns) => format!("{kind} {ns}/{name}"),
-        None => format!("{kind} {name}"),
-    }
-}
-
-/// An object deleted from the cluster, by what this process keeps of it under: its UID and
-/// its [`failure_key`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Gone {
-    pub uid: String,
-    pub key: String,
-}
-
-impl Gone {
-    pub fn of<K: kube::Resource<DynamicType = ()>>(object: &K) -> Gone {
-        Gone { uid: object.meta().uid.clone().unwrap_or_default(), key: failure_key(object) }
     }
 }
 

@@ -16,6 +16,7 @@ pub mod context;
 pub mod error;
 pub mod filed;
 pub mod ipam;
+pub mod keys;
 pub mod providerconfig;
 pub mod run;
 pub mod secrets;

@@ -25,10 +25,11 @@ use serde::de::DeserializeOwned;
 
 use crate::clock::Clock;
 use crate::clusters::ClusterIndex;
-use crate::context::{Context, Gone, TeamCaches, failure_key, key_of};
+use crate::context::{Context, TeamCaches};
 use crate::error::Error;
 use crate::filed::Listed;
 use crate::ipam::{self, Ipam, index::AllocationIndex};
+use crate::keys::{Gone, failure_key, key_of};
 use crate::providerconfig;
 use crate::team::{self, plan::LABEL_TEAM, plan::team_of_namespace};
 use crate::tenantcluster;
@@ -358,6 +359,10 @@ pub fn start(
         let _ = allocation_gone.send(Gone::of(a));
     });
     let by_pool = |a: IPAllocation| {
+        // New, waiting and deleted allocations wake their pool; settled ones do not.
+        if ipam::settled(&a) {
+            return None;
+        }
         let ns = a.namespace().unwrap_or_default();
         Some(ObjectRef::<NetworkPool>::new(&a.spec.pool_ref.name).within(&ns))
     };
@@ -367,6 +372,8 @@ pub fn start(
         .reconcile_all_on(options.clock.moved())
         .reconcile_all_on(scope_changes())
         .graceful_shutdown_on(shutdown.clone());
+    let allocation_subscriber =
+        allocation_subscriber.filter(|a| futures::future::ready(ipam::ipallocation::wants_reconcile(a)));
     let ip_allocations = Controller::for_shared_stream(allocation_subscriber, allocation_store)
         .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
         .reconcile_all_on(scope_changes())

@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::context::Gone;
+use crate::keys::Gone;
 
 /// How long a deleted object is remembered: longer than any reconcile runs (every call in one
 /// has a deadline).
 const KEPT: Duration = Duration::from_secs(600);
 
-/// Deleted objects by their [`crate::context::failure_key`], with when they went.
+/// Deleted objects by their [`crate::keys::failure_key`], with when they went.
 #[derive(Default)]
 pub struct Tombstones(Mutex<HashMap<String, (Gone, Instant)>>);
 

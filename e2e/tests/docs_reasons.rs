@@ -118,7 +118,7 @@ fn reasons_in_place(text: &str) -> BTreeSet<String> {
 
 /// The operator's typed reasons: the names of its `reasons!` table.
 fn typed_reasons() -> BTreeSet<String> {
-    let text = std::fs::read_to_string(root().join("operator/src/controller/reason.rs")).unwrap();
+    let text = std::fs::read_to_string(root().join("operator/src/controller/report/reason.rs")).unwrap();
     let table = text.split("reasons! {").nth(1).unwrap().split('}').next().unwrap();
     table.lines().filter_map(|l| l.trim().split_once(" => ").map(|(name, _)| name.to_string())).collect()
 }

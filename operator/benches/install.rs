@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use butler_apiserver::MemoryApiServer;
 use butler_operator::api::{CoreProvider, InfrastructureProvider, KindNames};
-use butler_operator::controller::inventory::LABEL_INVENTORY;
+use butler_operator::controller::install::inventory::LABEL_INVENTORY;
 use butler_operator::controller::{self, Options, ProviderObject};
 use butler_operator::metrics::Metrics;
 use butler_repository::butler_infrastructure;

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use butler_apiserver::MemoryApiServer;
-use butler_operator::controller::storage;
+use butler_operator::controller::install::storage;
 use criterion::Criterion;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;

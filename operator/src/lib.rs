@@ -9,3 +9,4 @@ pub mod manifest;
 pub mod metrics;
 pub mod reference;
 pub mod release;
+pub mod upgrade;

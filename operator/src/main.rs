@@ -106,7 +106,7 @@ struct RunArgs {
     /// --provider-namespace names (`butlerctl init` and `migrate` set it on the namespaces
     /// they put providers in); empty: none. Who may label namespaces decides, as who may
     /// write --provider-namespace does.
-    #[arg(long = "provider-namespace-label", value_name = "LABEL", default_value = butler_operator::controller::policy::NAMESPACE_LABEL, value_parser = label_key)]
+    #[arg(long = "provider-namespace-label", value_name = "LABEL", default_value = butler_operator::controller::wanted::policy::NAMESPACE_LABEL, value_parser = label_key)]
     provider_namespace_label: String,
     /// A network the operator may fetch from although it is local (loopback, private,
     /// link-local, shared): `10.20.0.0/16` for an in-house GitLab or registry, or one address
@@ -208,14 +208,14 @@ fn run(args: RunArgs) -> ExitCode {
                 sync_period: args.sync_period,
                 upgrade_check_interval: args.upgrade_check_interval,
                 fetch_deadline: args.fetch_deadline,
-                policy: controller::policy::Policy {
+                policy: controller::wanted::policy::Policy {
                     cluster_roles: args.allow_cluster_roles,
                     webhook_groups: args.allow_webhook_groups,
                     webhook_urls: args.allow_webhook_urls,
                     adopt_crd_groups: args.adopt_crd_groups,
                     local_root: args.local_repository_root,
                     credential_hosts: args.credentials_for,
-                    provider_namespaces: butler_operator::controller::policy::honoured_namespaces(
+                    provider_namespaces: butler_operator::controller::wanted::policy::honoured_namespaces(
                         &args.provider_namespaces,
                         args.namespace.as_deref(),
                         std::env::var("POD_NAMESPACE").ok().as_deref(),
@@ -272,7 +272,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::{network, sync_period};
-    use butler_operator::controller::policy::honoured_namespaces as provider_namespaces;
+    use butler_operator::controller::wanted::policy::honoured_namespaces as provider_namespaces;
 
     #[test]
     fn the_sync_period_is_a_go_duration_of_a_second_or_more() {

@@ -257,7 +257,7 @@ fn deployment(version: &str, labels: &Value) -> Value {
                         "args": [
                             "run",
                             format!("--provider-namespace={PROVIDERS_NAMESPACE}"),
-                            format!("--provider-namespace-label={}", crate::controller::policy::NAMESPACE_LABEL),
+                            format!("--provider-namespace-label={}", crate::controller::wanted::policy::NAMESPACE_LABEL),
                         ],
                         "env": [
                             {"name": "POD_NAME", "valueFrom": field("metadata.name")["valueFrom"]},

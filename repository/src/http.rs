@@ -369,6 +369,33 @@ fn summary(body: &[u8]) -> String {
     String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_string()
 }
 
+/// Guarded clients, shared: one loads the system's roots when made (tens of milliseconds), so
+/// the readers of registries (sessions, token exchanges) share one per timeout, network rules
+/// and extra roots.
+pub(crate) fn shared_client(
+    http: &HttpOptions,
+    roots: &[String],
+) -> std::result::Result<reqwest::Client, String> {
+    type ClientKey = (Duration, String, String);
+    static CLIENTS: std::sync::Mutex<std::collections::BTreeMap<ClientKey, reqwest::Client>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let key = (
+        http.timeout,
+        format!("{:?} {:?}", http.network, http.proxy),
+        crate::digest::sha256_hex(roots.join("\0").as_bytes()),
+    );
+    let mut clients = CLIENTS.lock().expect("not poisoned");
+    if let Some(client) = clients.get(&key) {
+        return Ok(client.clone());
+    }
+    let client = guarded_client(http, roots)?;
+    if clients.len() >= 64 {
+        clients.clear();
+    }
+    clients.insert(key, client.clone());
+    Ok(client)
+}
+
 #[cfg(test)]
 mod redirect_tests {
     use super::*;

@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use super::{Reply, Target, dispatch, lock, user_agent_manager};
 use crate::Shared;
-use crate::admission::{Attributes, call, denied, failed, matching, mutate, review};
+use crate::admission::{call, denied, failed, matching, mutate, review};
 use crate::errors::ApiError;
+use crate::request::Attributes;
 use crate::store::ListOptions;
 
 /// Every object of one admission kind of the store (`admissionregistration.k8s.io/v1`).

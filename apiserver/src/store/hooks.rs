@@ -237,8 +237,8 @@ fn stored_versions(crd: &Value) -> Result<Vec<String>, Vec<Cause>> {
         .flatten()
         .find(|v| v["storage"] == Value::Bool(true))
         .and_then(|v| v["name"].as_str());
-    let mut stored: Vec<String> =
-        crate::rbac::strings(&crd["status"]["storedVersions"]).map(String::from).collect();
+    let stored = crd["status"]["storedVersions"].as_array().into_iter().flatten();
+    let mut stored: Vec<String> = stored.filter_map(Value::as_str).map(String::from).collect();
     if let Some(storage) = storage
         && !stored.iter().any(|v| v == storage)
     {

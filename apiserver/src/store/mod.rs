@@ -276,7 +276,7 @@ impl Store {
     /// The object to patch: in `rt`'s shape where it is stored in another.
     fn lookup_to_patch(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<Value> {
         let stored = self.lookup(rt, namespace, name).cloned()?;
-        Some(match conversion::storage_of(rt) {
+        Some(match rt.stored_as() {
             Some(_) => Store::present(rt, stored),
             None => stored,
         })
@@ -312,7 +312,7 @@ impl Store {
         dry_run: bool,
     ) -> Result<Value, ApiError> {
         // Written through one group, stored as another: save as the stored kind.
-        if let Some((group, version, plural)) = conversion::storage_of(rt) {
+        if let Some((group, version, plural)) = rt.stored_as() {
             let stored_rt = self.registry.find(group, version, plural).expect("built in").clone();
             let stored_old = old.and_then(|o| self.lookup(&stored_rt, namespace_of(o), name_of(o)).cloned());
             let new = conversion::to_storage(rt, new);

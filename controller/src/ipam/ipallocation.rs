@@ -24,13 +24,24 @@ use serde_json::json;
 use crate::context::Context;
 use crate::error::Error;
 
-/// Backstops of spec/002's table; serving itself is driven by events.
-fn requeue(phase: Option<IPAllocationPhase>) -> Duration {
+/// Backstops of spec/002's table; serving itself is driven by events. An allocation that holds
+/// its block has none of its own: the NetworkPool controller looks at every allocation of its
+/// pool at each resync (spec/002's health check: orphans, overlaps), and a timer per
+/// allocation would keep thousands of entries and reconciles that decide nothing.
+fn requeue(phase: Option<IPAllocationPhase>) -> Action {
     match phase {
-        Some(IPAllocationPhase::Allocated) => Duration::from_secs(300),
-        Some(IPAllocationPhase::Failed) => Duration::from_secs(30),
-        _ => Duration::from_secs(15),
+        Some(IPAllocationPhase::Allocated) => Action::await_change(),
+        Some(IPAllocationPhase::Failed) => Action::requeue(Duration::from_secs(30)),
+        _ => Action::requeue(Duration::from_secs(15)),
     }
+}
+
+/// Whether a change of the allocation may give this controller something to do: one without
+/// its finalizer, one being deleted, or one that holds no block yet. A settled one
+/// ([`super::settled`]) decides nothing here; filtering it out of the watch spares a
+/// reconcile at each of its writes and, at a start, one queued per allocation.
+pub fn wants_reconcile(allocation: &IPAllocation) -> bool {
+    !super::settled(allocation)
 }
 
 /// Reconciles one IPAllocation.
@@ -115,5 +126,5 @@ async fn run(allocation: &IPAllocation, ctx: &Context) -> Result<Action, Error> 
             }
         }
     }
-    Ok(Action::requeue(requeue(status.phase)))
+    Ok(requeue(status.phase))
 }

@@ -73,25 +73,36 @@ impl Ipam {
     }
 
     /// The allocations of a pool: the cache, with what this process wrote where the cache still
-    /// shows the allocation waiting.
+    /// shows the allocation waiting (or not at all yet: a consistent list may be ahead of the
+    /// cache). Writes this pool's allocations show by now are forgotten first, each looked up
+    /// among them by name (they come sorted by it): the writes are few, the allocations many.
     pub fn view(&self, namespace: &str, pool: &str) -> Vec<Arc<IPAllocation>> {
         let cached = self.allocations.of_pool(namespace, pool);
         let mut written = self.written.lock().expect("not poisoned");
-        written.retain(|_, (_, at)| at.elapsed() < WRITTEN_FOR);
+        written.retain(|_, (ours, at)| {
+            let names = (ours.metadata.namespace.as_deref(), ours.metadata.name.as_deref());
+            let shown = cached
+                .binary_search_by(|c| {
+                    (c.metadata.namespace.as_deref(), c.metadata.name.as_deref()).cmp(&names)
+                })
+                .ok()
+                .map(|i| &cached[i]);
+            at.elapsed() < WRITTEN_FOR
+                && shown.is_none_or(|c| c.metadata.uid == ours.metadata.uid && choose_ours(c, ours))
+        });
         if written.is_empty() {
             return cached;
         }
         cached
             .into_iter()
             .map(|a| {
-                let id = a.meta().uid.as_deref().unwrap_or_default();
-                match written.get(id) {
+                // Only a waiting allocation can be behind our write (most of a pool is not).
+                if !waiting(&a) {
+                    return a;
+                }
+                match written.get(a.meta().uid.as_deref().unwrap_or_default()) {
                     Some((ours, _)) if choose_ours(&a, ours) => ours.clone(),
-                    Some(_) => {
-                        written.remove(id);
-                        a
-                    }
-                    None => a,
+                    _ => a,
                 }
             })
             .collect()
@@ -118,6 +129,14 @@ impl Ipam {
             }
             None => cached,
         }
+    }
+
+    /// The pool as this process wrote it last, while the cache has not shown that write.
+    pub fn written_pool(&self, cached: &NetworkPool) -> Option<Arc<NetworkPool>> {
+        let pools = self.pools.lock().expect("not poisoned");
+        let (ours, at) = pools.get(&uid(cached))?;
+        (at.elapsed() < WRITTEN_FOR && ours.meta().resource_version != cached.meta().resource_version)
+            .then(|| ours.clone())
     }
 
     /// Forgets a pool that is gone.
@@ -157,6 +176,18 @@ impl Ipam {
         known.insert(uid(pool), Known { version, unseen });
     }
 
+    /// A write of `pool` conditional on resourceVersion `from` landed (`written`): no one
+    /// committed in between, so what this process's last batch knew at `from` it knows at the
+    /// written version too (such a write hands nothing out).
+    pub fn moved_on(&self, from: &str, written: &NetworkPool) {
+        let mut known = self.known.lock().expect("not poisoned");
+        if let Some(known) = known.get_mut(&uid(written))
+            && known.version == from
+        {
+            known.version = written.meta().resource_version.clone().unwrap_or_default();
+        }
+    }
+
     /// Forgets what a batch of `pool` knew (its writes' outcome is not known).
     pub fn forget_known(&self, pool: &NetworkPool) {
         self.known.lock().expect("not poisoned").remove(&uid(pool));
@@ -194,6 +225,19 @@ impl Ipam {
     }
 }
 
+/// Whether an allocation is settled: it holds its block, carries the finalizer and is not
+/// being deleted. A change of a settled allocation (this process's own status write showing in
+/// the cache, most of all) gives neither IPAM controller anything to decide: the pool's
+/// figures were committed with the batch that handed the block out, and the resync looks at
+/// every allocation of a pool each minute.
+pub fn settled(allocation: &IPAllocation) -> bool {
+    let holds =
+        allocation.status.as_ref().is_some_and(|s| s.start_address.is_some() && s.end_address.is_some());
+    holds
+        && allocation.metadata.deletion_timestamp.is_none()
+        && butler_runtime::finalizer::has(allocation, butler_core::api::labels::IP_ALLOCATION_FINALIZER)
+}
+
 /// Whether our written copy stands in for the cached one: the cache has not seen our write and
 /// still shows the allocation waiting for the block we wrote.
 fn choose_ours(cached: &IPAllocation, ours: &IPAllocation) -> bool {
@@ -215,16 +259,22 @@ mod tests {
         .unwrap()
     }
 
-    /// IPAM over a cache holding allocation `a` waiting, and what feeds that cache (the store,
-    /// then the index, as the watch does).
-    fn with_one_waiting() -> (Ipam, impl FnMut(kube::runtime::watcher::Event<IPAllocation>)) {
+    /// IPAM over an empty cache, and what feeds that cache (the store, then the index, as the
+    /// watch does).
+    fn with_nothing() -> (Ipam, impl FnMut(kube::runtime::watcher::Event<IPAllocation>)) {
         let (store, mut writer) = kube::runtime::reflector::store();
         let index = Arc::new(AllocationIndex::new(store));
         let ipam = Ipam::new(index.clone(), Arc::default(), "test".into());
-        let mut feed = move |event: kube::runtime::watcher::Event<IPAllocation>| {
+        let feed = move |event: kube::runtime::watcher::Event<IPAllocation>| {
             writer.apply_watcher_event(&event);
             index.apply(&event);
         };
+        (ipam, feed)
+    }
+
+    /// IPAM over a cache holding allocation `a` waiting, and what feeds that cache.
+    fn with_one_waiting() -> (Ipam, impl FnMut(kube::runtime::watcher::Event<IPAllocation>)) {
+        let (ipam, mut feed) = with_nothing();
         feed(kube::runtime::watcher::Event::Apply(a("1", json!({"phase": "Pending"}))));
         (ipam, feed)
     }
@@ -239,6 +289,35 @@ mod tests {
         feed(kube::runtime::watcher::Event::Apply(a("3", allocated)));
         assert_eq!(ipam.view("ns", "p")[0].meta().resource_version.as_deref(), Some("3"));
         assert!(ipam.written.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_write_ahead_of_the_cache_stands_in_once_the_cache_shows_the_allocation_waiting() {
+        let (ipam, mut feed) = with_nothing();
+        // A consistent list showed the allocation before the cache did; its block was written.
+        let allocated = json!({"phase": "Allocated", "startAddress": "10.0.0.1", "endAddress": "10.0.0.1"});
+        ipam.wrote(Arc::new(a("2", allocated)));
+        assert!(ipam.view("ns", "p").is_empty());
+        // The cache now shows its creation, waiting: the write stands in, so it is not served twice.
+        feed(kube::runtime::watcher::Event::Apply(a("1", json!({"phase": "Pending"}))));
+        assert_eq!(ipam.view("ns", "p")[0].meta().resource_version.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn only_an_allocation_that_holds_its_block_with_the_finalizer_is_settled() {
+        let held = json!({"phase": "Allocated", "startAddress": "10.0.0.1", "endAddress": "10.0.0.1"});
+        let with_finalizer = |status: serde_json::Value| {
+            let mut a = a("1", status);
+            a.metadata.finalizers = Some(vec![butler_core::api::labels::IP_ALLOCATION_FINALIZER.into()]);
+            a
+        };
+        assert!(settled(&with_finalizer(held.clone())));
+        assert!(!settled(&with_finalizer(json!({"phase": "Pending"}))), "waiting");
+        assert!(!settled(&a("1", held.clone())), "no finalizer yet");
+        let mut going = with_finalizer(held);
+        going.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
+        assert!(!settled(&going), "being deleted: its block goes back");
     }
 
     fn pool(rv: &str) -> NetworkPool {

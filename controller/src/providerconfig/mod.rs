@@ -36,7 +36,7 @@ pub async fn reconcile(config: Arc<ProviderConfig>, ctx: Arc<Context>) -> Result
         return Ok(Action::await_change());
     }
     ctx.synced().await;
-    let key = crate::context::failure_key(config.as_ref());
+    let key = crate::keys::failure_key(config.as_ref());
     let config_object = config.clone();
     let started = ctx.metrics.reconcile_started("ProviderConfig");
     let result = async {
@@ -299,6 +299,6 @@ async fn delete(config: &ProviderConfig, ctx: &Context, api: &Api<ProviderConfig
     butler_runtime::finalizer::remove(api, config, PROVIDER_CONFIG_FINALIZER).await.map_err(|e| {
         Error::kube(format!("removing the finalizer of ProviderConfig {}", config.name_any()), e)
     })?;
-    ctx.forget(&crate::context::Gone::of(config));
+    ctx.forget(&crate::keys::Gone::of(config));
     Ok(Action::await_change())
 }

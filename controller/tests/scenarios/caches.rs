@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use butler_controller::context::Gone;
+use butler_controller::keys::Gone;
 use butler_core::api::{ProviderConfig, Team, TenantCluster};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;

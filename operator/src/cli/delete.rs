@@ -9,8 +9,8 @@ use kube::api::{DeleteParams, DynamicObject};
 use serde_json::json;
 
 use super::apply::{Waits, patch, provider_api};
-use super::providers::{self, ProviderRow};
 use crate::api::ProviderKind;
+use crate::upgrade::providers::{self, ProviderRow};
 
 /// Which providers to delete.
 #[derive(Debug, Clone)]

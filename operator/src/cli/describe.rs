@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::providers::ProviderRow;
+use crate::upgrade::providers::ProviderRow;
 
 /// How `describe` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

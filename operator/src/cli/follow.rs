@@ -9,10 +9,11 @@ use butler_repository::sha256_hex;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
-use super::apply::{Waits, Wanted};
-use super::providers::{self, ProviderRow};
+use super::apply::Waits;
 use crate::api::{KindNames, ProviderKind, ProviderUpgrade, StepState};
 use crate::controller::upgrades::finished;
+use crate::upgrade::moves::Wanted;
+use crate::upgrade::providers::{self, ProviderRow};
 
 /// The spec a request asks for, from the providers of the namespace (the approval aside: a
 /// plan and an apply of the same request are the same upgrade).

@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 
 use crate::api::FIELD_MANAGER;
-use crate::controller::policy::{NAMESPACE_LABEL, honoured_namespaces};
+use crate::controller::wanted::policy::{NAMESPACE_LABEL, honoured_namespaces};
 
 /// An operator found running: `namespace/name`, the namespaces it honours by name (`None`:
 /// every one) and the label that honours a namespace besides.

@@ -11,8 +11,9 @@ use butler_runtime::apply::Applier;
 use serde_json::{Value, json};
 
 use super::GenerateError;
-use super::apply::{Move, Waits, wait_ready};
+use super::apply::{Waits, wait_ready};
 use super::generate::{provider_ref, repository};
+use crate::upgrade::moves::Move;
 
 const FIELD_MANAGER: &str = "butlerctl";
 
@@ -137,7 +138,7 @@ fn operator_objects(image: Option<&str>, config: &ClusterctlConfig) -> Result<Ve
 /// A namespace that holds provider objects, labelled so that the operator honours them there
 /// (applied over an existing namespace, the label is all that changes).
 pub fn providers_namespace(name: &str) -> Value {
-    let labels = json!({crate::controller::policy::NAMESPACE_LABEL: "true"});
+    let labels = json!({crate::controller::wanted::policy::NAMESPACE_LABEL: "true"});
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
 }
 

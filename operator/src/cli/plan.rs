@@ -6,10 +6,11 @@ use std::fmt::Write;
 
 use butler_repository::{ClusterctlConfig, RemoteOptions, Repository, Version};
 
-use super::providers::{self, ProviderRow};
 use crate::api::ProviderKind;
-use crate::controller::config::{self, SecretCache};
-use crate::controller::fetch;
+use crate::controller::wanted::config::{self, SecretCache};
+use crate::controller::wanted::fetch;
+use crate::upgrade::changes;
+use crate::upgrade::providers::{self, ProviderRow};
 
 /// One provider in one contract's plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +21,7 @@ pub struct PlanRow {
     pub current: Option<String>,
     pub next: Next,
     /// With `--diff`: what the step does to the provider's objects.
-    pub diff: Option<super::diff::ObjectDiff>,
+    pub diff: Option<changes::ObjectDiff>,
 }
 
 /// Where a provider goes within a contract.
@@ -151,7 +152,7 @@ pub(super) async fn repository(
 
 /// Where `row` goes within `contract`.
 async fn next_for(repo: &Repository, row: &ProviderRow, contract: &str) -> Result<Next, String> {
-    match super::apply::latest_accepted(repo, row.provider_kind, contract).await {
+    match crate::upgrade::moves::latest_accepted(repo, row.provider_kind, contract).await {
         Ok(latest) => {
             let current = row.installed_version.as_deref().and_then(|v| Version::parse(v, "status").ok());
             Ok(match current {
@@ -200,9 +201,9 @@ pub async fn upgrade_plan(
             let next = next_for(repo, row, &contract).await?;
             let diff = match (&next, &row.installed_version) {
                 (Next::To(to), Some(current)) if with_diff => {
-                    let before = super::diff::render(client, row, repo, current, config).await?;
-                    let after = super::diff::render(client, row, repo, to, config).await?;
-                    Some(super::diff::diff(&before, &after))
+                    let before = changes::render(client, row, repo, current, config).await?;
+                    let after = changes::render(client, row, repo, to, config).await?;
+                    Some(changes::diff(&before, &after))
                 }
                 _ => None,
             };

@@ -18,12 +18,12 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use super::ProviderObject;
-use super::drift::Drift;
-use super::inventory::Inventory;
-use super::reason::PAUSED;
-use super::triggers::Triggers;
-use super::vocabulary::{Fetched, LiveDeployment, PAUSED_REPLICAS, ProviderKey, ProviderView};
 use crate::api::*;
+use crate::controller::install::drift::Drift;
+use crate::controller::install::installed::Inventory;
+use crate::controller::report::reason::PAUSED;
+use crate::controller::triggers::Triggers;
+use crate::controller::vocabulary::{Fetched, LiveDeployment, PAUSED_REPLICAS, ProviderKey, ProviderView};
 use crate::metrics::Metrics;
 
 /// The reflector caches of the seven provider kinds.
@@ -44,7 +44,7 @@ pub fn view_of<K: Provider + Resource>(object: &K, written: Option<&ProviderStat
     let status = written.or(object.provider_status());
     ProviderView {
         key: ProviderKey::of(object),
-        uid: super::vocabulary::uid_of(object),
+        uid: crate::controller::vocabulary::uid_of(object),
         created: object
             .meta()
             .creation_timestamp
@@ -108,9 +108,9 @@ pub struct Context {
     /// Releases fetched from remote repositories, by URL and version: a release never changes.
     pub releases: Mutex<HashMap<String, Fetched>>,
     /// Each provider's last rendered release, used again while its inputs are the same.
-    pub renders: super::render::Renders,
+    pub renders: crate::controller::wanted::render::Renders,
     /// Config Secrets as last read, valid while the Secret watch sees no change.
-    pub secrets: super::config::SecretCache,
+    pub secrets: crate::controller::wanted::config::SecretCache,
     /// Consecutive failures, by provider UID, for the backoff.
     pub failures: Mutex<HashMap<String, u32>>,
     /// Providers (UIDs) whose finalizer this process removed: gone, though the cache may still
@@ -126,15 +126,15 @@ pub struct Context {
     /// The one namespace whose providers this operator manages, when it is limited to one.
     pub namespace: Option<String>,
     /// What providers' components may grant beyond their own objects.
-    pub policy: super::policy::Policy,
-    /// The namespaces honoured by their label ([`super::policy::Policy::labelled_selector`]),
+    pub policy: crate::controller::wanted::policy::Policy,
+    /// The namespaces honoured by their label ([`crate::controller::wanted::policy::Policy::labelled_selector`]),
     /// when the policy names a label and not every namespace is honoured.
     pub labelled: Option<Store<PartialObjectMeta<Namespace>>>,
     /// How often every provider is reconciled when nothing wakes it.
     pub sync_period: std::time::Duration,
     /// Storage-version migrations this process ran or runs, by CRD name, for the upgrades'
     /// status.
-    pub migrations: Mutex<HashMap<String, super::storage::Progress>>,
+    pub migrations: Mutex<HashMap<String, crate::controller::install::storage::Progress>>,
     /// The least time between two checks of a provider's upgrade policy.
     pub upgrade_check_interval: std::time::Duration,
     /// When each provider's upgrade policy was checked last, and for which generation, by UID.

@@ -1,34 +1,26 @@
 //! The provider lifecycle controller: one kube-runtime controller per provider kind, sharing
 //! one reconcile. Each reconcile observes (the provider, the other providers, its release, its
-//! config Secret, its inventory and Deployments), checks and plans without I/O ([`plan`]),
-//! applies with server-side apply, and writes status ([`status`]); every reason it gives is a
-//! [`reason::Reason`].
+//! config Secret, its inventory and Deployments), checks and plans without I/O
+//! ([`install::plan`]), applies with server-side apply, and writes status
+//! ([`report::status`]); every reason it gives is a [`report::reason::Reason`].
+//!
+//! The folders follow a provider's life: [`wanted`] decides what should run (the release, its
+//! rendering for this provider, the policy it must pass); [`install`] makes it so and keeps it
+//! so (plan, apply, adoption, storage migration, drift); [`removal`] takes it away; [`report`]
+//! tells (status, reasons, events); [`upgrades`] runs ProviderUpgrades. What they all share
+//! sits here: the context, the vocabulary, the triggers, the error and the running of the
+//! controllers.
 
-pub mod adopt;
-pub mod config;
 pub mod context;
-pub mod customize;
-pub mod delete;
-pub mod drift;
 pub mod error;
-pub mod fetch;
-pub mod forbidden;
-pub mod inventory;
-pub mod keep;
-pub mod patches;
-pub mod plan;
-pub mod policy;
-pub mod reason;
-pub mod reconcile;
-pub mod render;
-pub mod repair;
+pub mod install;
+pub mod removal;
+pub mod report;
 pub mod run;
-pub mod status;
-pub mod storage;
 pub mod triggers;
 pub mod upgrades;
-pub mod users;
 pub mod vocabulary;
+pub mod wanted;
 
 pub use butler_runtime::shutdown::{Shutdown, shutdown_on, shutdown_switch};
 pub use run::{Operator, Options, caches_ready, start};

@@ -24,13 +24,15 @@ use butler_runtime::shutdown::Shutdown;
 use butler_runtime::watches::{Handler, Seen, Watches};
 
 use super::ProviderObject;
-use super::context::{Context, Stores};
-use super::drift::{Drift, owner_of};
-use super::error::Error;
-use super::triggers::{self, Receivers};
-use super::vocabulary::{LABEL_NAME, ProviderKey, uid_of};
-use super::{delete, inventory, reconcile as install};
 use crate::api::*;
+use crate::controller::context::{Context, Stores};
+use crate::controller::error::Error;
+use crate::controller::install::drift::{Drift, owner_of};
+use crate::controller::install::inventory;
+use crate::controller::install::reconcile as install;
+use crate::controller::removal::delete;
+use crate::controller::triggers::{self, Receivers};
+use crate::controller::vocabulary::{LABEL_NAME, ProviderKey, uid_of};
 use crate::metrics::Metrics;
 
 /// How the controllers run.
@@ -50,7 +52,7 @@ pub struct Options {
     /// Cluster API manager's `--namespace` does; every namespace when none.
     pub namespace: Option<String>,
     /// What providers' components may grant beyond their own objects.
-    pub policy: super::policy::Policy,
+    pub policy: crate::controller::wanted::policy::Policy,
     /// How often every provider is reconciled when nothing wakes it (`--sync-period`).
     pub sync_period: std::time::Duration,
     /// The least time between two checks of a provider's upgrade policy
@@ -81,7 +83,7 @@ impl Options {
             config: None,
             namespace: None,
             policy: Default::default(),
-            sync_period: super::status::RESYNC,
+            sync_period: crate::controller::report::status::RESYNC,
             // Tests publish a release and expect the next reconcile to see it.
             upgrade_check_interval: std::time::Duration::ZERO,
             fetch_deadline: FETCH_DEADLINE,
@@ -179,7 +181,7 @@ fn passing(error: &Error) -> bool {
         };
     }
     let text = error.to_string();
-    super::forbidden::missing(&text).is_some()
+    crate::controller::install::forbidden::missing(&text).is_some()
         || ["HTTP 429)", "HTTP 503)", "HTTP 504)", "error trying to connect", "connection closed"]
             .iter()
             .any(|t| text.contains(t))
@@ -323,7 +325,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         let api = deployments_api;
         let ctx = ctx.clone();
         let slim = watcher(api, watcher::Config::default().labels(LABEL_NAME))
-            .modify(super::context::slim_deployment);
+            .modify(crate::controller::context::slim_deployment);
         reflector::reflector(writer, slim).default_backoff().for_each(move |event| {
             on_deployment(&ctx, event);
             futures::future::ready(())
@@ -403,7 +405,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     let upgrades = upgrades
         .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(upgrade_wakes))
         .graceful_shutdown_on(shutdown.clone())
-        .run(super::upgrades::reconcile, super::upgrades::error_policy, ctx.clone())
+        .run(crate::controller::upgrades::reconcile, crate::controller::upgrades::error_policy, ctx.clone())
         .take_until(grace_over(&shutdown))
         .for_each(|result| {
             if let Err(e) = result {

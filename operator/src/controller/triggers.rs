@@ -5,8 +5,8 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use super::vocabulary::ProviderKey;
 use crate::api::ProviderKind;
+use crate::controller::vocabulary::ProviderKey;
 
 /// One channel per provider kind, into that kind's controller.
 #[derive(Clone)]

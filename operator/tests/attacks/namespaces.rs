@@ -177,7 +177,7 @@ async fn two_operators_on_one_cluster_never_touch_each_others_providers() {
     };
     let (stop, shutdown) = controller::shutdown_switch();
     let options = Options {
-        policy: butler_operator::controller::policy::Policy {
+        policy: butler_operator::controller::wanted::policy::Policy {
             provider_namespaces: Some(vec![other.clone()]),
             ..Default::default()
         },
@@ -257,7 +257,7 @@ async fn two_operators_on_one_cluster_never_touch_each_others_providers() {
 /// label goes (what was installed stays; nothing more is written for it).
 #[tokio::test]
 async fn a_namespace_is_honoured_once_labelled_for_providers_and_left_alone_once_not() {
-    use butler_operator::controller::policy::NAMESPACE_LABEL;
+    use butler_operator::controller::wanted::policy::NAMESPACE_LABEL;
     use k8s_openapi::api::core::v1::Namespace;
     let mut s = Scenario::new("labelled").await;
     publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;

@@ -2,8 +2,9 @@
 //! calls, and the binary as a user runs it (with --kubeconfig).
 
 use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use butler_operator::cli::describe;
 use butler_operator::cli::plan::{Next, upgrade_plan};
-use butler_operator::cli::{describe, providers};
+use butler_operator::upgrade::providers;
 use butler_repository::{ClusterctlConfig, HttpOptions, RemoteOptions};
 
 use crate::support::Scenario;
@@ -152,7 +153,7 @@ async fn describe_and_upgrade_plan_read_the_providers_and_their_repositories() {
 async fn upgrade(
     client: &kube::Client,
     namespace: &str,
-    wanted: butler_operator::cli::apply::Wanted,
+    wanted: butler_operator::upgrade::moves::Wanted,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<String, String> {
     butler_operator::cli::follow::upgrade_apply(client, Some(namespace), &wanted, waits(), progress).await
@@ -189,8 +190,8 @@ fn keep_marking_available_where(s: &Scenario, selector: String) -> tokio::task::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_apply_within_and_across_contracts_and_again_after_an_interruption() {
-    use butler_operator::cli::apply::Wanted;
     use butler_operator::controller::upgrades::engine::PAUSED_BY;
+    use butler_operator::upgrade::moves::Wanted;
     let mut s = Scenario::new("cli-apply").await;
     publish_releases(&s).await;
     s.start_operator();

@@ -49,7 +49,7 @@ async fn all_ready(s: &Scenario) {
 async fn inventoried(s: &Scenario) -> Vec<ObjectRef> {
     let configmaps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &s.namespace);
     let inventories = configmaps
-        .list(&ListParams::default().labels(butler_operator::controller::inventory::LABEL_INVENTORY))
+        .list(&ListParams::default().labels(butler_operator::controller::install::inventory::LABEL_INVENTORY))
         .await
         .unwrap()
         .items;

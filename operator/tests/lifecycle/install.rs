@@ -105,7 +105,7 @@ async fn a_runtime_extension_provider_installs_beside_the_core_and_goes_with_its
         "runtime-extension-caren",
         "labelled as clusterctl labels a runtime extension"
     );
-    let rows = butler_operator::cli::providers::list(&s.client, Some(&s.namespace)).await.unwrap();
+    let rows = butler_operator::upgrade::providers::list(&s.client, Some(&s.namespace)).await.unwrap();
     assert!(rows.iter().any(|r| r.name == "caren"), "butlerctl lists it");
     s.api::<RuntimeExtensionProvider>().delete("caren", &Default::default()).await.unwrap();
     s.wait_gone::<RuntimeExtensionProvider>("caren").await;

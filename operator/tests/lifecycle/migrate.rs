@@ -349,7 +349,7 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
 
     // The operator as its manifest runs it: butler-system by name, the rest by label, which
     // the scenario's namespace (cluster-api-operator's layout) does not carry yet.
-    use butler_operator::controller::policy::NAMESPACE_LABEL;
+    use butler_operator::controller::wanted::policy::NAMESPACE_LABEL;
     operator_stand_in(&s, &["run", "--provider-namespace=butler-system"]).await;
     s.start_operator_with_options(|o| {
         o.policy.provider_namespaces = Some(vec!["butler-system".into()]);

@@ -45,7 +45,7 @@ pub trait Source: Send + Sync {
             let versions = self.versions().await?;
             version::latest(&versions)
                 .cloned()
-                .ok_or_else(|| crate::RepositoryError::NoVersions { location: self.location() })
+                .ok_or_else(|| crate::error::RepositoryError::NoVersions { location: self.location() })
         }
     }
 

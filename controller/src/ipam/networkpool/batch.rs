@@ -53,7 +53,7 @@ pub(super) async fn batch(
             Some(items) => items,
             None => {
                 consistent = true;
-                listed.insert(list_consistent(&allocations, &name).await.map_err(|e| {
+                listed.insert(list_consistent(ctx, &allocations, &name).await.map_err(|e| {
                     Error::kube(format!("listing the IPAllocations of NetworkPool {}", named(&pool)), e)
                 })?)
             }
@@ -145,24 +145,37 @@ pub(super) async fn batch(
 }
 
 /// The IPAllocations of a pool, from storage (no resourceVersion: a consistent read), in pages
-/// so that a large namespace is never held twice over; kept as the caches keep them.
-async fn list_consistent(api: &Api<IPAllocation>, pool: &str) -> Result<Vec<Arc<IPAllocation>>, kube::Error> {
+/// so that a large namespace is never held twice over; kept as the caches keep them. An
+/// allocation the cache holds at the version listed is the cache's object: a list of a pool of
+/// thousands then costs a page, not a second copy of the pool.
+async fn list_consistent(
+    ctx: &Context,
+    api: &Api<IPAllocation>,
+    pool: &str,
+) -> Result<Vec<Arc<IPAllocation>>, kube::Error> {
     let mut out = Vec::new();
     let mut params = ListParams::default().limit(500);
     loop {
         let page = api.list(&params).await?;
-        out.extend(
-            page.items
-                .into_iter()
-                .filter(|a| a.spec.pool_ref.name == pool)
-                .map(crate::caches::kept_allocation)
-                .map(Arc::new),
-        );
+        out.extend(page.items.into_iter().filter(|a| a.spec.pool_ref.name == pool).map(|a| {
+            let cached = ctx.ipam.allocations.object(&a.namespace().unwrap_or_default(), &a.name_any());
+            match cached {
+                Some(cached) if same_version(&cached, &a) => cached,
+                _ => Arc::new(crate::caches::kept_allocation(a)),
+            }
+        }));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(out),
         }
     }
+}
+
+/// Whether two copies are of one object at one version (and so, kept alike, hold the same).
+fn same_version(a: &IPAllocation, b: &IPAllocation) -> bool {
+    a.metadata.uid.is_some()
+        && a.metadata.resource_version.is_some()
+        && (&a.metadata.uid, &a.metadata.resource_version) == (&b.metadata.uid, &b.metadata.resource_version)
 }
 
 /// Writes allocation statuses, each conditional on the resourceVersion it was planned from.

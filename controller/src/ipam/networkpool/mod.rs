@@ -142,10 +142,14 @@ async fn run(cached: Arc<NetworkPool>, ctx: &Context) -> Result<Action, Error> {
                 write_pool_status(ctx, &api, &pool, status, journal, events).await?;
             } else {
                 // When this process's last batch knows the view complete, the view stands in
-                // for the batch's list and this plan is its first.
-                let first =
-                    (pool.status == cached.status && ctx.ipam.knows(&cached)).then(|| (view.clone(), served));
-                batch::batch(ctx, &api, cached.clone(), first).await?;
+                // for the batch's list and this plan is its first, committed against the pool
+                // as that batch left it: the cache's, or the pool as written while the cache has
+                // not shown it (a conflict, should another have committed since, lists).
+                let left = ctx.ipam.written_pool(&cached).unwrap_or_else(|| cached.clone());
+                let first = (pool.status == left.status && pool.spec == left.spec && ctx.ipam.knows(&left))
+                    .then(|| (view.clone(), served));
+                let from = if first.is_some() { left } else { cached.clone() };
+                batch::batch(ctx, &api, from, first).await?;
                 again = AGAIN_SOON;
             }
         }
@@ -197,7 +201,7 @@ pub(super) async fn write_pool_status(
     }
     let mut body = serde_json::to_value(&status).unwrap_or(Value::Null);
     let mut patch = json!({});
-    match journal {
+    match &journal {
         Some(rv) => {
             body["inFlight"] = json!(status.in_flight);
             if let Some(rv) = rv {
@@ -226,6 +230,9 @@ pub(super) async fn write_pool_status(
         Err(e) if is_conflict(&e) => return Ok(PoolWrite::Conflict),
         Err(e) => return Err(Error::kube(format!("writing the status of NetworkPool {}", named(pool)), e)),
     };
+    if let Some(Some(from)) = &journal {
+        ctx.ipam.moved_on(from, &written);
+    }
     ctx.ipam.wrote_pool(written.clone());
     for event in events {
         let event = Event {

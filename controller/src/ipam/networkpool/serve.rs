@@ -128,16 +128,23 @@ pub fn serve(
     }
 
     // Journal entries whose write may still land keep their block.
+    // The journal is short (a chunk at most) and the pool's allocations many: each allocation
+    // is looked up among the entries, not the other way round.
     let entries = pool.status.iter().flat_map(|s| s.in_flight.iter()).collect::<Vec<_>>();
-    let by_uid: HashMap<&str, &IPAllocation> = if entries.is_empty() {
-        HashMap::new()
-    } else {
-        allocations.iter().filter_map(|a| Some((a.metadata.uid.as_deref()?, *a))).collect()
-    };
+    let mut found: Vec<Option<&IPAllocation>> = vec![None; entries.len()];
+    if !entries.is_empty() {
+        let wanted: HashMap<&str, usize> =
+            entries.iter().enumerate().map(|(i, e)| (e.uid.as_str(), i)).collect();
+        for a in allocations.iter().copied() {
+            if let Some(&i) = a.metadata.uid.as_deref().and_then(|uid| wanted.get(uid)) {
+                found[i] = Some(a);
+            }
+        }
+    }
     let mut journal = Vec::new();
     let mut claimed: HashMap<String, Allocation> = HashMap::new();
-    for entry in entries {
-        let Some(a) = by_uid.get(entry.uid.as_str()) else { continue };
+    for (entry, a) in entries.into_iter().zip(found) {
+        let Some(a) = a else { continue };
         if a.metadata.resource_version.as_deref() != Some(entry.resource_version.as_str()) {
             continue;
         }

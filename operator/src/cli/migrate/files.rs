@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::carry::{Carried, MIGRATED_FROM, OldProvider, carry};
 use crate::api::{KindNames, ProviderKind};
-use crate::controller::adopt::CAPI_OPERATOR_GROUP;
+use crate::controller::install::adopt::CAPI_OPERATOR_GROUP;
 
 /// The converted documents and what was done to them.
 #[derive(Debug, Clone, Default, PartialEq)]

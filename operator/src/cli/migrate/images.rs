@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::controller::config::IMAGES_KEY;
+use crate::controller::wanted::config::IMAGES_KEY;
 
 /// The file cluster-api-operator reads its clusterctl config from.
 const CONFIG_FILE: &str = "clusterctl.yaml";

@@ -10,7 +10,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::controller::adopt::CAPI_OPERATOR_GROUP;
+use crate::controller::install::adopt::CAPI_OPERATOR_GROUP;
 
 /// The annotation that keeps the failure policies the webhooks had before the move, as
 /// `{webhook name: policy}`.

@@ -7,8 +7,8 @@
 use serde_json::{Value, json};
 
 use crate::api::{PlannedMove, ProviderKind, StepAction, StepState, UpgradeStep};
-use crate::cli::apply::{condition_true, installed, refusal};
-use crate::cli::providers::ProviderRow;
+use crate::upgrade::moves::{condition_true, installed, refusal};
+use crate::upgrade::providers::ProviderRow;
 
 /// The annotation on a provider that an upgrade paused: its value names the upgrade, which
 /// alone unpauses it.
@@ -127,7 +127,7 @@ fn rollback(step: &UpgradeStep, rows: &[ProviderRow], from: Option<&str>) -> Vec
 fn back_to(version: &str, step: &UpgradeStep) -> Value {
     let kept = step.kept.as_ref().filter(|k| k.version == version).map(|k| k.sha256.clone());
     json!({
-        "metadata": {"annotations": {ROLLBACK_TO: version, crate::controller::keep::ROLLBACK_SHA256: kept}},
+        "metadata": {"annotations": {ROLLBACK_TO: version, crate::controller::wanted::keep::ROLLBACK_SHA256: kept}},
         "spec": {"version": version},
     })
 }

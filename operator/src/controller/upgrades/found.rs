@@ -15,10 +15,10 @@ use serde_json::json;
 use super::follow::{candidates, suits};
 use super::window::{State, Window};
 use crate::api::{Approval, Follow, ProviderKind, ProviderUpgrade};
-use crate::cli::providers::ProviderRow;
 use crate::controller::ProviderObject;
 use crate::controller::context::Context;
-use crate::controller::plan::core_of;
+use crate::controller::install::plan::core_of;
+use crate::upgrade::providers::ProviderRow;
 
 /// The label on a ProviderUpgrade a policy made: the provider's label (`infrastructure-aws`).
 pub const MADE_FOR: &str = "operator.butlerlabs.dev/upgrade-policy-of";

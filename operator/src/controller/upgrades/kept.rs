@@ -1,12 +1,12 @@
 //! Keeping the release a provider runs before an upgrade step moves it (see
-//! [`crate::controller::keep`]).
+//! [`crate::controller::wanted::keep`]).
 
 use kube::{Resource, ResourceExt};
 
 use super::planning::{operator_config, repository_of};
 use crate::api::{KeptRelease, ProviderUpgrade, ProviderUpgradeStatus, StepAction};
-use crate::cli::providers::ProviderRow;
 use crate::controller::context::Context;
+use crate::upgrade::providers::ProviderRow;
 
 /// Keeps the release an `Upgrade` step's provider runs before the step moves it, when it comes
 /// from a remote repository (one in the cluster or compiled in needs no keeping); a release
@@ -27,13 +27,15 @@ pub(super) async fn keep_before(
     let from = status.plan.iter().find(|m| m.kind == kind && m.name == name)?.from.clone()?;
     let kept = async {
         let config = operator_config(ctx)?;
-        if crate::controller::fetch::remote_url(&row.spec, &config, row.provider_kind, &row.name).is_none() {
+        if crate::controller::wanted::fetch::remote_url(&row.spec, &config, row.provider_kind, &row.name)
+            .is_none()
+        {
             return Ok(None);
         }
         let repository = repository_of(ctx, row, &config).await?;
         let version =
             butler_repository::Version::parse(&from, "the version before").map_err(|e| e.to_string())?;
-        let fetched = crate::controller::fetch::release(&repository, version).await?;
+        let fetched = crate::controller::wanted::fetch::release(&repository, version).await?;
         let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
             api_version: ProviderUpgrade::api_version(&()).into(),
             kind: ProviderUpgrade::kind(&()).into(),
@@ -43,7 +45,7 @@ pub(super) async fn keep_before(
         };
         let key =
             crate::controller::vocabulary::ProviderKey::new(row.provider_kind, &row.namespace, &row.name);
-        crate::controller::keep::keep(&ctx.client, &key, &fetched, owner).await.map(Some)
+        crate::controller::wanted::keep::keep(&ctx.client, &key, &fetched, owner).await.map(Some)
     };
     match kept.await {
         Ok(kept) => kept,

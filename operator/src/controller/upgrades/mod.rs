@@ -29,7 +29,7 @@ use self::window::{State, Window};
 use super::context::Context;
 use super::error::Error;
 use crate::api::{Approval, KindNames, ProviderKind, ProviderUpgrade, ProviderUpgradeStatus, StepState};
-use crate::cli::providers::{self, ProviderRow};
+use crate::upgrade::providers::{self, ProviderRow};
 
 const PLANNED: &str = "Planned";
 const APPROVED: &str = "Approved";
@@ -109,8 +109,12 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
     }
 
     let rows = list(&ctx, &namespace).await?;
-    let timeout =
-        upgrade.spec.step_timeout.as_deref().and_then(|t| parse_duration(t).ok()).unwrap_or(STEP_TIMEOUT);
+    let timeout = upgrade
+        .spec
+        .step_timeout
+        .as_deref()
+        .and_then(|t| window::parse_duration(t).ok())
+        .unwrap_or(STEP_TIMEOUT);
     let running = status.steps.iter().find(|s| s.state == StepState::Running);
     let elapsed = running.and_then(|s| s.started.as_deref()).and_then(since);
     let stamp = || now().0.to_string();
@@ -297,10 +301,4 @@ fn since(time: &str) -> Option<Duration> {
     let then: k8s_openapi::jiff::Timestamp = time.parse().ok()?;
     let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(then);
     Duration::try_from(elapsed).ok()
-}
-
-/// A Go duration (`10m`, `1h30m`, `90s`).
-pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let parsed: kube::core::Duration = text.parse().map_err(|e| format!("{text}: {e}"))?;
-    Ok(parsed.into())
 }

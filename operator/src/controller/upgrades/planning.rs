@@ -10,10 +10,10 @@ use super::{ORDER, PLANNED, engine, now, rollback};
 use crate::api::{
     Follow, KindNames, ObjectChanges, PlannedMove, ProviderKind, ProviderUpgrade, ProviderUpgradeStatus,
 };
-use crate::cli::apply::{Repositories, Wanted as Target, moves, target_contract};
-use crate::cli::diff::{counted, diff, render, storage_changes};
-use crate::cli::providers::ProviderRow;
 use crate::controller::context::Context;
+use crate::upgrade::changes::{counted, diff, render, storage_changes};
+use crate::upgrade::moves::{Move, Repositories, Wanted as Target, moves, target_contract};
+use crate::upgrade::providers::ProviderRow;
 
 /// The plan: the moves (the core provider first), the contracts, the steps.
 pub(super) async fn plan(
@@ -121,7 +121,7 @@ pub(super) async fn plan(
 
 /// Refuses a plan that moves a pinned provider (`spec.upgradePolicy.follow: Pin`); a roll-back
 /// moves it back all the same.
-fn pinned(rows: &[ProviderRow], planned: &[crate::cli::apply::Move]) -> Result<(), String> {
+fn pinned(rows: &[ProviderRow], planned: &[Move]) -> Result<(), String> {
     let held: Vec<String> = planned
         .iter()
         .filter(|m| m.from.as_deref() != Some(m.to.as_str()))
@@ -199,16 +199,17 @@ pub(super) async fn repository_of(
     row: &ProviderRow,
     config: &ClusterctlConfig,
 ) -> Result<Repository, String> {
-    let base = crate::controller::fetch::operator_credentials_for(
+    let base = crate::controller::wanted::fetch::operator_credentials_for(
         &row.spec,
         &ctx.remote,
         &ctx.policy.credential_hosts,
     );
-    let remote = crate::controller::config::load(&ctx.client, &ctx.secrets, &row.namespace, &row.spec, &base)
-        .await
-        .map_err(|e| e.0)?
-        .remote;
-    crate::controller::fetch::repository(
+    let remote =
+        crate::controller::wanted::config::load(&ctx.client, &ctx.secrets, &row.namespace, &row.spec, &base)
+            .await
+            .map_err(|e| e.0)?
+            .remote;
+    crate::controller::wanted::fetch::repository(
         &ctx.client,
         row.provider_kind,
         &row.namespace,
@@ -224,7 +225,6 @@ pub(super) async fn repository_of(
 mod tests {
     use super::*;
     use crate::api::UpgradePolicy;
-    use crate::cli::apply::Move;
 
     #[test]
     fn a_plan_that_moves_a_pinned_provider_is_refused_naming_it() {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::api::{KindNames, PlannedMove, StepState, StorageMigration};
-use crate::controller::storage::Progress;
+use crate::controller::install::storage::Progress;
 
 /// `known` (what the status shows) updated with `running` (the operator's migrations, by CRD):
 /// the migrations of the CRDs a move of `plan` changes the storage version of, and any still
@@ -48,7 +48,7 @@ pub fn storage_migrations(
 mod tests {
     use super::*;
     use crate::api::{ObjectChanges, ProviderKind};
-    use crate::controller::storage::Migrated;
+    use crate::controller::install::storage::Migrated;
     use crate::controller::vocabulary::ProviderKey;
 
     fn progress(name: &str, rewritten: usize, done: bool) -> Progress {

@@ -9,8 +9,8 @@ use super::engine;
 use crate::api::{
     KindNames, ObjectChanges, PlannedMove, ProviderKind, ProviderUpgrade, ProviderUpgradeStatus,
 };
-use crate::cli::providers::ProviderRow;
 use crate::controller::context::Context;
+use crate::upgrade::providers::ProviderRow;
 
 /// The moves, contracts and steps of `upgrade`, which rolls back `original` (in the same
 /// namespace).

@@ -1,6 +1,8 @@
 //! Maintenance windows: whether one is open at a time, and when the next opens. Pure: the
 //! time is given.
 
+use std::time::Duration;
+
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use jiff::tz::TimeZone;
@@ -37,7 +39,7 @@ impl Window {
                 window.schedule
             )
         })?;
-        let length = super::parse_duration(&window.duration).map_err(|e| {
+        let length = parse_duration(&window.duration).map_err(|e| {
             format!("{at}.duration {:?} is not a Go duration ({e}): for example 4h", window.duration)
         })?;
         let length = jiff::SignedDuration::try_from(length)
@@ -72,6 +74,12 @@ impl Window {
             .map_err(|e| format!("the schedule {} never opens a window: {e}", self.cron.as_str()))?;
         Ok(State::Closed(opens))
     }
+}
+
+/// A Go duration (`10m`, `1h30m`, `90s`).
+pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let parsed: kube::core::Duration = text.parse().map_err(|e| format!("{text}: {e}"))?;
+    Ok(parsed.into())
 }
 
 #[cfg(test)]

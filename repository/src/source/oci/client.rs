@@ -15,7 +15,6 @@ use super::OciOptions;
 use super::credentials::Login;
 use crate::digest::sha256_hex;
 use crate::error::{RepositoryError, Result};
-use crate::http::{HttpOptions, guarded_client};
 
 /// Plain-HTTP registries, the timeout, a digest of the extra CAs and one of the credentials.
 type Key = (Vec<String>, Duration, String, String);
@@ -99,28 +98,4 @@ pub(super) async fn connect(
     };
     let client = shared(options, registry, plain_http, timeout, &auth)?;
     Ok((client, auth))
-}
-
-/// Guarded clients, shared: one loads the system's roots when made (tens of milliseconds).
-pub(super) fn shared_client(
-    http: &HttpOptions,
-    roots: &[String],
-) -> std::result::Result<reqwest::Client, String> {
-    type ClientKey = (Duration, String, String);
-    static CLIENTS: Mutex<BTreeMap<ClientKey, reqwest::Client>> = Mutex::new(BTreeMap::new());
-    let key = (
-        http.timeout,
-        format!("{:?} {:?}", http.network, http.proxy),
-        sha256_hex(roots.join("\0").as_bytes()),
-    );
-    let mut clients = CLIENTS.lock().expect("not poisoned");
-    if let Some(client) = clients.get(&key) {
-        return Ok(client.clone());
-    }
-    let client = guarded_client(http, roots)?;
-    if clients.len() >= 64 {
-        clients.clear();
-    }
-    clients.insert(key, client.clone());
-    Ok(client)
 }

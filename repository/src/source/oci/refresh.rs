@@ -170,7 +170,7 @@ pub(super) async fn access_token(
     let reference = format!("oci://{registry}/{repository}");
     let fail = |message: String| RepositoryError::Oci { reference: reference.clone(), message };
     let plain_http = plain_http || options.is_insecure(registry);
-    let client = super::client::shared_client(http, &options.ca_certificates).map_err(fail)?;
+    let client = crate::http::shared_client(http, &options.ca_certificates).map_err(fail)?;
     let (challenge, status, probe) = challenge_of(&client, http, registry, plain_http).await?;
     let challenge = challenge.ok_or_else(|| {
         fail(format!(
@@ -264,7 +264,7 @@ pub(super) async fn check_password_realm(
     let reference = format!("oci://{registry}/{repository}");
     let fail = |message: String| RepositoryError::Oci { reference: reference.clone(), message };
     let plain_http = plain_http || options.is_insecure(registry);
-    let client = super::client::shared_client(http, &options.ca_certificates).map_err(fail)?;
+    let client = crate::http::shared_client(http, &options.ca_certificates).map_err(fail)?;
     let (challenge, _, _) = challenge_of(&client, http, registry, plain_http).await?;
     match challenge {
         Some(challenge) => {

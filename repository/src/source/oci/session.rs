@@ -70,7 +70,7 @@ impl Session {
                 message: "the registry is reached over plain HTTP, where credentials are never sent; serve it over HTTPS (with OCI_CA_CERT for a private CA) or read it without credentials".into(),
             });
         }
-        let client = super::client::shared_client(http, &options.ca_certificates).map_err(|message| {
+        let client = crate::http::shared_client(http, &options.ca_certificates).map_err(|message| {
             RepositoryError::Oci {
                 reference: reference.clone(),
                 message: format!("{message}; check the CA certificates ({})", super::CA_VARIABLE),

@@ -16,16 +16,16 @@ use butler_runtime::error::not_found_ok;
 use butler_runtime::objects::{ObjectRef, delete_order};
 use butler_runtime::watches::{Handler, Seen};
 
-use super::ProviderObject;
-use super::context::{Context, view_of};
-use super::error::Error;
-use super::inventory::{self, inventory_of};
-use super::plan;
-use super::reason::Reason;
-use super::status::{self, Outcome};
-use super::users::{butler_platform, tenant_cluster_users};
-use super::vocabulary::{ProviderKey, uid_of};
 use crate::api::{CrdDeletionPolicy, PROVIDER_FINALIZER, ProviderKind};
+use crate::controller::ProviderObject;
+use crate::controller::context::{Context, view_of};
+use crate::controller::error::Error;
+use crate::controller::install::inventory::{self, inventory_of};
+use crate::controller::install::plan;
+use crate::controller::removal::users::{butler_platform, tenant_cluster_users};
+use crate::controller::report::reason::Reason;
+use crate::controller::report::status::{self, Outcome};
+use crate::controller::vocabulary::{ProviderKey, uid_of};
 
 /// How many objects of one CRD a blocked deletion names.
 const NAMED: u32 = 5;
@@ -118,7 +118,7 @@ where
 {
     let uid = uid_of(object);
     let me = view_of(object, ctx.statuses.lock().expect("not poisoned").get(&uid));
-    let message = super::forbidden::explained(&error.to_string());
+    let message = crate::controller::install::forbidden::explained(&error.to_string());
     let outcome = Outcome {
         contract: me.contract.clone(),
         installed_version: me.installed_version.clone(),

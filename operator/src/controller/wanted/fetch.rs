@@ -7,8 +7,8 @@ use butler_repository::{
     oci::OciOptions,
 };
 
-use super::vocabulary::Fetched;
 use crate::api::{ProviderKind, ProviderSpec};
+use crate::controller::vocabulary::Fetched;
 
 /// Whether a provider of this kind and name needs no fetchConfig: the built-in list or the
 /// operator's config file knows where it lives.

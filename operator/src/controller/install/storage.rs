@@ -69,7 +69,7 @@ pub struct Migrated {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Progress {
     /// The provider whose CRD it is.
-    pub provider: super::vocabulary::ProviderKey,
+    pub provider: crate::controller::vocabulary::ProviderKey,
     /// The storage version the objects are written at.
     pub storage: String,
     pub migrated: Migrated,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::controller::reason::{INSTALLED, PREFLIGHT, Retry, UPGRADED};
+use crate::controller::report::reason::{INSTALLED, PREFLIGHT, Retry, UPGRADED};
 use crate::controller::vocabulary::{LABEL_NAME, ProviderKey};
 
 const COMPONENTS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x-system\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa\n  namespace: x-system\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: manager\n  namespace: x-system\nspec:\n  replicas: 1\n  template:\n    spec:\n      containers:\n      - name: manager\n        image: ghcr.io/x/manager:v1\n        args: [\"--region=${REGION}\"]\n";
@@ -230,7 +230,8 @@ fn kept_crds_stay_listed_until_a_release_ships_them_again() {
         kept: vec![crd("dockers.x.io"), crd("back.x.io")],
         ..Inventory::default()
     };
-    let kept = crate::controller::inventory::kept_crds(&previous, &[crd("back.x.io"), crd("others.x.io")]);
+    let kept =
+        crate::controller::install::installed::kept_crds(&previous, &[crd("back.x.io"), crd("others.x.io")]);
     // Kept before and dropped now stay; one shipped again is an object again; one that was
     // there before the provider, or never known to be made by it, was never its to keep.
     assert_eq!(kept, [crd("dockers.x.io"), crd("devs.x.io")]);

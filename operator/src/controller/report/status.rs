@@ -12,12 +12,12 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::Event;
 use serde_json::json;
 
-use super::ProviderObject;
-use super::context::Context;
-use super::error::Error;
-use super::reason::{ORDER, Reason, Retry, Stop};
-use super::vocabulary::{ProviderKey, ProviderView, uid_of};
 use crate::api::ProviderStatus;
+use crate::controller::ProviderObject;
+use crate::controller::context::Context;
+use crate::controller::error::Error;
+use crate::controller::report::reason::{ORDER, Reason, Retry, Stop};
+use crate::controller::vocabulary::{ProviderKey, ProviderView, uid_of};
 
 /// How often a provider is looked at again with nothing changing: every input is watched, so
 /// this is only a safety net (and it notices new ConfigMap versions of an empty spec.version).

@@ -1,4 +1,5 @@
-//! The provider objects of a cluster, every kind, as the commands that look at them read them.
+//! The provider objects of a cluster, every kind, as the upgrade planner and the commands that
+//! look at them read them: one row each, the core provider first.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

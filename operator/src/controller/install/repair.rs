@@ -7,9 +7,9 @@
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 
-use super::ProviderObject;
-use super::context::Context;
-use super::vocabulary::ProviderKey;
+use crate::controller::ProviderObject;
+use crate::controller::context::Context;
+use crate::controller::vocabulary::ProviderKey;
 
 /// Kubernetes' refusal of a create in a namespace being deleted (NamespaceLifecycle).
 pub const NAMESPACE_TERMINATING: &str = "because it is being terminated";

@@ -12,11 +12,11 @@ use butler_runtime::inventory::dropped_out;
 use butler_runtime::objects::{ObjectRef, apply_order};
 use serde_json::{Value, json};
 
-use super::customize::customize;
-use super::inventory::Inventory;
-use super::reason::{PAUSED, Reason, Stop};
-use super::vocabulary::{Fetched, LiveDeployment, PAUSED_REPLICAS, ProviderView};
 use crate::api::{ProviderKind, ProviderSpec};
+use crate::controller::install::installed::Inventory;
+use crate::controller::report::reason::{PAUSED, Reason, Stop};
+use crate::controller::vocabulary::{Fetched, LiveDeployment, PAUSED_REPLICAS, ProviderView};
+use crate::controller::wanted::customize::customize;
 
 /// Where the operator takes a provider's variables from, for messages.
 pub const VARIABLES_PLACE: &str =
@@ -84,7 +84,7 @@ pub fn preflight(
         ));
     }
     // spec/004: the config Secret lives beside the provider.
-    if let Err(message) = super::config::beside_the_provider(&key.namespace, spec) {
+    if let Err(message) = crate::controller::wanted::config::beside_the_provider(&key.namespace, spec) {
         return Err(Stop::new(Reason::ConfigSecretUnreadable, message));
     }
     if let Some(version) = spec.version.as_deref().filter(|v| !v.is_empty())
@@ -135,15 +135,15 @@ pub struct InstallInput<'a> {
     /// Image overrides of the operator's config file (clusterctl's `images`).
     pub images: &'a ImageOverrides,
     /// What the operator allows a provider's components beyond their own objects.
-    pub policy: &'a super::policy::Policy,
+    pub policy: &'a crate::controller::wanted::policy::Policy,
     /// The YAML of `spec.additionalManifests`, applied with the components.
     pub additional: Option<&'a str>,
     /// The version a ProviderUpgrade rolls this provider back to (its annotation
-    /// [`super::upgrades::engine::ROLLBACK_TO`]): that one downgrade is allowed, and the CRDs
+    /// [`crate::controller::upgrades::engine::ROLLBACK_TO`]): that one downgrade is allowed, and the CRDs
     /// stay as the newer version left them.
     pub rollback_to: Option<&'a str>,
     /// The last rendering of each provider's release, used again while its inputs are the same.
-    pub renders: &'a super::render::Renders,
+    pub renders: &'a crate::controller::wanted::render::Renders,
 }
 
 /// The outcome of planning an install or upgrade.
@@ -308,7 +308,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     };
     // The release's own pods run as its own accounts (the provider object's customisation,
     // which its administrator writes, may choose another).
-    if let Err(message) = super::policy::check_pods(&objects) {
+    if let Err(message) = crate::controller::wanted::policy::check_pods(&objects) {
         return keep(plan, Reason::PolicyViolation, message);
     }
     if let Err(message) = customize(&mut objects, input.spec, &label) {
@@ -329,14 +329,14 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
             }
         }
     }
-    if let Err(message) = super::patches::apply(&mut objects, input.spec) {
+    if let Err(message) = crate::controller::wanted::patches::apply(&mut objects, input.spec) {
         return keep(plan, Reason::InvalidCustomization, message);
     }
     // The target namespace holds the provider object, so it exists; providers may share it, and
     // their components' Namespace labels would fight, so it is left alone.
     objects.retain(|o| o["kind"] != "Namespace");
     // Nothing is written when one object breaks the policy.
-    if let Err(message) = super::policy::check(&objects, input.policy) {
+    if let Err(message) = crate::controller::wanted::policy::check(&objects, input.policy) {
         return keep(plan, Reason::PolicyViolation, message);
     }
     objects.sort_by_key(apply_order);
@@ -361,7 +361,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     let digest = sha256_hex(serde_json::to_string(&objects).expect("objects serialize").as_bytes());
     let previous = input.inventory.cloned().unwrap_or_default();
     plan.delete = dropped_out(&previous.objects, &refs, &["CustomResourceDefinition", "Namespace"]);
-    let kept = super::inventory::kept_crds(&previous, &refs);
+    let kept = crate::controller::install::installed::kept_crds(&previous, &refs);
     plan.inventory = Inventory {
         version: version.clone(),
         contract: fetched.contract.clone(),

@@ -13,8 +13,8 @@ use kube::api::ApiResource;
 use butler_runtime::objects::ObjectRef;
 use butler_runtime::watches::{Handler, Seen, Watches};
 
-use super::triggers::Triggers;
-use super::vocabulary::{LABEL_NAME, ProviderKey};
+use crate::controller::triggers::Triggers;
+use crate::controller::vocabulary::{LABEL_NAME, ProviderKey};
 
 /// What a write left on an object: its generation where the kind keeps one (status updates
 /// do not change it), else its resourceVersion.

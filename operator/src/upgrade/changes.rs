@@ -6,8 +6,8 @@ use butler_repository::{ClusterctlConfig, ComponentsOptions, Repository, Version
 use serde_json::Value;
 
 use super::providers::ProviderRow;
-use crate::controller::config::{self, SecretCache};
-use crate::controller::customize::customize;
+use crate::controller::wanted::config::{self, SecretCache};
+use crate::controller::wanted::customize::customize;
 
 /// The objects a step adds, changes and deletes, and the CRDs it drops but keeps.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

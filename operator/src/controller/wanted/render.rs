@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use butler_repository::{ComponentsOptions, ImageOverrides, ProcessError, process_components, sha256_hex};
 use serde_json::Value;
 
-use super::vocabulary::ProviderKey;
+use crate::controller::vocabulary::ProviderKey;
 
 /// A release's objects as rendered, and what rendering warned about.
 #[derive(Debug)]

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::vocabulary::{Fetched, ProviderKey};
 use crate::api::KeptRelease;
+use crate::controller::vocabulary::{Fetched, ProviderKey};
 
 /// The annotation on a provider rolled back: the sha256 of the kept release it goes back to.
 pub const ROLLBACK_SHA256: &str = "operator.butlerlabs.dev/rollback-sha256";
