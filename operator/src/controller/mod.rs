@@ -8,10 +8,11 @@
 //! rendering for this provider, the policy it must pass); [`install`] makes it so and keeps it
 //! so (plan, apply, adoption, storage migration, drift); [`removal`] takes it away; [`report`]
 //! tells (status, reasons, events); [`upgrades`] runs ProviderUpgrades. What they all share
-//! sits here: the context, the vocabulary, the triggers, the error and the running of the
-//! controllers.
+//! sits here: the context, the vocabulary, the triggers, the error, where a reconcile starts
+//! ([`entry`]) and the running of the controllers ([`run`]).
 
 pub mod context;
+pub mod entry;
 pub mod error;
 pub mod install;
 pub mod removal;

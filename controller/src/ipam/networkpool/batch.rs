@@ -113,22 +113,14 @@ pub(super) async fn batch(
         let count = writes.len();
         let landed = write_allocations(ctx, &namespace, writes).await;
         let mut all_written = landed.len() == count;
-        let mut written = std::collections::HashMap::new();
-        for (uid, outcome) in landed {
+        let mut written = Vec::with_capacity(landed.len());
+        for (_, outcome) in landed {
             match outcome {
-                Some(object) => {
-                    written.insert(uid, object);
-                }
+                Some(object) => written.push(object),
                 None => all_written = false,
             }
         }
-        let mut replaced = Vec::with_capacity(written.len());
-        for item in items.iter_mut() {
-            if let Some(object) = item.metadata.uid.as_ref().and_then(|u| written.remove(u)) {
-                *item = object.clone();
-                replaced.push(object);
-            }
-        }
+        let replaced = replace_written(items, written.into_iter());
         match all_written {
             true => ctx.ipam.remember(&committed, consistent.then_some(&items[..]), &replaced),
             false => ctx.ipam.forget_known(&committed),
@@ -142,6 +134,33 @@ pub(super) async fn batch(
             listed = None;
         }
     }
+}
+
+/// Puts what was written in place of what was listed, and returns it. The writes are few and
+/// the items many: each write is found by name (the items sorted by it, as the cache and the
+/// API server give them), not each item looked up among the writes.
+fn replace_written(
+    items: &mut [Arc<IPAllocation>],
+    written: impl Iterator<Item = Arc<IPAllocation>>,
+) -> Vec<Arc<IPAllocation>> {
+    let by_name = |a: &Arc<IPAllocation>, b: &Arc<IPAllocation>| {
+        (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
+            .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
+    };
+    if !items.is_sorted_by(|a, b| by_name(a, b).is_le()) {
+        items.sort_by(by_name);
+    }
+    let mut replaced = Vec::new();
+    for object in written {
+        let found = items.binary_search_by(|a| by_name(a, &object));
+        if let Ok(i) = found
+            && items[i].metadata.uid == object.metadata.uid
+        {
+            items[i] = object.clone();
+            replaced.push(object);
+        }
+    }
+    replaced
 }
 
 /// The IPAllocations of a pool, from storage (no resourceVersion: a consistent read), in pages
@@ -210,4 +229,35 @@ pub(super) async fn write_allocations(
         .filter_map(futures::future::ready)
         .collect()
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn a(name: &str, uid: &str, rv: &str) -> Arc<IPAllocation> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "IPAllocation",
+                "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv},
+                "spec": {"poolRef": {"name": "p"}, "tenantClusterRef": {"name": "t", "namespace": "x"}, "type": "nodes"},
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn writes_take_the_place_of_the_items_they_were_planned_from_and_of_no_other() {
+        // Listed in no particular order.
+        let mut items = vec![a("c", "uc", "1"), a("a", "ua", "1"), a("b", "ub", "1")];
+        let written = vec![a("b", "ub", "2"), a("a", "another-a", "5")];
+        let replaced = replace_written(&mut items, written.into_iter());
+        let seen: Vec<(String, String)> = items
+            .iter()
+            .map(|i| (i.metadata.name.clone().unwrap(), i.metadata.resource_version.clone().unwrap()))
+            .collect();
+        assert_eq!(seen, [("a".into(), "1".into()), ("b".into(), "2".into()), ("c".into(), "1".into())]);
+        assert_eq!(replaced.len(), 1, "a write of another object of that name is not this one's");
+    }
 }

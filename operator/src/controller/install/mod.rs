@@ -1,4 +1,5 @@
-//! Making what is wanted so, and keeping it so: the plan decided without I/O ([`plan`]), the
+//! Making what is wanted so, and keeping it so: the checks before any fetch ([`preflight`]) and
+//! the plan decided without I/O ([`plan`]), the
 //! reconcile that reads what it needs ([`observe`]), plans and writes it ([`reconcile`],
 //! [`applying`]), the record of what was installed ([`installed`],
 //! kept by [`inventory`]), taking over what clusterctl or cluster-api-operator installed
@@ -14,6 +15,7 @@ pub mod installed;
 pub mod inventory;
 pub mod observe;
 pub mod plan;
+pub mod preflight;
 pub mod reconcile;
 pub mod repair;
 pub mod storage;

@@ -9,7 +9,7 @@ use crate::controller::context::Context;
 use crate::controller::error::Error;
 use crate::controller::install::installed::Inventory;
 use crate::controller::install::inventory::inventory_of;
-use crate::controller::install::plan::core_of;
+use crate::controller::install::preflight::core_of;
 use crate::controller::report::reason::{Reason, Stop};
 use crate::controller::vocabulary::{Fetched, LiveDeployment, ProviderKey, ProviderView};
 use crate::controller::wanted::config::{self, ConfigSecretValues, Redactor};

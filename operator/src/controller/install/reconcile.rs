@@ -38,7 +38,9 @@ where
         Ok(c) => c,
         Err(stop) => return status::stopped(&ctx, object, &me, stop, false, None).await,
     };
-    if let Err(stop) = plan::preflight(&me, spec, &all, fetch::known(&operator_config, key.kind, &key.name)) {
+    if let Err(stop) =
+        super::preflight::preflight(&me, spec, &all, fetch::known(&operator_config, key.kind, &key.name))
+    {
         return status::stopped(&ctx, object, &me, stop, false, None).await;
     }
     let passed = Reason::Passed.wanted(true, "the preflight checks passed");

@@ -17,7 +17,7 @@ use super::window::{State, Window};
 use crate::api::{Approval, Follow, ProviderKind, ProviderUpgrade};
 use crate::controller::ProviderObject;
 use crate::controller::context::Context;
-use crate::controller::install::plan::core_of;
+use crate::controller::install::preflight::core_of;
 use crate::upgrade::providers::ProviderRow;
 
 /// The label on a ProviderUpgrade a policy made: the provider's label (`infrastructure-aws`).

@@ -1,13 +1,15 @@
 //! What should run for a provider, decided before anything is written: where its release
 //! comes from and fetching it ([`fetch`], [`keep`] for releases kept for a roll-back), its
 //! config Secret ([`config`]), the rendering for this provider ([`render`], [`customize`]
-//! with [`manager_flags`], [`patches`]) and the policy the rendered objects must pass
-//! ([`policy`]). These modules read the cluster (Secrets, ConfigMaps) and repositories; of the
-//! cluster, only [`keep`] writes (the kept release's ConfigMap).
+//! with [`manager_flags`], [`patches`]) and the checks the rendered objects must pass
+//! ([`grants`], against the operator's [`policy`]). These modules read the cluster (Secrets,
+//! ConfigMaps) and repositories; of the cluster, only [`keep`] writes (the kept release's
+//! ConfigMap).
 
 pub mod config;
 pub mod customize;
 pub mod fetch;
+pub mod grants;
 pub mod keep;
 pub mod manager_flags;
 pub mod patches;

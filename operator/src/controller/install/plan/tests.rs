@@ -1,4 +1,5 @@
 use super::*;
+use crate::controller::install::preflight::preflight;
 use crate::controller::report::reason::{INSTALLED, PREFLIGHT, Retry, UPGRADED};
 use crate::controller::vocabulary::{LABEL_NAME, ProviderKey};
 
