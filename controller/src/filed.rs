@@ -169,13 +169,19 @@ pub struct Indexed<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
     ready: watch::Sender<bool>,
 }
 
-/// An object of an index, ordered by its (namespace, name).
+/// An object's (namespace, name): the order an index gives its objects in, so that a caller
+/// may look one up among them by binary search.
+pub fn names<K: kube::Resource>(object: &K) -> (Option<&str>, Option<&str>) {
+    let meta = object.meta();
+    (meta.namespace.as_deref(), meta.name.as_deref())
+}
+
+/// An object of an index, ordered by its [`names`].
 struct ByName<K>(Arc<K>);
 
 impl<K: kube::Resource> ByName<K> {
     fn names(&self) -> (Option<&str>, Option<&str>) {
-        let meta = self.0.meta();
-        (meta.namespace.as_deref(), meta.name.as_deref())
+        names(self.0.as_ref())
     }
 }
 

@@ -349,7 +349,7 @@ pub fn start(
         .reconcile_all_on(scope_changes())
         .graceful_shutdown_on(shutdown.clone());
     // One watch of IPAllocations: its store serves the IPAllocation controller and the index the
-    // NetworkPool controller, which is woken by every change (deletions too).
+    // NetworkPool controller; a change of a settled allocation wakes neither (`ipam::settled`).
     let (allocation_store, allocation_writer) = reflector::store_shared::<IPAllocation>(1024);
     let allocation_subscriber = allocation_writer.subscribe().expect("a shared store has subscribers");
     let allocations_for_clusters = allocation_writer.subscribe().expect("a shared store has subscribers");
@@ -372,8 +372,9 @@ pub fn start(
         .reconcile_all_on(options.clock.moved())
         .reconcile_all_on(scope_changes())
         .graceful_shutdown_on(shutdown.clone());
-    let allocation_subscriber =
-        allocation_subscriber.filter(|a| futures::future::ready(ipam::ipallocation::wants_reconcile(a)));
+    // A settled allocation gives this controller nothing to do: no reconcile at each of its
+    // writes, none queued for each at a start.
+    let allocation_subscriber = allocation_subscriber.filter(|a| futures::future::ready(!ipam::settled(a)));
     let ip_allocations = Controller::for_shared_stream(allocation_subscriber, allocation_store)
         .with_config(kube::runtime::controller::Config::default().concurrency(options.concurrency))
         .reconcile_all_on(scope_changes())

@@ -36,14 +36,6 @@ fn requeue(phase: Option<IPAllocationPhase>) -> Action {
     }
 }
 
-/// Whether a change of the allocation may give this controller something to do: one without
-/// its finalizer, one being deleted, or one that holds no block yet. A settled one
-/// ([`super::settled`]) decides nothing here; filtering it out of the watch spares a
-/// reconcile at each of its writes and, at a start, one queued per allocation.
-pub fn wants_reconcile(allocation: &IPAllocation) -> bool {
-    !super::settled(allocation)
-}
-
 /// Reconciles one IPAllocation.
 pub async fn reconcile(allocation: Arc<IPAllocation>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !ctx.scope.holds(&allocation.namespace().unwrap_or_default()) {

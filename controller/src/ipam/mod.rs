@@ -18,6 +18,7 @@ use butler_core::api::{IPAllocation, NetworkPool};
 use kube::{Resource, ResourceExt};
 
 use crate::clock::Clock;
+use crate::filed::names;
 use index::AllocationIndex;
 use networkpool::serve::{self, waiting};
 
@@ -80,11 +81,8 @@ impl Ipam {
         let cached = self.allocations.of_pool(namespace, pool);
         let mut written = self.written.lock().expect("not poisoned");
         written.retain(|_, (ours, at)| {
-            let names = (ours.metadata.namespace.as_deref(), ours.metadata.name.as_deref());
             let shown = cached
-                .binary_search_by(|c| {
-                    (c.metadata.namespace.as_deref(), c.metadata.name.as_deref()).cmp(&names)
-                })
+                .binary_search_by(|c| names(c.as_ref()).cmp(&names(ours.as_ref())))
                 .ok()
                 .map(|i| &cached[i]);
             at.elapsed() < WRITTEN_FOR
@@ -112,22 +110,17 @@ impl Ipam {
     /// that write: its metadata and spec (a deletion, an edit) always come from the cache. Only
     /// for planning the status; a batch plans from an object it can commit against.
     pub fn pool(&self, cached: Arc<NetworkPool>) -> Arc<NetworkPool> {
-        let mut pools = self.pools.lock().expect("not poisoned");
-        let id = uid(cached.as_ref());
-        match pools.get(&id) {
-            Some((ours, at))
-                if at.elapsed() < WRITTEN_FOR
-                    && ours.meta().resource_version != cached.meta().resource_version =>
-            {
+        match self.written_pool(&cached) {
+            Some(ours) => {
                 let mut overlaid = cached.as_ref().clone();
                 overlaid.status = ours.status.clone();
                 Arc::new(overlaid)
             }
-            Some(_) => {
-                pools.remove(&id);
+            // A write the cache shows by now (or one too old to stand in) is forgotten.
+            None => {
+                self.pools.lock().expect("not poisoned").remove(&uid(cached.as_ref()));
                 cached
             }
-            None => cached,
         }
     }
 
@@ -231,9 +224,7 @@ impl Ipam {
 /// figures were committed with the batch that handed the block out, and the resync looks at
 /// every allocation of a pool each minute.
 pub fn settled(allocation: &IPAllocation) -> bool {
-    let holds =
-        allocation.status.as_ref().is_some_and(|s| s.start_address.is_some() && s.end_address.is_some());
-    holds
+    serve::holds_block(allocation)
         && allocation.metadata.deletion_timestamp.is_none()
         && butler_runtime::finalizer::has(allocation, butler_core::api::labels::IP_ALLOCATION_FINALIZER)
 }

@@ -17,6 +17,7 @@ use butler_runtime::error::{is_conflict, is_not_found};
 use super::{CHUNK, PoolWrite, named, spec, write_pool_status};
 use crate::context::Context;
 use crate::error::Error;
+use crate::filed::names;
 
 /// Status writes of one batch in flight at once.
 const PARALLEL_WRITES: usize = 16;
@@ -114,7 +115,7 @@ pub(super) async fn batch(
         let landed = write_allocations(ctx, &namespace, writes).await;
         let mut all_written = landed.len() == count;
         let mut written = Vec::with_capacity(landed.len());
-        for (_, outcome) in landed {
+        for outcome in landed {
             match outcome {
                 Some(object) => written.push(object),
                 None => all_written = false,
@@ -143,10 +144,7 @@ fn replace_written(
     items: &mut [Arc<IPAllocation>],
     written: impl Iterator<Item = Arc<IPAllocation>>,
 ) -> Vec<Arc<IPAllocation>> {
-    let by_name = |a: &Arc<IPAllocation>, b: &Arc<IPAllocation>| {
-        (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
-            .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
-    };
+    let by_name = |a: &Arc<IPAllocation>, b: &Arc<IPAllocation>| names(a.as_ref()).cmp(&names(b.as_ref()));
     if !items.is_sorted_by(|a, b| by_name(a, b).is_le()) {
         items.sort_by(by_name);
     }
@@ -198,13 +196,13 @@ fn same_version(a: &IPAllocation, b: &IPAllocation) -> bool {
 }
 
 /// Writes allocation statuses, each conditional on the resourceVersion it was planned from.
-/// Returns the UIDs whose outcome is known, with the object as written, or `None` when the
-/// write was refused because the object changed or went (such a write can never land later).
+/// Returns the writes whose outcome is known: the object as written, or `None` when the write
+/// was refused because the object changed or went (such a write can never land later).
 pub(super) async fn write_allocations(
     ctx: &Context,
     namespace: &str,
     writes: Vec<Write>,
-) -> Vec<(String, Option<Arc<IPAllocation>>)> {
+) -> Vec<Option<Arc<IPAllocation>>> {
     let api: Api<IPAllocation> = Api::namespaced(ctx.client.clone(), namespace);
     futures::stream::iter(writes)
         .map(|w| {
@@ -215,9 +213,9 @@ pub(super) async fn write_allocations(
                     Ok(written) => {
                         let written = Arc::new(crate::caches::kept_allocation(written));
                         ctx.ipam.wrote(written.clone());
-                        Some((w.uid, Some(written)))
+                        Some(Some(written))
                     }
-                    Err(e) if is_conflict(&e) || is_not_found(&e) => Some((w.uid, None)),
+                    Err(e) if is_conflict(&e) || is_not_found(&e) => Some(None),
                     Err(e) => {
                         tracing::warn!(allocation = %format!("{namespace}/{}", w.name), error = %e, "cannot write the status; its block stays taken until it is known");
                         None

@@ -55,14 +55,17 @@ pub fn held(allocation: &IPAllocation) -> Option<Result<(IpAddr, IpAddr), String
     Some(parse("startAddress", start).and_then(|s| Ok((s, parse("endAddress", end)?))))
 }
 
+/// Whether the allocation's status names a block (both addresses set), read or not.
+pub fn holds_block(allocation: &IPAllocation) -> bool {
+    allocation.status.as_ref().is_some_and(|s| s.start_address.is_some() && s.end_address.is_some())
+}
+
 /// Whether the allocation waits for a block: none held, not being deleted, phase unset, Pending
 /// or Failed.
 pub fn waiting(allocation: &IPAllocation) -> bool {
-    let status = allocation.status.as_ref();
-    let phase = status.and_then(|s| s.phase);
-    let holds = status.is_some_and(|s| s.start_address.is_some() && s.end_address.is_some());
+    let phase = allocation.status.as_ref().and_then(|s| s.phase);
     allocation.metadata.deletion_timestamp.is_none()
-        && !holds
+        && !holds_block(allocation)
         && matches!(phase, None | Some(IPAllocationPhase::Pending) | Some(IPAllocationPhase::Failed))
 }
 
