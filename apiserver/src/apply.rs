@@ -175,7 +175,14 @@ pub fn record_update(
     status_scope: bool,
     now: &str,
 ) {
-    let mut entries = old.map(read).unwrap_or_default();
+    // A write that sets managedFields itself is taken at its word, as Kubernetes takes it
+    // (how a client moves what it made with create or update to server-side apply).
+    let written = new["metadata"].get("managedFields");
+    let mut entries = match old {
+        Some(old) if written.is_some() && written != old["metadata"].get("managedFields") => read(new),
+        Some(old) => read(old),
+        None => Vec::new(),
+    };
     let scope = scope_name(status_scope);
     let mut present = fields_of(&tracked(new, rt, false), rt);
     if rt.status {

@@ -148,7 +148,7 @@ impl Evaluator {
 
     fn run(&self, source: &str) -> Result<Cel, String> {
         let program = Program::compile(source).map_err(|e| format!("compilation failed: {e}"))?;
-        program.execute(&self.context).map_err(|e| format!("evaluation error: {e}"))
+        program.execute(&self.context).map_err(|e| kubernetes_wording(&e.to_string()))
     }
 
     /// The outcome of each expression, in order.
@@ -177,6 +177,14 @@ impl Evaluator {
     /// Whether every expression holds.
     pub(crate) fn all_hold(&self, expressions: &[Expression]) -> bool {
         self.evaluate(expressions).iter().all(|o| matches!(o, Outcome::Held))
+    }
+}
+
+/// An evaluation error in the words kube-apiserver's CEL uses (`no such key: subjects`).
+fn kubernetes_wording(error: &str) -> String {
+    match error.strip_prefix("No such key: ") {
+        Some(key) => format!("no such key: {key}"),
+        None => format!("evaluation error: {error}"),
     }
 }
 

@@ -8,11 +8,14 @@ use serde_json::{Value, json};
 use super::registry::{Registry, ResourceType};
 
 /// The Kubernetes version the server claims to be.
+pub const GIT_VERSION: &str = "v1.33.0+butler-e2e";
+
+/// `/version`.
 pub fn version() -> Value {
     json!({
         "major": "1",
         "minor": "33",
-        "gitVersion": "v1.33.0+butler-e2e",
+        "gitVersion": GIT_VERSION,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",
@@ -60,6 +63,17 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
             resource["categories"] = json!(rt.categories);
         }
         resources.push(resource);
+        if rt.scale.is_some() {
+            resources.push(json!({
+                "name": format!("{}/scale", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if rt.status {
             resources.push(json!({
                 "name": format!("{}/status", rt.plural),

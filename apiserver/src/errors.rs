@@ -121,8 +121,31 @@ impl ApiError {
     }
 
     /// A ValidatingAdmissionPolicy's refusal, at the code of its validation's reason.
-    pub fn policy(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError::new(code, reason, message)
+    /// An admission policy's refusal of a write: `{resource} "{name}" is forbidden: {why}`,
+    /// with the refusal as the one cause, as kube-apiserver words it.
+    pub fn policy(
+        code: u16,
+        reason: &'static str,
+        request: &crate::request::Attributes,
+        why: String,
+    ) -> ApiError {
+        let message = format!(
+            "{} \"{}\" is forbidden: {why}",
+            qualified(&request.group, &request.resource),
+            request.name
+        );
+        let mut error = ApiError::new(code, reason, message).with_details(
+            &request.group,
+            &request.resource,
+            &request.name,
+        );
+        error.details.as_mut().expect("details set")["causes"] = json!([{"message": why}]);
+        error
+    }
+
+    /// `415 UnsupportedMediaType`: a protobuf body of a kind this server does not read.
+    pub fn unreadable_protobuf(message: impl Into<String>) -> ApiError {
+        ApiError::new(415, "UnsupportedMediaType", message)
     }
 
     /// `503 ServiceUnavailable`: a server that is starting.

@@ -3,11 +3,8 @@
 //! on other writes, handled as the request's `fieldValidation` says (Strict refuses, Warn drops
 //! it with a warning, Ignore drops it). The schemas are the ones k8s-openapi carries.
 
-use std::collections::BTreeMap;
-use std::sync::OnceLock;
-
-use schemars::JsonSchema;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 use crate::registry::ResourceType;
 
@@ -35,85 +32,135 @@ impl FieldValidation {
     }
 }
 
-/// A root schema with its definitions.
-struct Root {
-    schema: Value,
-}
+/// The definitions the built-in kinds' schemas refer to.
+type Definitions = BTreeMap<String, Value>;
 
-fn root<T: JsonSchema>() -> Root {
-    let generated = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
-    Root { schema: generated.to_value() }
-}
-
-/// The schema of each built-in kind that has one, by (group, kind).
-fn schemas() -> &'static BTreeMap<(&'static str, &'static str), Root> {
-    use k8s_openapi::api::{admissionregistration, apps, coordination, core, events, policy, rbac};
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    static SCHEMAS: OnceLock<BTreeMap<(&'static str, &'static str), Root>> = OnceLock::new();
-    SCHEMAS.get_or_init(|| {
-        BTreeMap::from([
-            (("", "Namespace"), root::<core::v1::Namespace>()),
-            (("", "ConfigMap"), root::<core::v1::ConfigMap>()),
-            (("", "Secret"), root::<core::v1::Secret>()),
-            (("", "ResourceQuota"), root::<core::v1::ResourceQuota>()),
-            (("", "Service"), root::<core::v1::Service>()),
-            (("", "ServiceAccount"), root::<core::v1::ServiceAccount>()),
-            (("", "Event"), root::<core::v1::Event>()),
-            (("", "Pod"), root::<core::v1::Pod>()),
-            (("apps", "Deployment"), root::<apps::v1::Deployment>()),
-            (("apps", "DaemonSet"), root::<apps::v1::DaemonSet>()),
-            (("policy", "PodDisruptionBudget"), root::<policy::v1::PodDisruptionBudget>()),
-            (("rbac.authorization.k8s.io", "Role"), root::<rbac::v1::Role>()),
-            (("rbac.authorization.k8s.io", "RoleBinding"), root::<rbac::v1::RoleBinding>()),
-            (("rbac.authorization.k8s.io", "ClusterRole"), root::<rbac::v1::ClusterRole>()),
-            (("rbac.authorization.k8s.io", "ClusterRoleBinding"), root::<rbac::v1::ClusterRoleBinding>()),
-            (
-                ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-                root::<admissionregistration::v1::ValidatingWebhookConfiguration>(),
-            ),
-            (
-                ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
-                root::<admissionregistration::v1::MutatingWebhookConfiguration>(),
-            ),
-            (
-                ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-                root::<admissionregistration::v1::ValidatingAdmissionPolicy>(),
-            ),
-            (
-                ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
-                root::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>(),
-            ),
-            (("coordination.k8s.io", "Lease"), root::<coordination::v1::Lease>()),
-            (("events.k8s.io", "Event"), root::<events::v1::Event>()),
-            (("apiextensions.k8s.io", "CustomResourceDefinition"), root::<CustomResourceDefinition>()),
-        ])
-    })
+/// The schema of a built-in kind, and the definitions it refers to.
+fn schema_of(rt: &ResourceType) -> Option<(&'static Definitions, &'static Value)> {
+    let schemas = crate::builtin_schemas::json_schema();
+    schemas.of(&rt.group, &rt.kind).map(|(_, schema)| (&schemas.definitions, schema))
 }
 
 /// The paths of the fields of `object` that its built-in kind does not declare, in the form
 /// the API server prints them (`.spec.template.spec.containers[0].bogus`); with `drop`, those
-/// fields are removed in the same pass. Custom resources, pruned by their CRD's schema
-/// instead, have none.
+/// fields are removed in the same pass. For custom resources, the fields their CRD's schema
+/// prunes (pruning removes them).
 pub fn undeclared(rt: &ResourceType, object: &mut Value, drop: bool) -> Vec<String> {
     let mut found = Vec::new();
-    if rt.custom.is_some() {
-        return found;
+    if let Some(custom) = &rt.custom {
+        // Pruning drops them; the paths are for the refusal or the warnings.
+        return crate::schema::unknown_fields(&custom.schema, object)
+            .into_iter()
+            .map(|p| format!(".{p}"))
+            .collect();
     }
-    if let Some(root) = schemas().get(&(rt.group.as_str(), rt.kind.as_str())) {
-        visit(&root.schema, &root.schema, object, "", &mut found, drop);
+    if let Some((definitions, schema)) = schema_of(rt) {
+        visit(definitions, schema, object, "", &mut found, drop);
     }
     found
 }
 
-/// `schema` with its `$ref` followed into the root's definitions.
-fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
+/// The lists of built-in kinds that are not `omitempty` (Role's and ClusterRole's `rules`):
+/// absent, they read as null.
+fn kept_as_null(rt: &ResourceType) -> &'static [&'static str] {
+    match (rt.group.as_str(), rt.kind.as_str()) {
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => &["rules"],
+        _ => &[],
+    }
+}
+
+/// Lists and maps of a built-in kind as kube-apiserver decodes a write: an empty list or map, or
+/// a null, is dropped (the Go field is `omitempty`), so that `subjects: []` is no `subjects` at
+/// all, for admission as for every read, and a CEL rule that reads the field meets `no such
+/// key`. A list that is not `omitempty` is null when absent and stays `[]` when sent empty
+/// (until it is stored: [`as_stored`]). Structs stay, empty or not (`status: {}`,
+/// `securityContext: {}`). Custom resources keep what they were sent.
+pub fn omit_empty(rt: &ResourceType, object: &mut Value) {
+    if rt.custom.is_some() {
+        return;
+    }
+    if let Some((definitions, schema)) = schema_of(rt) {
+        let kept = kept_as_null(rt);
+        if let Some(map) = object.as_object_mut() {
+            for key in kept {
+                map.entry(key.to_string()).or_insert(Value::Null);
+            }
+        }
+        omit_in(definitions, schema, object, kept, true);
+    }
+}
+
+/// What storage makes of a list that is not `omitempty`: an empty one reads back as null.
+pub fn as_stored(rt: &ResourceType, object: &mut Value) {
+    for key in kept_as_null(rt) {
+        if let Some(value) = object.get_mut(*key).filter(|v| v.as_array().is_some_and(Vec::is_empty)) {
+            *value = Value::Null;
+        }
+    }
+}
+
+fn omit_in(root: &Definitions, schema: &Value, value: &mut Value, kept_as_null: &[&str], top: bool) {
+    let schema = resolve(root, schema);
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            if let Some(properties) = properties {
+                map.retain(|key, child| {
+                    let Some(child_schema) = properties.get(key) else { return true };
+                    if top && kept_as_null.contains(&key.as_str()) {
+                        return true;
+                    }
+                    omit_in(root, child_schema, child, kept_as_null, false);
+                    !is_empty_collection(resolve(root, child_schema), child)
+                });
+            } else if let Some(item) = additional {
+                for child in map.values_mut() {
+                    omit_in(root, item, child, kept_as_null, false);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items.iter_mut() {
+                    omit_in(root, item_schema, item, kept_as_null, false);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A null, an empty list, or an empty map (a schema of `additionalProperties` only).
+fn is_empty_collection(schema: &Value, value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.is_empty(),
+        Value::Object(map) => {
+            map.is_empty()
+                && schema.get("properties").is_none()
+                && schema.get("additionalProperties").is_some_and(Value::is_object)
+        }
+        _ => false,
+    }
+}
+
+/// `schema` with its `$ref` followed into the definitions.
+fn resolve<'a>(root: &'a Definitions, schema: &'a Value) -> &'a Value {
     match schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
-        Some(name) => root["$defs"].get(name).unwrap_or(schema),
+        Some(name) => root.get(name).unwrap_or(schema),
         None => schema,
     }
 }
 
-fn visit(root: &Value, schema: &Value, value: &mut Value, path: &str, found: &mut Vec<String>, drop: bool) {
+fn visit(
+    root: &Definitions,
+    schema: &Value,
+    value: &mut Value,
+    path: &str,
+    found: &mut Vec<String>,
+    drop: bool,
+) {
     let schema = resolve(root, schema);
     match value {
         Value::Object(map) => {
@@ -200,6 +247,47 @@ mod tests {
         assert_eq!(
             map,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}})
+        );
+    }
+
+    #[test]
+    fn empty_lists_and_maps_are_dropped_as_kube_apiserver_stores_them() {
+        let mut binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "b", "labels": {}, "finalizers": []}, "subjects": [],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}});
+        omit_empty(&rt("rbac.authorization.k8s.io", "rolebindings"), &mut binding);
+        assert_eq!(
+            binding,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "b"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}})
+        );
+        let mut role = json!({"kind": "ClusterRole", "metadata": {"name": "r"}, "rules": []});
+        omit_empty(&rt("rbac.authorization.k8s.io", "clusterroles"), &mut role);
+        assert_eq!(
+            role,
+            json!({"kind": "ClusterRole", "metadata": {"name": "r"}, "rules": []}),
+            "as admission sees it"
+        );
+        as_stored(&rt("rbac.authorization.k8s.io", "clusterroles"), &mut role);
+        assert_eq!(
+            role,
+            json!({"kind": "ClusterRole", "metadata": {"name": "r"}, "rules": null}),
+            "as it reads back"
+        );
+        let mut role = json!({"kind": "ClusterRole", "metadata": {"name": "r"}});
+        omit_empty(&rt("rbac.authorization.k8s.io", "clusterroles"), &mut role);
+        assert_eq!(role, json!({"kind": "ClusterRole", "metadata": {"name": "r"}, "rules": null}));
+        let mut deployment = json!({"kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"containers": [{"name": "a", "env": [], "ports": [],
+                "resources": {}, "securityContext": {}}], "volumes": [], "nodeSelector": {}}}},
+            "status": {}});
+        omit_empty(&rt("apps", "deployments"), &mut deployment);
+        assert_eq!(
+            deployment,
+            json!({"kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"containers": [{"name": "a", "resources": {}, "securityContext": {}}]}}},
+            "status": {}})
         );
     }
 

@@ -61,13 +61,16 @@ pub fn tracked(object: &Value, rt: &ResourceType, status_scope: bool) -> Value {
 /// elements own themselves and their fields; set members own themselves.
 pub fn fields_of(value: &Value, rt: &ResourceType) -> FieldSet {
     let mut set = FieldSet::new();
-    walk(value, &mut Vec::new(), &mut Vec::new(), rt, &mut set);
+    // An object with nothing tracked owns nothing (kube-apiserver then writes no entry).
+    if value.as_object().is_some_and(|m| !m.is_empty()) {
+        walk(value, &mut Vec::new(), &mut Vec::new(), rt, &mut set);
+    }
     set
 }
 
 fn walk(value: &Value, path: &mut Path, names: &mut Vec<String>, rt: &ResourceType, set: &mut FieldSet) {
     match value {
-        Value::Object(map) if !map.is_empty() => {
+        Value::Object(map) if !map.is_empty() && !rt.atomic_map(names) => {
             for (key, child) in map {
                 path.push(Step::Field(key.clone()));
                 names.push(key.clone());

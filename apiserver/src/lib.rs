@@ -4,13 +4,13 @@
 //! [`MemoryApiServer::start`] serves the Kubernetes HTTP API on a free port of 127.0.0.1 (plain
 //! HTTP) and hands out a [`kube::Client`] and a kubeconfig file for it. kube-runtime
 //! controllers run against it unchanged. [`stand_ins`] plays the parts of a cluster that it does
-//! not run (the Deployment controller's Available condition, cert-manager's CRDs).
+//! not run (the Deployment controller's rollouts, cert-manager's CRDs).
 //!
 //! # Supported
 //! - Discovery (legacy form): `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}`,
 //!   `/apis/{group}/{version}`, for Namespace, ConfigMap, Secret, ResourceQuota (object counts
 //!   held at creation), Service, ServiceAccount, Pod, Event
-//!   (core and `events.k8s.io`), Deployment, DaemonSet, Role, RoleBinding, ClusterRole,
+//!   (core and `events.k8s.io`), Deployment, DaemonSet, ReplicaSet, StatefulSet, Role, RoleBinding, ClusterRole,
 //!   ClusterRoleBinding, Validating/MutatingWebhookConfiguration, Lease and
 //!   CustomResourceDefinition, and every kind a CRD registers (all served versions, scope,
 //!   names, status subresource) while it exists.
@@ -39,6 +39,17 @@
 //! - Errors are `Status` objects with the real codes and reasons.
 //! - Metadata-only answers (`Accept: ...;as=PartialObjectMetadata`) for get, list and watch,
 //!   as kube's `Api<PartialObjectMeta<K>>` asks for them.
+//! - Built-in kinds stored as kube-apiserver stores them: empty lists and maps of `omitempty`
+//!   fields dropped, Role and ClusterRole `rules` null when empty, the registry's defaults of
+//!   Deployments, DaemonSets and admission policies; a policy's type-check status a tick later.
+//! - OpenAPI: `/openapi/v3` (one document per group-version, built-in kinds and CRD versions)
+//!   and `/openapi/v2` (JSON), for kubectl's server-side validation check and `explain`.
+//! - The reviews kubectl makes of its user (SelfSubjectAccessReview, SelfSubjectRulesReview,
+//!   SelfSubjectReview), TokenRequest (a token the server then takes as the ServiceAccount's),
+//!   the scale subresource of Deployments, ReplicaSets, StatefulSets and CRDs that declare one,
+//!   and the `all` category.
+//! - Request bodies in Kubernetes' protobuf for the kinds kubectl's and helm's typed clients
+//!   write (`protobuf.rs`); answers are JSON.
 //! - Table output (`Accept: ...;as=Table`, what `kubectl get` asks for): custom resources print
 //!   their `additionalPrinterColumns` (or Age); Deployment, Event, ConfigMap, Secret and
 //!   Namespace print kubectl's usual columns; other kinds print Name and Age. Watches are not
@@ -60,11 +71,11 @@
 //! # Deliberately not supported
 //! Authentication beyond the ServiceAccount tokens it issues (a client without a token is an
 //! administrator), RBAC's check that a role writer holds what it grants (`escalate` and `bind`
-//! are required instead), aggregated ClusterRoles, namespace selectors and match
-//! conditions of webhooks, protobuf, aggregated discovery and OpenAPI documents, CRD
+//! are required instead), namespace selectors and match
+//! conditions of webhooks, protobuf answers (OpenAPI v2 is served as JSON only), aggregated discovery, CRD
 //! conversion webhooks (versions differ only in apiVersion), selectable fields of CRDs, pods
 //! and every controller but the garbage collector and the namespace and CRD finalizers (no
-//! Deployment ever becomes Available by itself). Strategic merge patch is approximated: a merge
+//! Deployment rolls out by itself: [`stand_ins::roll_out_deployments`] plays that part). Strategic merge patch is approximated: a merge
 //! patch whose keyed lists (containers, env, ports, volumes, volume mounts, conditions, and
 //! list-map lists of CRD schemas) merge by key, with `$patch: delete` and `$patch: replace`;
 //! other directives are ignored. Server-side apply knows the list types that CRD schemas
@@ -72,6 +83,7 @@
 
 mod admission;
 mod apply;
+mod builtin_schemas;
 mod cel;
 mod conversion;
 mod discovery;
@@ -79,13 +91,16 @@ mod errors;
 mod fields;
 mod fieldset;
 mod http;
+mod openapi;
 mod outage;
 mod patch;
 mod policies;
+mod protobuf;
 mod rbac;
 mod registry;
 mod request;
 mod reviews;
+mod scale;
 mod schema;
 mod selectors;
 mod store;
@@ -223,6 +238,7 @@ impl MemoryApiServer {
                     }
                     store.finish_crd_deletions();
                     store.finish_propagations();
+                    store.check_policy_types();
                 }
                 // The namespace controller deletes through the API (admission sees it).
                 if namespaces_wait > 0 {
@@ -317,6 +333,16 @@ impl MemoryApiServer {
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
         let token = format!("{namespace}.{name}.{}", self.shared.requests.load(Ordering::Relaxed));
         let account = rbac::Account::service_account(namespace, name);
+        self.shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(token.clone(), account);
+        token
+    }
+
+    /// A bearer token of the cluster's administrator (`kubernetes-admin` in `system:masters`),
+    /// for a client that must send credentials (kubectl sends none to a server without them
+    /// over HTTPS, and asks for a password instead).
+    pub fn administrator_token(&self) -> String {
+        let token = format!("admin.{}.{}", self.address.port(), self.shared.requests.load(Ordering::Relaxed));
+        let account = rbac::Account::user("kubernetes-admin", vec!["system:masters".into()]);
         self.shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(token.clone(), account);
         token
     }

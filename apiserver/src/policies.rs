@@ -113,13 +113,10 @@ pub fn check(
         let binding_name = binding["metadata"]["name"].as_str().unwrap_or_default();
         let fail = policy_spec["failurePolicy"].as_str() != Some("Ignore");
         let refusal = |code: (u16, &'static str), message: String| {
-            ApiError::policy(
-                code.0,
-                code.1,
-                format!(
-                    "ValidatingAdmissionPolicy '{policy_name}' with binding '{binding_name}' denied request: {message}"
-                ),
-            )
+            let message = format!(
+                "ValidatingAdmissionPolicy '{policy_name}' with binding '{binding_name}' denied request: {message}"
+            );
+            ApiError::policy(code.0, code.1, attributes, message)
         };
         let conditions: Vec<Expression> = policy_spec["matchConditions"]
             .as_array()
@@ -218,7 +215,7 @@ mod tests {
         assert_eq!(refused.code, 403);
         assert_eq!(
             refused.message,
-            "ValidatingAdmissionPolicy 'confine' with binding 'confine' denied request: only team bindings"
+            "clusterrolebindings.rbac.authorization.k8s.io \"x\" is forbidden: ValidatingAdmissionPolicy 'confine' with binding 'confine' denied request: only team bindings"
         );
         let team = json!({"metadata": {"name": "team-a"}});
         let robot = attributes("CREATE", "clusterrolebindings", "team-a", "robot");

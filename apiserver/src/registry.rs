@@ -48,6 +48,19 @@ pub struct ResourceType {
     pub generation: bool,
     /// The schema, for custom resources.
     pub custom: Option<Arc<CustomSchema>>,
+    /// The scale subresource, where the kind has one.
+    pub scale: Option<ScalePaths>,
+}
+
+/// Where a kind with the scale subresource keeps its replicas (JSON paths as a CRD's
+/// `subresources.scale` writes them: `.spec.replicas`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalePaths {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    /// A string field holding the selector; `None` for a workload whose `.spec.selector` is a
+    /// label selector (Deployments).
+    pub label_selector: Option<String>,
 }
 
 impl ResourceType {
@@ -87,19 +100,37 @@ impl ResourceType {
     }
 }
 
-/// The list type the schema declares at `path` (`x-kubernetes-list-type`), atomic by default.
-fn schema_list_type(schema: &Value, path: &[&str]) -> ListType {
+impl ResourceType {
+    /// Whether the object at `path` is owned whole (`x-kubernetes-map-type: atomic`, or a
+    /// built-in struct marked atomic, as a binding's `roleRef` and a workload's selector are).
+    pub fn atomic_map(&self, path: &[String]) -> bool {
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        if let Some(custom) = &self.custom {
+            return schema_node(&custom.schema, &path)
+                .is_some_and(|n| n.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"));
+        }
+        matches!(
+            (self.group.as_str(), path.as_slice()),
+            ("rbac.authorization.k8s.io", ["roleRef"]) | ("apps", ["spec", "selector"])
+        )
+    }
+}
+
+/// The schema node at `path`, through properties, list items and map values.
+fn schema_node<'a>(schema: &'a Value, path: &[&str]) -> Option<&'a Value> {
     let mut node = schema;
     for step in path {
         let next = node.get("properties").and_then(|p| p.get(*step));
         let next =
             next.or_else(|| node.get("items").and_then(|i| i.get("properties")).and_then(|p| p.get(*step)));
-        let next = next.or_else(|| node.get("additionalProperties").filter(|a| a.is_object()));
-        match next {
-            Some(n) => node = n,
-            None => return ListType::Atomic,
-        }
+        node = next.or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))?;
     }
+    Some(node)
+}
+
+/// The list type the schema declares at `path` (`x-kubernetes-list-type`), atomic by default.
+fn schema_list_type(schema: &Value, path: &[&str]) -> ListType {
+    let Some(node) = schema_node(schema, path) else { return ListType::Atomic };
     match node.get("x-kubernetes-list-type").and_then(Value::as_str) {
         Some("set") => ListType::Set,
         Some("map") => ListType::Map(
@@ -160,6 +191,8 @@ const BUILTINS: &[Builtin] = &[
     Builtin("", "v1", "Pod", "pods", true, true, false, &["po"]),
     Builtin("apps", "v1", "Deployment", "deployments", true, true, true, &["deploy"]),
     Builtin("apps", "v1", "DaemonSet", "daemonsets", true, true, true, &["ds"]),
+    Builtin("apps", "v1", "ReplicaSet", "replicasets", true, true, true, &["rs"]),
+    Builtin("apps", "v1", "StatefulSet", "statefulsets", true, true, true, &["sts"]),
     Builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, true, true, &["pdb"]),
     Builtin("rbac.authorization.k8s.io", "v1", "Role", "roles", true, false, false, &[]),
     Builtin("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true, false, false, &[]),
@@ -241,10 +274,23 @@ impl Registry {
                 singular: kind.to_lowercase(),
                 namespaced: *namespaced,
                 short_names: short.iter().map(|s| s.to_string()).collect(),
-                categories: Vec::new(),
+                // kubectl's `get all`: the workloads and Services, as kube-apiserver lists them.
+                categories: match *plural {
+                    "pods" | "services" | "deployments" | "daemonsets" | "replicasets" | "statefulsets" => {
+                        vec!["all".to_string()]
+                    }
+                    _ => Vec::new(),
+                },
                 status: *status,
                 generation: *generation,
                 custom: None,
+                scale: matches!(*plural, "deployments" | "replicasets" | "statefulsets").then(|| {
+                    ScalePaths {
+                        spec_replicas: ".spec.replicas".into(),
+                        status_replicas: ".status.replicas".into(),
+                        label_selector: None,
+                    }
+                }),
             };
             types.insert((rt.group.clone(), rt.version.clone(), rt.plural.clone()), rt);
         }
@@ -310,6 +356,14 @@ impl Registry {
                     storage: storage.clone(),
                     decodable: decodable.clone(),
                 })),
+                scale: version["subresources"]["scale"].as_object().map(|scale| {
+                    let path = |k: &str| scale.get(k).and_then(Value::as_str).map(String::from);
+                    ScalePaths {
+                        spec_replicas: path("specReplicasPath").unwrap_or_default(),
+                        status_replicas: path("statusReplicasPath").unwrap_or_default(),
+                        label_selector: path("labelSelectorPath"),
+                    }
+                }),
             });
         }
         Ok(types)

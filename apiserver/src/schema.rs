@@ -32,6 +32,53 @@ pub fn prune_and_default(schema: &Value, object: &mut Value) {
     default_object(schema, map);
 }
 
+/// The fields of `object` that pruning drops (paths as `spec.bogus`), for `fieldValidation`:
+/// what [`prune_and_default`] removes, nulls aside.
+pub fn unknown_fields(schema: &Value, object: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let Some(map) = object.as_object() else { return found };
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for (key, value) in map {
+        if matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+            continue;
+        }
+        match properties.and_then(|p| p.get(key)) {
+            Some(child) => unknown_in(child, value, key, &mut found),
+            None if !preserves(schema) => found.push(key.clone()),
+            None => {}
+        }
+    }
+    found
+}
+
+fn unknown_in(schema: &Value, value: &Value, path: &str, found: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            let any_key = schema.get("additionalProperties") == Some(&Value::Bool(true));
+            let embedded = schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+            for (key, child) in map {
+                let at = format!("{path}.{key}");
+                match properties.and_then(|p| p.get(key)).or(additional) {
+                    Some(child_schema) => unknown_in(child_schema, child, &at, found),
+                    None if any_key || preserves(schema) || child.is_null() => {}
+                    None if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") => {}
+                    None => found.push(at),
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    unknown_in(item_schema, item, &format!("{path}[{i}]"), found);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 fn preserves(schema: &Value) -> bool {
     schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
 }

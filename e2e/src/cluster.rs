@@ -42,6 +42,8 @@ pub struct Cluster {
     cluster_objects: Mutex<Vec<String>>,
     /// Cluster-wide locks this scenario holds.
     locks: Mutex<Vec<String>>,
+    /// The kubeconfig file of a real cluster, for clients run as processes.
+    kubeconfig: Option<std::path::PathBuf>,
 }
 
 fn run_id() -> String {
@@ -82,7 +84,9 @@ impl Cluster {
                 |e| panic!("{KUBECONFIG_VARIABLE}={}: not a usable kubeconfig: {e}", path.display()),
             );
         let client = Client::try_from(config.clone()).expect("a client from the kubeconfig");
-        Cluster::new(client, Some(config), None)
+        let mut cluster = Cluster::new(client, Some(config), None);
+        cluster.kubeconfig = Some(path.to_path_buf());
+        cluster
     }
 
     fn new(client: Client, config: Option<Config>, server: Option<MemoryApiServer>) -> Cluster {
@@ -95,6 +99,17 @@ impl Cluster {
             crds: Mutex::new(Vec::new()),
             cluster_objects: Mutex::new(Vec::new()),
             locks: Mutex::new(Vec::new()),
+            kubeconfig: None,
+        }
+    }
+
+    /// A kubeconfig file for this cluster, for clients run as separate processes (kubectl,
+    /// helm): the in-memory server's, or the real cluster's.
+    pub fn kubeconfig(&self) -> std::path::PathBuf {
+        match (&self.server, &self.kubeconfig) {
+            (Some(server), _) => server.kubeconfig().to_path_buf(),
+            (None, Some(path)) => path.clone(),
+            (None, None) => unreachable!("a cluster is in memory or read from a kubeconfig"),
         }
     }
 
@@ -189,6 +204,16 @@ impl Cluster {
     /// controller under test made them (a provider's ClusterRoles and CRDs, say), and they go
     /// with the scenario's namespaces, finalizers and all (their controller stops with the
     /// scenario).
+    /// Deletes the namespace `name`, which a controller of the scenario makes, with the
+    /// scenario's own (its objects' finalizers released), passed or failed: a controller that
+    /// stopped before deleting it would leave it behind.
+    pub fn clean_up_namespace(&self, name: &str) {
+        let mut namespaces = self.namespaces.lock().expect("not poisoned");
+        if !namespaces.iter().any(|n| n == name) {
+            namespaces.push(name.to_string());
+        }
+    }
+
     pub fn remove_cluster_objects_labelled(&self, selector: &str) {
         self.cluster_objects.lock().expect("not poisoned").push(selector.to_string());
     }

@@ -5,6 +5,7 @@
 //! workspace is written against it, so the same scenario proves a behaviour in CI and on a
 //! real cluster.
 
+pub mod clients;
 pub mod cluster;
 mod lock;
 pub mod registry;

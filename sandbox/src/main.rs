@@ -16,7 +16,7 @@ mod ipam;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use butler_apiserver::stand_ins::{cert_manager_crds, mark_deployments_available};
+use butler_apiserver::stand_ins::{cert_manager_crds, roll_out_deployments};
 use butler_apiserver::{MemoryApiServer, ServerOptions};
 use butler_controller::webhooks::registration::Endpoint;
 use butler_controller::webhooks::serving::ServingOptions;
@@ -102,7 +102,7 @@ async fn wait_ready(
             return Err(format!("the providers were not Ready within {within:?}").into());
         }
         // No kubelet runs here: play the Deployment controller for what was applied.
-        mark_deployments_available(client, NAMESPACE, LABEL_NAME).await?;
+        roll_out_deployments(client, NAMESPACE, LABEL_NAME).await?;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -273,10 +273,10 @@ async fn main() -> Result<(), Failure> {
 
     if serve {
         println!(
-            "\nThe API server keeps running; in another shell:\n  export KUBECONFIG={}\n  kubectl get coreproviders,infrastructureproviders -A\nCtrl-C stops it.",
-            server.kubeconfig().display()
+            "\nThe API server keeps running; its kubeconfig is {path}. In another shell:\n  export KUBECONFIG={path}\n  kubectl get coreproviders,infrastructureproviders -A\nCtrl-C (or SIGTERM, as a process manager sends) stops it.",
+            path = server.kubeconfig().display()
         );
-        tokio::signal::ctrl_c().await?;
+        stopped().await?;
     }
     let _ = stop.send(true);
     let _ = running.await;
@@ -284,4 +284,13 @@ async fn main() -> Result<(), Failure> {
     let _ = webhooks_running.await;
     metallb.abort();
     Ok(())
+}
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM, the signal process managers and `kill` send.
+async fn stopped() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        interrupted = tokio::signal::ctrl_c() => interrupted,
+        _ = term.recv() => Ok(()),
+    }
 }

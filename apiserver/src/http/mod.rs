@@ -50,12 +50,19 @@ enum Route {
     Group(String),
     Resources(String, String),
     Resource(Target),
+    OpenApiV2,
+    OpenApiV3Index,
+    /// `/openapi/v3/{path}`: one group-version's document.
+    OpenApiV3(String),
 }
 
 fn route(path: &str) -> Option<Route> {
     let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let (group, version, rest) = match segments.as_slice() {
         ["version"] => return Some(Route::Version),
+        ["openapi", "v2"] => return Some(Route::OpenApiV2),
+        ["openapi", "v3"] => return Some(Route::OpenApiV3Index),
+        ["openapi", "v3", rest @ ..] => return Some(Route::OpenApiV3(rest.join("/"))),
         ["api"] => return Some(Route::CoreVersions),
         ["apis"] => return Some(Route::GroupList),
         ["apis", group] => return Some(Route::Group(group.to_string())),
@@ -182,9 +189,15 @@ fn authorize(
         (None, None) => return Ok(Identity::administrator()),
     };
     let identity = Identity { user: account.username().to_string(), groups: account.groups().to_vec() };
+    if identity.groups.iter().any(|g| g == "system:masters") {
+        return Ok(identity); // As kube-apiserver: the group RBAC never refuses.
+    }
     let Some(Route::Resource(target)) = route else {
         return Ok(identity); // Discovery: open to every authenticated account.
     };
+    if reviews::is_self_review(&target.plural) {
+        return Ok(identity); // What `system:basic-user` gives every authenticated account.
+    }
     let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
     let attributes = rbac::Attributes {
         verb: rbac::Attributes::verb_of(method.as_str(), target.name.is_some(), watch).into(),
@@ -204,7 +217,13 @@ fn json_response(code: u16, value: &Value) -> Response {
 
 /// A TokenReview or SubjectAccessReview: created (POST to the collection, `v1`), answered,
 /// never stored.
-fn review(shared: &Shared, target: &Target, method: &Method, body: &[u8]) -> Result<Reply, ApiError> {
+fn review(
+    shared: &Shared,
+    target: &Target,
+    method: &Method,
+    body: &[u8],
+    identity: &Identity,
+) -> Result<Reply, ApiError> {
     if target.version != "v1" || target.namespace.is_some() || target.name.is_some() {
         return Err(ApiError::no_such_resource());
     }
@@ -214,11 +233,59 @@ fn review(shared: &Shared, target: &Target, method: &Method, body: &[u8]) -> Res
     let sent: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("the review is not JSON: {e}")))?;
     let answer = match target.plural.as_str() {
+        plural if reviews::is_self_review(plural) => {
+            reviews::self_review(&lock(&shared.store), plural, &sent, &identity.user, &identity.groups)?
+        }
         "tokenreviews" => reviews::token_review(&sent, |token| {
             shared.tokens.lock().unwrap_or_else(|e| e.into_inner()).get(token).cloned()
         })?,
         _ => reviews::subject_access_review(&lock(&shared.store), &sent)?,
     };
+    Ok(Reply::Json(201, answer))
+}
+
+/// `POST .../serviceaccounts/{name}/token`.
+fn is_token_request(target: &Target) -> bool {
+    target.group.is_empty()
+        && target.plural == "serviceaccounts"
+        && target.subresource.as_deref() == Some("token")
+}
+
+/// A TokenRequest: a token of the ServiceAccount, which this server then takes as that
+/// account's (RBAC decides its requests; TokenReview names it), as `kubectl create token` asks.
+fn token_request(shared: &Shared, target: &Target, method: &Method, body: &[u8]) -> Result<Reply, ApiError> {
+    if *method != Method::POST {
+        return Err(ApiError::method_not_allowed("a token is only created"));
+    }
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let name = target.name.clone().unwrap_or_default();
+    let sent: Value = match body.is_empty() {
+        true => Value::Null,
+        false => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the TokenRequest is not JSON: {e}")))?,
+    };
+    let account = {
+        let store = lock(&shared.store);
+        let rt = store
+            .registry
+            .find("", "v1", "serviceaccounts")
+            .cloned()
+            .ok_or_else(ApiError::no_such_resource)?;
+        store.get(&rt, &namespace, &name).map_err(|_| ApiError::not_found("", "serviceaccounts", &name))?
+    };
+    let request = reviews::token_request(&sent, &account, Timestamp::now())?;
+    let token = format!(
+        "{namespace}.{name}.{}.{}",
+        shared.requests.load(Ordering::Relaxed),
+        account["metadata"]["uid"].as_str().unwrap_or_default()
+    );
+    shared
+        .tokens
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(token.clone(), rbac::Account::service_account(&namespace, &name));
+    let mut answer = request;
+    answer["status"]["token"] = Value::String(token);
     Ok(Reply::Json(201, answer))
 }
 
@@ -231,10 +298,21 @@ pub async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
     uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    mut headers: HeaderMap,
+    mut body: Bytes,
 ) -> Response {
     shared.requests.fetch_add(1, Ordering::Relaxed);
+    // kubectl's typed commands write in protobuf: read it into JSON once, here.
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if crate::protobuf::is_protobuf(content_type) {
+        match crate::protobuf::to_json(&body) {
+            Ok(object) => {
+                body = Bytes::from(object.to_string());
+                headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+            }
+            Err(why) => return error_response(ApiError::unreadable_protobuf(why)),
+        }
+    }
     let agent = user_agent_manager(&headers);
     let line = match uri.query() {
         Some(q) => format!("{}?{q}", uri.path()),
@@ -259,7 +337,10 @@ pub async fn handle(
     let result = match routed {
         None => Err(ApiError::no_such_resource()),
         Some(Route::Resource(target)) if reviews::is_review(&target.group, &target.plural) => {
-            review(&shared, &target, &method, &body)
+            review(&shared, &target, &method, &body, &identity)
+        }
+        Some(Route::Resource(target)) if is_token_request(&target) => {
+            token_request(&shared, &target, &method, &body)
         }
         Some(Route::Resource(target)) if method != Method::GET => {
             admitted::write(&shared, target, &method, &query, &headers, &body, &identity).await
@@ -373,6 +454,15 @@ fn dispatch(
     }
     let target = match route {
         Route::Version => return Ok(Reply::Json(200, discovery::version())),
+        Route::OpenApiV2 => return Ok(Reply::Json(200, crate::openapi::v2(&lock(store).registry))),
+        Route::OpenApiV3Index => {
+            return Ok(Reply::Json(200, crate::openapi::v3_index(&lock(store).registry)));
+        }
+        Route::OpenApiV3(path) => {
+            return crate::openapi::v3_at(&lock(store).registry, &path)
+                .map(|d| Reply::Json(200, d))
+                .ok_or_else(ApiError::no_such_resource);
+        }
         Route::CoreVersions => return Ok(Reply::Json(200, discovery::core_versions(&shared.address))),
         Route::GroupList => return Ok(Reply::Json(200, discovery::group_list(&lock(store).registry))),
         Route::Group(group) => {
@@ -394,6 +484,9 @@ fn dispatch(
         .ok_or_else(ApiError::no_such_resource)?;
     if target.namespace.is_some() && !rt.namespaced {
         return Err(ApiError::no_such_resource());
+    }
+    if let (Some("scale"), Some(paths)) = (target.subresource.as_deref(), rt.scale.clone()) {
+        return scale_request(shared, &rt, &paths, &target, method, query, headers, body);
     }
     let status_scope = match target.subresource.as_deref() {
         None => false,
@@ -505,6 +598,55 @@ fn dispatch(
         }
         (method, _) => Err(ApiError::method_not_allowed(format!("{method} is not supported on this path"))),
     }
+}
+
+/// The scale subresource: the object read as a Scale, a Scale written as its replicas.
+#[allow(clippy::too_many_arguments)]
+fn scale_request(
+    shared: &Shared,
+    rt: &ResourceType,
+    paths: &crate::registry::ScalePaths,
+    target: &Target,
+    method: &Method,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let (Some(namespace), Some(name)) =
+        (target.namespace.clone().or_else(|| (!rt.namespaced).then(String::new)), target.name.as_deref())
+    else {
+        return Err(ApiError::no_such_resource());
+    };
+    let current = lock(&shared.store).get(rt, &namespace, name)?;
+    let wanted = match *method {
+        Method::GET => return Ok(Reply::Json(200, crate::scale::of(paths, &current))),
+        Method::PUT => parse_body(body)?,
+        Method::PATCH => {
+            let content_type =
+                headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let kind = PatchType::from_content_type(content_type)?;
+            let mut scale = crate::scale::of(paths, &current);
+            if let Some(meta) = scale.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+            crate::patch::apply_patch(rt, kind, &scale, body)?
+        }
+        _ => {
+            return Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on the scale subresource"
+            )));
+        }
+    };
+    let patch = crate::scale::patch_for(paths, name, &wanted)?;
+    let options = WriteOptions {
+        manager: query.get("fieldManager").cloned().unwrap_or_else(|| user_agent_manager(headers)),
+        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+        ..Default::default()
+    };
+    let bytes = patch.to_string().into_bytes();
+    let written =
+        lock(&shared.store).patch(rt, &namespace, name, PatchType::Merge, &bytes, false, &options)?;
+    Ok(Reply::Json(200, crate::scale::of(paths, &written)))
 }
 
 /// The object or list as a Table when the client asks for one (kubectl does).

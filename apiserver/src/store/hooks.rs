@@ -104,7 +104,7 @@ fn check_annotations_size(rt: &ResourceType, object: &Value) -> Result<(), ApiEr
             rt,
             object,
             "metadata.annotations",
-            format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
+            format!("Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes"),
         )),
     }
 }
@@ -403,6 +403,38 @@ impl Store {
                 self.patch(&rt, "", &name, crate::patch::PatchType::Apply, &bytes, false, &options)
             {
                 tracing::warn!(role = %name, error = %e.message, "aggregating a ClusterRole failed");
+            }
+        }
+    }
+
+    /// What kube-apiserver's policy type checker does a moment after a ValidatingAdmissionPolicy
+    /// is written: its status says which generation it checked (`typeChecking` holds the
+    /// expressions' type warnings, none here).
+    pub fn check_policy_types(&mut self) {
+        let Some(rt) =
+            self.registry.find("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies").cloned()
+        else {
+            return;
+        };
+        let due: Vec<(String, Value)> = self
+            .objects_of(&rt)
+            .into_iter()
+            .flat_map(|m| m.values())
+            .filter(|p| p["status"]["observedGeneration"] != p["metadata"]["generation"])
+            .map(|p| {
+                (
+                    p["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                    p["metadata"]["generation"].clone(),
+                )
+            })
+            .collect();
+        for (name, generation) in due {
+            let body = json!({"status": {"observedGeneration": generation, "typeChecking": {}}});
+            let options = super::WriteOptions { manager: "kube-apiserver".into(), ..Default::default() };
+            let bytes = body.to_string().into_bytes();
+            if let Err(e) = self.patch(&rt, "", &name, crate::patch::PatchType::Merge, &bytes, true, &options)
+            {
+                tracing::warn!(policy = %name, error = %e.message, "recording a policy's type check failed");
             }
         }
     }

@@ -3,6 +3,7 @@
 //! what the API server enforces on every write (immutable metadata, status subresource, schema,
 //! field ownership, generation, no-op detection).
 
+mod defaults;
 mod delete;
 mod hooks;
 mod quota;
@@ -125,8 +126,10 @@ fn check_fields(rt: &ResourceType, object: &mut Value, opts: &WriteOptions) -> R
     let named = unknown.iter().map(|p| format!("unknown field \"{}\"", p.trim_start_matches('.')));
     match opts.validation {
         FieldValidation::Strict if !unknown.is_empty() => Err(ApiError::bad_request(format!(
-            "strict decoding error: {}",
-            named.collect::<Vec<_>>().join(", ")
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            named.collect::<Vec<_>>().join(", "),
+            kind = rt.kind,
+            version = rt.version,
         ))),
         FieldValidation::Warn => {
             opts.warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(named);
@@ -138,7 +141,7 @@ fn check_fields(rt: &ResourceType, object: &mut Value, opts: &WriteOptions) -> R
 
 /// A server-side apply of a built-in kind cannot carry a field the kind does not declare: the
 /// typed patch cannot be built, whatever `fieldValidation` says.
-fn check_applied_fields(rt: &ResourceType, applied: &mut Value) -> Result<(), ApiError> {
+fn check_applied_fields(rt: &ResourceType, name: &str, applied: &mut Value) -> Result<(), ApiError> {
     let unknown = fields::undeclared(rt, applied, false);
     let list = match unknown.as_slice() {
         [] => return Ok(()),
@@ -152,7 +155,7 @@ fn check_applied_fields(rt: &ResourceType, applied: &mut Value) -> Result<(), Ap
         ),
     };
     Err(ApiError::internal(format!(
-        "failed to create typed patch object ({}/{}, Kind={}): {list}",
+        "failed to create typed patch object (/{name}; {}/{}, Kind={}): {list}",
         rt.group, rt.version, rt.kind
     )))
 }
@@ -354,7 +357,9 @@ impl Store {
             }
         }
         self.keep_system_metadata(rt, old, &mut new, &now);
+        defaults::apply(rt, &mut new);
         hooks::before_save(rt, old, &mut new)?;
+        fields::omit_empty(rt, &mut new);
         if let Some(custom) = &rt.custom {
             schema::prune_and_default(&custom.schema, &mut new);
             let old_view = old.map(|o| Store::present(rt, o.clone()));
@@ -382,6 +387,7 @@ impl Store {
         };
         if let Some(old) = old {
             let mut same = new.clone();
+            fields::as_stored(rt, &mut same);
             same["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
             same["apiVersion"] = match rt.custom {
                 Some(_) => Value::String(encoding.clone()),
@@ -401,6 +407,7 @@ impl Store {
         if dry_run {
             return Ok(Store::present(rt, new));
         }
+        fields::as_stored(rt, &mut new);
         self.rv += 1;
         new["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
         new["apiVersion"] = Value::String(encoding);

@@ -161,7 +161,7 @@ impl Store {
         if applied["apiVersion"].is_null() || applied["kind"].is_null() {
             return Err(ApiError::bad_request("an apply patch must set apiVersion and kind"));
         }
-        check_applied_fields(rt, &mut applied)?;
+        check_applied_fields(rt, name, &mut applied)?;
         if applied["metadata"]["name"].as_str().is_some_and(|n| n != name) {
             return Err(ApiError::bad_request(
                 "the name in the apply patch does not match the name on the URL",
@@ -195,7 +195,8 @@ impl Store {
 
 /// A resourceVersion in a write is a precondition: it must be the stored one.
 fn check_resource_version(rt: &ResourceType, name: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
-    match new["metadata"]["resourceVersion"].as_str() {
+    // An empty one is no precondition (an unconditional update).
+    match new["metadata"]["resourceVersion"].as_str().filter(|rv| !rv.is_empty()) {
         Some(rv) if rv != old["metadata"]["resourceVersion"].as_str().unwrap_or_default() => {
             Err(ApiError::conflict(
                 &rt.group,

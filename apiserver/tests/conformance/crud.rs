@@ -334,7 +334,7 @@ async fn annotations_hold_at_most_256_kibibytes() {
     let refused = api_error(maps.create(&PostParams::default(), &annotated("over", 262_144)).await);
     assert_eq!(refused.code, 422, "{}", refused.message);
     assert!(
-        refused.message.contains("metadata.annotations: Too long: must have at most 262144 bytes"),
+        refused.message.contains("metadata.annotations: Too long: may not be more than 262144 bytes"),
         "{}",
         refused.message
     );

@@ -1,7 +1,8 @@
 //! The examples of the book and the README cannot rot: every Kubernetes object of
 //! `docs/examples/` and of the README's YAML blocks goes through a server-side dry run on an API
 //! server with every CRD of the workspace and the controller's webhooks: one the API would refuse
-//! fails here. (The clusterctl config files among the examples are read by the operator's tests.)
+//! fails here, and so does one a real kubectl refuses (`apply --dry-run=server`, validation on).
+//! (The clusterctl config files among the examples are read by the operator's tests.)
 
 use std::path::{Path, PathBuf};
 
@@ -42,7 +43,8 @@ fn examples() -> Vec<(String, Value)> {
         .collect()
 }
 
-#[tokio::test]
+// Two threads: kubectl runs as a blocking process while the server and its HTTPS front answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_example_of_the_book_and_the_readme_passes_a_server_dry_run() {
     let s = Scenario::start().await;
     // The operator's CRDs too, as `crds/` holds them.
@@ -93,4 +95,16 @@ async fn every_example_of_the_book_and_the_readme_passes_a_server_dry_run() {
     }
     assert!(refused.is_empty(), "examples the API refuses:\n{}", refused.join("\n"));
     assert!(checked >= 12, "only {checked} example objects were checked");
+
+    // The same through a real kubectl, as a reader pastes them: validation on (kubectl's
+    // default), a server-side dry run.
+    let Some(kubectl) = butler_e2e::clients::Client::new("kubectl", &s.cluster).await else { return };
+    for (from, mut object) in examples().into_iter().filter(|(_, o)| o.get("apiVersion").is_some()) {
+        if object["metadata"]["namespace"].is_string() {
+            object["metadata"]["namespace"] = Value::String(namespace.clone());
+        }
+        let run = kubectl
+            .run(&["apply", "--dry-run=server", "-n", &namespace, "-f", "-"], Some(&object.to_string()));
+        assert!(run.success, "{from}: kubectl apply --dry-run=server refuses it: {}", run.stderr);
+    }
 }
