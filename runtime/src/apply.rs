@@ -258,7 +258,11 @@ impl Applier {
         let failed = |e: &kube::Error| format!("applying {} {}{where_}: {}", r.kind, r.name, describe(e));
         let params = PatchParams::apply(&self.field_manager).force();
         match api.patch(&r.name, &params, &Patch::Apply(object)).await {
-            Ok(applied) => Ok((applied, resource)),
+            Ok(applied) => {
+                // Made by a create of an earlier version: the next apply removes what it drops.
+                let applied = self.move_to_apply(&api, applied).await;
+                Ok((applied, resource))
+            }
             Err(e) if immutable(&e) && replace && !replaceable(&r) => Err(format!(
                 "{}; a {} is never deleted and made anew (that would delete what it holds): change the field back in the release, or replace the object by hand",
                 failed(&e),
@@ -287,7 +291,10 @@ impl Applier {
         let params =
             kube::api::PostParams { field_manager: Some(self.field_manager.clone()), ..Default::default() };
         match api.create(&params, &wanted).await {
-            Ok(created) => Ok(Made::Created(created, resource)),
+            Ok(created) => {
+                let created = self.move_to_apply(&api, created).await;
+                Ok(Made::Created(created, resource))
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 let existing = not_found_ok(api.get(&r.name).await)
                     .map_err(|e| format!("reading {}: {}", r.describe(), describe(&e)))?;
@@ -391,6 +398,48 @@ impl Applier {
             .await
             .map(|list| !list.items.is_empty())
             .map_err(|e| format!("listing {kind}: {}", describe(&e)))
+    }
+
+    /// Folds what this applier's field manager wrote by create or update into its apply entry
+    /// ([`crate::managed_fields::moved_to_apply`]), at the object's version (a JSON patch whose
+    /// `test` makes it lose to any write in between, which the next apply folds again). Returns
+    /// the object as it then is (its new resourceVersion is what the caller records); a failure
+    /// only delays the move: it is logged, and the object comes back as it was.
+    async fn move_to_apply(&self, api: &Api<DynamicObject>, object: DynamicObject) -> DynamicObject {
+        use json_patch::{PatchOperation, ReplaceOperation, TestOperation};
+        let entries: Vec<Value> = object
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter_map(|e| serde_json::to_value(e).ok())
+            .collect();
+        let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let Some(moved) = crate::managed_fields::moved_to_apply(&entries, &self.field_manager, &now) else {
+            return object;
+        };
+        let (Some(name), Some(version)) =
+            (object.metadata.name.clone(), object.metadata.resource_version.clone())
+        else {
+            return object;
+        };
+        let ops = vec![
+            PatchOperation::Test(TestOperation {
+                path: json_patch::jsonptr::PointerBuf::parse("/metadata/resourceVersion").expect("a pointer"),
+                value: Value::String(version),
+            }),
+            PatchOperation::Replace(ReplaceOperation {
+                path: json_patch::jsonptr::PointerBuf::parse("/metadata/managedFields").expect("a pointer"),
+                value: Value::Array(moved),
+            }),
+        ];
+        match api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(json_patch::Patch(ops))).await {
+            Ok(moved) => moved,
+            Err(e) => {
+                tracing::debug!(object = %name, error = %describe(&e), "moving the fields a create wrote to the apply entry: next time");
+                object
+            }
+        }
     }
 
     /// Applies a JSON patch (RFC 6902) to an object, as this applier's field manager; its

@@ -25,6 +25,7 @@ pub mod crds;
 pub mod error;
 pub mod finalizer;
 pub mod inventory;
+pub mod managed_fields;
 pub mod metrics;
 pub mod network;
 pub mod objects;

@@ -77,10 +77,18 @@ pub fn defined_kind(object: &Value) -> Option<String> {
 /// Whether `actual` holds everything `desired` says: every key of an object with a value that
 /// holds the desired one, arrays of the same length element by element, other values equal.
 /// What the API server adds (defaults, status, other managers' fields) does not count, so a
-/// controller can tell from its cache whether an apply would change anything.
+/// controller can tell from its cache whether an apply would change anything. An empty list or
+/// map (or a null) is held by its absence or a null: the API server keeps no empty collection
+/// of a built-in kind (`subjects: []` reads back as nothing, a Role's `rules: []` as null).
 pub fn holds(actual: &Value, desired: &Value) -> bool {
+    let empty = |v: &Value| {
+        v.is_null() || v.as_array().is_some_and(Vec::is_empty) || v.as_object().is_some_and(|m| m.is_empty())
+    };
     match (actual, desired) {
-        (Value::Object(a), Value::Object(d)) => d.iter().all(|(k, v)| a.get(k).is_some_and(|x| holds(x, v))),
+        (Value::Object(a), Value::Object(d)) => d.iter().all(|(k, v)| match a.get(k) {
+            None | Some(Value::Null) => empty(v),
+            Some(x) => holds(x, v),
+        }),
         (Value::Array(a), Value::Array(d)) => a.len() == d.len() && a.iter().zip(d).all(|(x, y)| holds(x, y)),
         _ => actual == desired,
     }
@@ -125,5 +133,9 @@ mod tests {
             &desired
         ));
         assert!(!holds(&json!({"metadata": {"labels": {"a": "1"}}}), &desired), "a missing list");
+        // What kube-apiserver stores of empty collections.
+        let empty = json!({"subjects": [], "rules": [], "data": {}});
+        assert!(holds(&json!({"rules": null}), &empty));
+        assert!(!holds(&json!({"subjects": [{"name": "a"}]}), &empty));
     }
 }

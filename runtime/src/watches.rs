@@ -73,6 +73,9 @@ impl Watches {
     }
 }
 
+/// How often a kind whose watch RBAC refuses is listed instead.
+pub const POLL_WITHOUT_WATCH: Duration = Duration::from_secs(5);
+
 /// Follows the changes of a kind for as long as it is served. These watches need no listing
 /// first: they only compare changes with what the controller knows, so a watch that starts with
 /// an unset resourceVersion (whose first events are the objects as they are) costs one request
@@ -125,6 +128,29 @@ pub async fn follow_from(
             Err(e) if crate::error::is_not_found(&e) => return,
             Err(kube::Error::Api(status)) if status.code == 410 => {
                 expired = true;
+                continue;
+            }
+            // RBAC gives list but not watch (Cluster API's upstream roles on its kinds): say so
+            // once, and look by listing meanwhile, so that a change is seen within a poll
+            // rather than at the next resync; the watch is tried again each time.
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                failures += 1;
+                if failures == 1 {
+                    tracing::warn!(watch = %key, error = %status.message, "cannot watch: RBAC refuses it; looking every {}s instead (grant watch to be woken at once)", POLL_WITHOUT_WATCH.as_secs());
+                }
+                let mut list = ListParams::default();
+                if let Some(selector) = labels {
+                    list = list.labels(selector);
+                }
+                if let Ok(listed) = api.list_metadata(&list).await {
+                    let metas: Vec<ObjectMeta> = listed.items.into_iter().map(|o| o.metadata).collect();
+                    handler(Seen::Relisted(&metas));
+                    version = listed.metadata.resource_version.unwrap_or_default();
+                }
+                // A refusal of a moment (an API server whose authorizer is warming up) is tried
+                // again soon; one that lasts, every POLL_WITHOUT_WATCH.
+                tokio::time::sleep(Duration::from_millis(500 * u64::from(failures)).min(POLL_WITHOUT_WATCH))
+                    .await;
                 continue;
             }
             Err(e) => {

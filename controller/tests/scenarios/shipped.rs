@@ -119,7 +119,36 @@ pub async fn install(cluster: &Cluster, namespace: &str) -> String {
     for object in objects(namespace, &suffix) {
         applier.apply(&object, false).await.unwrap_or_else(|e| panic!("installing the shipped RBAC: {e}"));
     }
+    confinement_in_force(cluster, namespace, &suffix).await;
     suffix
+}
+
+/// Waits until the confinement policy refuses what it should, as a real install would: a real
+/// API server loads a new policy and binding about half a second after they are written. The
+/// probe is a dry run (nothing is made) of a namespace that is no team's, as the controller.
+async fn confinement_in_force(cluster: &Cluster, namespace: &str, suffix: &str) {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Api, PostParams};
+    let config = cluster.service_account_config("confinement-probe", namespace, ACCOUNT).await;
+    let api: Api<Namespace> = Api::all(kube::Client::try_from(config).expect("a client of the account"));
+    let probe: Namespace = serde_json::from_value(json!({"metadata": {"name": format!("probe-{suffix}")}}))
+        .expect("a namespace");
+    let params = PostParams { dry_run: true, ..Default::default() };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match api.create(&params, &probe).await {
+            Err(kube::Error::Api(e))
+                if e.code == 403 && e.message.contains("butler-controller-confinement") =>
+            {
+                return;
+            }
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "the confinement policy never came into force: {other:?}"
+            ),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 #[test]

@@ -397,6 +397,9 @@ pub async fn team_with_members(s: &Scenario, base: &str, users: &[(&str, &str)],
     let name = s.cluster.unique(base);
     let teams: Api<Team> = Api::all(s.client.clone());
     s.cluster.remove_cluster_objects_labelled(&format!("scenario.butlerlabs.dev/team={name}"));
+    // What the Team controller makes for it goes too, should the controller stop first.
+    s.cluster.remove_cluster_objects_labelled(&format!("{}={name}", butler_core::api::labels::LABEL_TEAM));
+    s.cluster.clean_up_namespace(&format!("team-{name}"));
     let limits = match limits {
         "" => String::new(),
         some => format!("  resourceLimits: {some}\n"),

@@ -55,6 +55,7 @@ pub fn view_of<K: Provider + Resource>(object: &K, written: Option<&ProviderStat
         held: status.is_some_and(held),
         contract: status.and_then(|s| s.contract.clone()),
         installed_version: status.and_then(|s| s.installed_version.clone()),
+        wanted_version: object.provider_spec().version.clone().filter(|v| !v.is_empty()),
         deleting: object.meta().deletion_timestamp.is_some(),
     }
 }
@@ -307,20 +308,80 @@ pub fn slim_deployment(d: &mut Deployment) {
     }
 }
 
-/// What the plan needs of a Deployment.
+/// What the plan needs of a Deployment. Available means its rollout is complete, as kstatus
+/// says Current: the controller has seen the latest generation, every replica runs the
+/// current template and is ready and available, and no old replica is left. The `Available`
+/// condition alone stays True while the old pods serve during a rollout that never completes.
 pub fn live_deployment(d: &Deployment) -> LiveDeployment {
     let status = d.status.as_ref();
-    let available = status
+    let wanted = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let count =
+        |f: fn(&k8s_openapi::api::apps::v1::DeploymentStatus) -> Option<i32>| status.and_then(f).unwrap_or(0);
+    let observed =
+        status.and_then(|s| s.observed_generation).is_some_and(|o| o >= d.metadata.generation.unwrap_or(0));
+    let condition_available = status
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Available" && c.status == "True"));
-    // Available as of the current spec: the Deployment controller has seen the latest generation.
-    let observed =
-        status.and_then(|s| s.observed_generation).is_none_or(|o| o >= d.metadata.generation.unwrap_or(0));
+    let rolled_out = count(|s| s.replicas) == wanted
+        && count(|s| s.updated_replicas) == wanted
+        && count(|s| s.ready_replicas) == wanted
+        && count(|s| s.available_replicas) == wanted;
+    let available = observed && rolled_out && (wanted == 0 || condition_available);
     LiveDeployment {
         namespace: d.namespace().unwrap_or_default(),
         name: d.name_any(),
         replicas: d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-        available: available && observed,
+        available,
         paused_replicas: d.annotations().get(PAUSED_REPLICAS).and_then(|v| v.parse().ok()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(generation: i64, replicas: i32, status: serde_json::Value) -> Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "m", "namespace": "n", "generation": generation},
+            "spec": {"replicas": replicas, "selector": {}, "template": {}},
+            "status": status,
+        }))
+        .expect("a Deployment")
+    }
+
+    fn available() -> serde_json::Value {
+        serde_json::json!([{"type": "Available", "status": "True"}])
+    }
+
+    #[test]
+    fn a_deployment_is_available_once_its_rollout_is_complete() {
+        let done = deployment(
+            2,
+            1,
+            serde_json::json!({"observedGeneration": 2, "replicas": 1,
+            "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1, "conditions": available()}),
+        );
+        assert!(live_deployment(&done).available);
+        // Mid-rollout (transcript of kube-controller-manager): the old pod serves, the new one is
+        // Pending, and Available stays True.
+        let rolling = deployment(
+            2,
+            1,
+            serde_json::json!({"observedGeneration": 2, "replicas": 2,
+            "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1, "unavailableReplicas": 1,
+            "conditions": available()}),
+        );
+        assert!(!live_deployment(&rolling).available);
+        let unseen = deployment(
+            3,
+            1,
+            serde_json::json!({"observedGeneration": 2, "replicas": 1,
+            "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1, "conditions": available()}),
+        );
+        assert!(!live_deployment(&unseen).available, "the controller has not seen the new template");
+        let never = deployment(1, 1, serde_json::json!({}));
+        assert!(!live_deployment(&never).available);
+        let scaled_down = deployment(4, 0, serde_json::json!({"observedGeneration": 4}));
+        assert!(live_deployment(&scaled_down).available);
     }
 }

@@ -90,6 +90,8 @@ pub struct ProviderView {
     pub held: bool,
     pub contract: Option<String>,
     pub installed_version: Option<String>,
+    /// spec.version, when one is named.
+    pub wanted_version: Option<String>,
     pub deleting: bool,
 }
 
@@ -100,6 +102,12 @@ impl ProviderView {
 
     pub fn installed(&self) -> bool {
         self.installed_version.is_some() && self.contract.is_some()
+    }
+
+    /// Installed, and asked for another version (an upgrade or a downgrade under way).
+    pub fn moving(&self) -> bool {
+        self.installed()
+            && self.wanted_version.as_ref().is_some_and(|w| Some(w) != self.installed_version.as_ref())
     }
 }
 

@@ -109,12 +109,21 @@ pub async fn latest_accepted(
     kind: ProviderKind,
     contract: &str,
 ) -> Result<Version, butler_repository::RepositoryError> {
-    let accepted = match kind {
-        ProviderKind::Core => vec![contract],
-        _ => butler_repository::supported_contracts(contract),
-    };
+    match kind {
+        ProviderKind::Core => repo.latest_for_contract(contract).await,
+        _ => latest_under_core(repo, contract).await,
+    }
+}
+
+/// The newest release of a provider (not the core) that a core provider of `core` accepts, as
+/// clusterctl chooses one when no version is given: of the core's contract, else of an earlier
+/// contract the core still supports.
+pub async fn latest_under_core(
+    repo: &butler_repository::Repository,
+    core: &str,
+) -> Result<Version, butler_repository::RepositoryError> {
     let mut first_error = None;
-    for c in accepted {
+    for c in butler_repository::supported_contracts(core) {
         match repo.latest_for_contract(c).await {
             Ok(v) => return Ok(v),
             Err(e) => {
@@ -282,6 +291,21 @@ mod tests {
         );
         let bad = Wanted::Versions(vec![("infrastructure-aws".into(), "latest".into())]);
         assert!(moves(&rows, &bad, &repositories).await.is_err(), "a version is a semantic version");
+    }
+
+    #[tokio::test]
+    async fn a_provider_with_no_version_under_a_newer_core_takes_its_newest_accepted_release() {
+        let base = tempfile::tempdir().unwrap();
+        // Only v1beta1 releases, under a v1beta2 core: clusterctl takes the newest v1beta1 one.
+        let aws = [("v2.8.0", "v1beta1"), ("v2.9.1", "v1beta1")];
+        let repo = repository(base.path(), "infrastructure-aws", &aws);
+        assert_eq!(latest_under_core(&repo, "v1beta2").await.unwrap().to_string(), "v2.9.1");
+        // A core provider takes its own contract only.
+        assert!(latest_accepted(&repo, ProviderKind::Core, "v1beta2").await.is_err());
+        // No contract the core accepts: the refusal names the core's.
+        let old = repository(base.path(), "infrastructure-old", &[("v0.3.0", "v1alpha3")]);
+        let refused = latest_under_core(&old, "v1beta2").await.unwrap_err().to_string();
+        assert!(refused.contains("has no version for contract v1beta2"), "{refused}");
     }
 
     #[test]

@@ -181,8 +181,7 @@ fn keep_marking_available_where(s: &Scenario, selector: String) -> tokio::task::
             return;
         }
         loop {
-            let _ =
-                butler_apiserver::stand_ins::mark_deployments_available(&client, &namespace, &selector).await;
+            let _ = butler_apiserver::stand_ins::roll_out_deployments(&client, &namespace, &selector).await;
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     })

@@ -163,10 +163,14 @@ async fn a_contract_move_started_by_bumping_every_version_first_pauses_and_compl
     );
     // Ready says the same, not that nothing is installed.
     assert!(reason(&core, "Ready", "ContractChangeNeedsPause"), "{:?}", core.status);
-    s.wait_for::<InfrastructureProvider>("widget", "the mismatch refused", |p| {
-        reason(p, "PreflightCheckPassed", "ContractMismatch")
-    })
-    .await;
+    // The others wait for the core provider to move first, as clusterctl moves them.
+    let widget = s
+        .wait_for::<InfrastructureProvider>("widget", "waiting for the core provider", |p| {
+            reason(p, "PreflightCheckPassed", "WaitingForCoreProvider")
+        })
+        .await;
+    let message = &condition(&widget, "PreflightCheckPassed").unwrap().message;
+    assert!(message.contains("to move to v2.0.0 first"), "{message}");
 
     // Then every provider paused: each pause is carried out at once, at the version running,
     // and the move goes through without touching the versions again.

@@ -43,6 +43,8 @@ pub enum Part {
     Settings,
     /// A CRD `gadgets.{name}.test.io`.
     Crd,
+    /// An environment variable of the manager that a later release drops.
+    Env,
 }
 
 /// The components YAML of a test provider `name` at `version`.
@@ -85,6 +87,9 @@ spec:
             - --greeting=${{GREETING:=hello}}
 "
     );
+    if parts.contains(&Part::Env) {
+        text.push_str("          env:\n            - name: DROPPED_LATER\n              value: \"yes\"\n");
+    }
     if parts.contains(&Part::Settings) {
         text.push_str(&format!(
             "---

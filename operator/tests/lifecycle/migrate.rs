@@ -336,7 +336,7 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &ns);
     deployments.create(&PostParams::default(), &old_operator).await.unwrap();
     if s.cluster.is_in_memory() {
-        butler_apiserver::stand_ins::mark_deployments_available(&s.client, &ns, "cluster.x-k8s.io/provider")
+        butler_apiserver::stand_ins::roll_out_deployments(&s.client, &ns, "cluster.x-k8s.io/provider")
             .await
             .unwrap();
     }

@@ -282,16 +282,20 @@ impl Scenario {
     }
 
     /// Where no kubelet runs, plays the Deployment controller: every provider Deployment of
-    /// the scenario reports its current generation Available. A real cluster does it itself.
+    /// the scenario whose pods could run rolls out its current generation (the two steps of a
+    /// rolling update: new pods beside the old, then the new alone). A real cluster does it
+    /// itself.
     pub async fn mark_available(&self) {
         if self.cluster.is_in_memory() {
-            butler_apiserver::stand_ins::mark_deployments_available(
-                &self.client,
-                &self.namespace,
-                butler_operator::controller::vocabulary::LABEL_NAME,
-            )
-            .await
-            .expect("marking Deployments Available");
+            for _ in 0..2 {
+                butler_apiserver::stand_ins::roll_out_deployments(
+                    &self.client,
+                    &self.namespace,
+                    butler_operator::controller::vocabulary::LABEL_NAME,
+                )
+                .await
+                .expect("rolling Deployments out");
+            }
         }
     }
 }

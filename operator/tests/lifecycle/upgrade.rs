@@ -20,7 +20,7 @@ pub async fn publish_releases(s: &Scenario) {
         "infrastructure-widget",
         "infrastructure-components.yaml",
         "v1.0.0",
-        &components("widget", "v1.0.0", &[Part::Settings, Part::Crd]),
+        &components("widget", "v1.0.0", &[Part::Settings, Part::Crd, Part::Env]),
     )
     .await;
     publish(
@@ -84,8 +84,11 @@ async fn a_same_contract_upgrade_deletes_what_the_new_version_dropped_but_keeps_
         "CRDs stay: deleting one deletes its objects"
     );
     let deployment = &s.deployments("InfrastructureProvider", "widget").await[0];
-    let image = deployment.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].image.clone();
-    assert_eq!(image.as_deref(), Some("registry.example.com/widget:v1.1.0"));
+    let container = &deployment.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some("registry.example.com/widget:v1.1.0"));
+    // A field the new release drops goes too: the operator owns what it created by its applies,
+    // not by the create's own entry, which an apply cannot clear.
+    assert_eq!(container.env, None, "the variable v1.1.0 dropped stays in the Deployment");
 
     let events: Api<Event> = Api::namespaced(s.client.clone(), &s.namespace);
     let reasons: Vec<String> = events

@@ -382,7 +382,7 @@ fn set_replicas(object: &mut Value, live: &[LiveDeployment], paused: bool) {
     }
 }
 
-/// The Ready condition: installed, running and every Deployment Available. The Deployments
+/// The Ready condition: installed, running and every Deployment rolled out. The Deployments
 /// are those the plan wants (so the message does not change while the cache catches up).
 pub fn readiness(plan: &InstallPlan, live: &[LiveDeployment]) -> Wanted {
     let refusal = plan.conditions.iter().find(|c| !c.status && c.type_ != PAUSED);
@@ -416,10 +416,12 @@ pub fn readiness(plan: &InstallPlan, live: &[LiveDeployment]) -> Wanted {
         .map(|(ns, name)| format!("{ns}/{name}"))
         .collect();
     if !waiting.is_empty() {
-        return Reason::DeploymentsNotAvailable
-            .not_ready(format!("waiting for Deployments to be Available: {}", waiting.join(", ")));
+        return Reason::DeploymentsNotAvailable.not_ready(format!(
+            "waiting for Deployments to finish rolling out (every replica updated, ready and available): {}",
+            waiting.join(", ")
+        ));
     }
-    Reason::Ready.wanted(true, "installed, and every Deployment is Available")
+    Reason::Ready.wanted(true, "installed, and every Deployment has rolled out")
 }
 
 /// What blocks deleting a provider, as a message; `None` when nothing does.

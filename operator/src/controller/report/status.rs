@@ -110,11 +110,14 @@ where
     let reference = object.object_ref(&());
     for (reason, note) in outcome.events {
         let Some(type_) = reason.event() else { continue };
+        // kube's recorder counts an event again (a series) when its type, reason and action
+        // repeat, keeping the first note: an action per note keeps "upgraded from v1.10.9 to
+        // v1.10.10" apart from an earlier "upgraded from v1.10.10 to v1.10.9".
         let event = Event {
             type_,
             reason: reason.as_str().into(),
+            action: event_action(&note),
             note: Some(note),
-            action: "Reconcile".into(),
             secondary: None,
         };
         // An event that cannot be written must not fail the reconcile that already happened.
@@ -124,6 +127,12 @@ where
     }
     ctx.trigger_others(&key);
     Ok(true)
+}
+
+/// The action of an event with `note`: the note itself, within the 128 characters an event's
+/// action may hold.
+fn event_action(note: &str) -> String {
+    note.chars().take(128).collect()
 }
 
 /// Writes a reconcile that stopped at `stop`: its condition (`kept` says whether what is
@@ -171,6 +180,15 @@ where
 mod tests {
     use super::*;
     use crate::api::InfrastructureProvider;
+
+    #[test]
+    fn two_moves_are_two_events_and_a_repeat_is_a_series() {
+        let back = event_action("upgraded from v1.10.10 to v1.10.9");
+        let forth = event_action("upgraded from v1.10.9 to v1.10.10");
+        assert_ne!(back, forth, "kube's recorder would merge them into one series");
+        assert_eq!(forth, event_action("upgraded from v1.10.9 to v1.10.10"));
+        assert_eq!(event_action(&"x".repeat(300)).len(), 128);
+    }
 
     #[test]
     fn a_status_is_written_again_only_when_someone_wrote_it_after_us() {

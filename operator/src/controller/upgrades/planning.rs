@@ -54,6 +54,10 @@ pub(super) async fn plan(
     }
     let to_contract = target_contract(core, &target, &planned, &repositories).await?;
     let change = to_contract.is_some() && to_contract != core.contract;
+    if change {
+        let namespace = kube::ResourceExt::namespace(upgrade).unwrap_or_default();
+        elsewhere(&namespace, &ctx.views())?;
+    }
     let mut plan: Vec<PlannedMove> = Vec::new();
     let mut unknown: Vec<String> = Vec::new();
     for m in planned.iter().filter(|m| m.from.as_deref() != Some(m.to.as_str())) {
@@ -117,6 +121,24 @@ pub(super) async fn plan(
     let wanted = [Wanted::new(PLANNED, true, "Planned", message)];
     status.conditions = merge(&status.conditions, &wanted, upgrade.meta().generation, &now(), &ORDER);
     Ok(status)
+}
+
+/// Refuses, before anything is paused, a contract move that could not finish: it pauses every
+/// provider the operator honours, and this upgrade sees (and unpauses) those of its own
+/// namespace only.
+fn elsewhere(namespace: &str, all: &[crate::controller::vocabulary::ProviderView]) -> Result<(), String> {
+    let others: Vec<String> = all
+        .iter()
+        .filter(|v| !v.deleting && v.installed() && !v.paused && !v.held && v.key.namespace != namespace)
+        .map(|v| v.describe())
+        .collect();
+    match others.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "a contract move pauses every provider the operator honours, and {} run in other namespaces, which this ProviderUpgrade neither pauses nor moves: nothing was paused. Pause those first (spec.paused: true; this upgrade then moves its own namespace and leaves them to you to move and unpause), or keep the providers whose contract moves together in one namespace",
+            others.join(", ")
+        )),
+    }
 }
 
 /// Refuses a plan that moves a pinned provider (`spec.upgradePolicy.follow: Pin`); a roll-back
@@ -225,6 +247,29 @@ pub(super) async fn repository_of(
 mod tests {
     use super::*;
     use crate::api::UpgradePolicy;
+
+    #[test]
+    fn a_contract_move_with_providers_in_other_namespaces_is_refused_before_any_pause() {
+        use crate::controller::vocabulary::{ProviderKey, ProviderView};
+        let view = |namespace: &str, name: &str| ProviderView {
+            key: ProviderKey::new(ProviderKind::Infrastructure, namespace, name),
+            uid: name.into(),
+            created: String::new(),
+            paused: false,
+            held: false,
+            contract: Some("v1beta1".into()),
+            installed_version: Some("v1.0.0".into()),
+            wanted_version: None,
+            deleting: false,
+        };
+        assert!(elsewhere("capi-system", &[view("capi-system", "docker")]).is_ok());
+        let mut paused = view("capd-system", "aws");
+        paused.paused = true;
+        assert!(elsewhere("capi-system", &[view("capi-system", "docker"), paused]).is_ok(), "paused by hand");
+        let refused = elsewhere("capi-system", &[view("capi-system", "docker"), view("capd-system", "aws")])
+            .unwrap_err();
+        assert!(refused.contains("capd-system") && refused.contains("nothing was paused"), "{refused}");
+    }
 
     #[test]
     fn a_plan_that_moves_a_pinned_provider_is_refused_naming_it() {

@@ -198,7 +198,8 @@ pub enum VersionChoice {
     Exact(String),
     /// The repository's default: the URL's version, else the latest release.
     Default,
-    /// The latest release that abides by this contract.
+    /// The latest release a core provider of this contract accepts: of the contract, else of
+    /// an earlier one the core still supports (v1beta1 providers under a v1beta2 core).
     LatestFor(String),
 }
 
@@ -241,7 +242,7 @@ pub async fn resolve(repo: &Repository, choice: &VersionChoice) -> Result<Versio
     match choice {
         VersionChoice::Exact(v) => repo.resolve(Some(v)).await,
         VersionChoice::Default => repo.resolve(None).await,
-        VersionChoice::LatestFor(contract) => repo.latest_for_contract(contract).await,
+        VersionChoice::LatestFor(contract) => crate::upgrade::moves::latest_under_core(repo, contract).await,
     }
     .map_err(|e| e.to_string())
 }

@@ -14,6 +14,7 @@ fn view(kind: ProviderKind, name: &str) -> ProviderView {
         held: false,
         contract: Some("v1beta1".into()),
         installed_version: Some("v1.0.0".into()),
+        wanted_version: None,
         deleting: false,
     }
 }
@@ -56,6 +57,26 @@ fn condition<'a>(plan: &'a InstallPlan, type_: &str) -> &'a Wanted {
         .iter()
         .find(|c| c.type_ == type_)
         .unwrap_or_else(|| panic!("no {type_} in {:?}", plan.conditions))
+}
+
+#[test]
+fn versions_bumped_together_move_the_core_provider_first() {
+    let mut core = view(ProviderKind::Core, "cluster-api");
+    core.wanted_version = Some("v1.0.1".into());
+    let aws = view(ProviderKind::Infrastructure, "aws");
+    let bumped = ProviderSpec { version: Some("v1.0.1".into()), ..Default::default() };
+    let waiting = preflight(&aws, &bumped, &[core.clone(), aws.clone()], true).unwrap_err();
+    assert_eq!(waiting.reason, Reason::WaitingForCoreProvider);
+    assert!(waiting.message.contains("move to v1.0.1 first"), "{}", waiting.message);
+    // Nothing asked of this provider's version: it goes on as it is.
+    assert_eq!(preflight(&aws, &ProviderSpec::default(), &[core.clone(), aws.clone()], true), Ok(()));
+    // A pause (a contract move) goes on: the core provider waits for it.
+    let mut paused = aws.clone();
+    paused.paused = true;
+    assert_eq!(preflight(&paused, &bumped, &[core.clone(), paused.clone()], true), Ok(()));
+    // Once the core provider runs its new version, the others move.
+    core.installed_version = Some("v1.0.1".into());
+    assert_eq!(preflight(&aws, &bumped, &[core, aws.clone()], true), Ok(()));
 }
 
 #[test]
