@@ -51,13 +51,30 @@ pub fn unknown_fields(schema: &Value, object: &Value) -> Vec<String> {
     found
 }
 
+/// What an object schema says of the fields it holds.
+struct Fields<'a> {
+    properties: Option<&'a Map<String, Value>>,
+    /// The schema of every other key (`additionalProperties` as a schema).
+    additional: Option<&'a Value>,
+    /// `additionalProperties: true`: any key, with a value no schema describes.
+    any_key: bool,
+    /// `x-kubernetes-embedded-resource`: apiVersion, kind and metadata are the object's own.
+    embedded: bool,
+}
+
+fn fields_of(schema: &Value) -> Fields<'_> {
+    Fields {
+        properties: schema.get("properties").and_then(Value::as_object),
+        additional: schema.get("additionalProperties").filter(|a| a.is_object()),
+        any_key: schema.get("additionalProperties") == Some(&Value::Bool(true)),
+        embedded: schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)),
+    }
+}
+
 fn unknown_in(schema: &Value, value: &Value, path: &str, found: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
-            let properties = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            let any_key = schema.get("additionalProperties") == Some(&Value::Bool(true));
-            let embedded = schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+            let Fields { properties, additional, any_key, embedded } = fields_of(schema);
             for (key, child) in map {
                 let at = format!("{path}.{key}");
                 match properties.and_then(|p| p.get(key)).or(additional) {
@@ -100,11 +117,8 @@ fn prune_unschematized(value: &mut Value) {
 fn prune_node(schema: &Value, value: &mut Value) {
     match value {
         Value::Object(map) => {
-            let properties = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             // `additionalProperties: true` keeps the keys but gives their values no schema.
-            let any_key = schema.get("additionalProperties") == Some(&Value::Bool(true));
-            let embedded = schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+            let Fields { properties, additional, any_key, embedded } = fields_of(schema);
             map.retain(|key, child| {
                 let child_schema = properties.and_then(|p| p.get(key)).or(additional);
                 if child.is_null() && !child_schema.is_some_and(nullable) && !any_key {

@@ -104,6 +104,22 @@ impl ProviderView {
         self.installed_version.is_some() && self.contract.is_some()
     }
 
+    /// An installed provider at v1.0.0 of contract v1beta1, for tests.
+    #[cfg(test)]
+    pub fn sample(kind: ProviderKind, namespace: &str, name: &str) -> ProviderView {
+        ProviderView {
+            key: ProviderKey::new(kind, namespace, name),
+            uid: format!("uid-{name}"),
+            created: "2026-01-01T00:00:00Z".into(),
+            paused: false,
+            held: false,
+            contract: Some("v1beta1".into()),
+            installed_version: Some("v1.0.0".into()),
+            wanted_version: None,
+            deleting: false,
+        }
+    }
+
     /// Installed, and asked for another version (an upgrade or a downgrade under way).
     pub fn moving(&self) -> bool {
         self.installed()

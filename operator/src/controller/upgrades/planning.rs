@@ -250,18 +250,9 @@ mod tests {
 
     #[test]
     fn a_contract_move_with_providers_in_other_namespaces_is_refused_before_any_pause() {
-        use crate::controller::vocabulary::{ProviderKey, ProviderView};
-        let view = |namespace: &str, name: &str| ProviderView {
-            key: ProviderKey::new(ProviderKind::Infrastructure, namespace, name),
-            uid: name.into(),
-            created: String::new(),
-            paused: false,
-            held: false,
-            contract: Some("v1beta1".into()),
-            installed_version: Some("v1.0.0".into()),
-            wanted_version: None,
-            deleting: false,
-        };
+        use crate::controller::vocabulary::ProviderView;
+        let view =
+            |namespace: &str, name: &str| ProviderView::sample(ProviderKind::Infrastructure, namespace, name);
         assert!(elsewhere("capi-system", &[view("capi-system", "docker")]).is_ok());
         let mut paused = view("capd-system", "aws");
         paused.paused = true;

@@ -1,22 +1,12 @@
 use super::*;
 use crate::controller::install::preflight::preflight;
 use crate::controller::report::reason::{INSTALLED, PREFLIGHT, Retry, UPGRADED};
-use crate::controller::vocabulary::{LABEL_NAME, ProviderKey};
+use crate::controller::vocabulary::LABEL_NAME;
 
 const COMPONENTS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x-system\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa\n  namespace: x-system\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: manager\n  namespace: x-system\nspec:\n  replicas: 1\n  template:\n    spec:\n      containers:\n      - name: manager\n        image: ghcr.io/x/manager:v1\n        args: [\"--region=${REGION}\"]\n";
 
 fn view(kind: ProviderKind, name: &str) -> ProviderView {
-    ProviderView {
-        key: ProviderKey::new(kind, "ns", name),
-        uid: format!("uid-{name}"),
-        created: "2026-01-01T00:00:00Z".into(),
-        paused: false,
-        held: false,
-        contract: Some("v1beta1".into()),
-        installed_version: Some("v1.0.0".into()),
-        wanted_version: None,
-        deleting: false,
-    }
+    ProviderView::sample(kind, "ns", name)
 }
 
 fn fetched(version: &str, contract: &str) -> Fetched {
