@@ -95,11 +95,17 @@ pub fn next(
     // Running: done, refused, out of time, or still waiting.
     match progress(upgrade, step, rows) {
         Ok(()) => Next::Finish(index),
-        Err(Waiting::Refused(why)) => Next::Fail(index, why, rollback(step, rows, plan_from(step, plan))),
+        // A failed step puts its provider back and unpauses what this upgrade paused: nothing
+        // is left held at 0 by an upgrade that stopped.
+        Err(Waiting::Refused(why)) => Next::Fail(
+            index,
+            why,
+            [rollback(step, rows, plan_from(step, plan)), release(upgrade, rows)].concat(),
+        ),
         Err(Waiting::For(what)) if elapsed.is_some_and(|e| e > timeout) => Next::Fail(
             index,
             format!("not done within {}s: still waiting for {what}", timeout.as_secs()),
-            rollback(step, rows, plan_from(step, plan)),
+            [rollback(step, rows, plan_from(step, plan)), release(upgrade, rows)].concat(),
         ),
         Err(Waiting::For(what)) => Next::Wait(index, what),
     }
@@ -159,15 +165,21 @@ fn changes(upgrade: &str, step: &UpgradeStep, rows: &[ProviderRow]) -> Vec<Chang
             };
             target.map(|r| change(r, patch)).into_iter().collect()
         }
-        StepAction::Unpause => rows
-            .iter()
-            .filter(|r| paused_by(r) == Some(upgrade))
-            .map(|r| {
-                change(r, json!({"metadata": {"annotations": {PAUSED_BY: null}}, "spec": {"paused": false}}))
-            })
-            .collect(),
+        StepAction::Unpause => release(upgrade, rows),
         StepAction::Ready => Vec::new(),
     }
+}
+
+/// Unpauses the providers `upgrade` paused (and only those).
+fn release(upgrade: &str, rows: &[ProviderRow]) -> Vec<Change> {
+    rows.iter()
+        .filter(|r| paused_by(r) == Some(upgrade))
+        .map(|r| Change {
+            kind: r.provider_kind,
+            name: r.name.clone(),
+            patch: json!({"metadata": {"annotations": {PAUSED_BY: null}}, "spec": {"paused": false}}),
+        })
+        .collect()
 }
 
 fn paused_by(row: &ProviderRow) -> Option<&str> {
@@ -302,6 +314,29 @@ mod tests {
     }
 
     #[test]
+    fn a_step_that_fails_unpauses_what_the_upgrade_paused_and_nothing_else() {
+        let timeout = std::time::Duration::from_secs(1);
+        let mut steps = steps(&plan(), true, false);
+        let mut rows = vec![
+            row(ProviderKind::Core, "butler", "v1.0.0", vec![condition("Ready", "True", "Ready")]),
+            row(ProviderKind::Infrastructure, "widget", "v1.0.0", vec![condition("Ready", "True", "Ready")]),
+        ];
+        // The core provider was paused by this upgrade; the widget by someone else, by hand.
+        rows[0].paused = true;
+        rows[0].annotations.insert(PAUSED_BY.into(), "u1".into());
+        rows[1].paused = true;
+        steps[0].state = StepState::Running;
+        // The pause never completes (a provider it cannot see keeps running): out of time.
+        let long = Some(std::time::Duration::from_secs(5));
+        let Next::Fail(0, why, changes) = next("u1", &plan(), &steps, &rows, long, timeout) else { panic!() };
+        assert!(why.contains("not done within"), "{why}");
+        let released: Vec<&str> = changes.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(released, ["butler"], "only what this upgrade paused is unpaused");
+        assert_eq!(changes[0].patch["spec"]["paused"], false);
+        assert!(changes[0].patch["metadata"]["annotations"][PAUSED_BY].is_null());
+    }
+
+    #[test]
     fn steps_start_with_their_changes_wait_and_finish_from_what_the_providers_show() {
         let timeout = std::time::Duration::from_secs(600);
         let mut steps = steps(&plan(), true, false);
@@ -342,13 +377,17 @@ mod tests {
         // (from the release the step kept, when it kept one).
         let sha = "operator.butlerlabs.dev/rollback-sha256";
         assert_eq!(
-            rollback,
-            [Change {
+            rollback[0],
+            Change {
                 kind: ProviderKind::Core,
                 name: "butler".into(),
                 patch: json!({"metadata": {"annotations": {ROLLBACK_TO: "v1.0.0", sha: null}}, "spec": {"version": "v1.0.0"}}),
-            }]
+            }
         );
+        // Then what the upgrade paused runs again, at the versions before.
+        let unpaused: Vec<&str> = rollback[1..].iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(unpaused, ["butler", "widget"]);
+        assert!(rollback[1..].iter().all(|c| c.patch["spec"]["paused"] == false));
         steps[1].kept = Some(KeptRelease {
             config_map: "kept-butler-v1.0.0".into(),
             version: "v1.0.0".into(),

@@ -155,13 +155,9 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
             Next::Fail(index, why, rollback) => {
                 let rolled_back: Vec<String> = rollback
                     .iter()
-                    .map(|c| {
-                        format!(
-                            "{} {} rolled back to {}",
-                            c.kind.kind(),
-                            c.name,
-                            c.patch["spec"]["version"].as_str().unwrap_or_default()
-                        )
+                    .map(|c| match c.patch["spec"]["version"].as_str() {
+                        Some(version) => format!("{} {} rolled back to {version}", c.kind.kind(), c.name),
+                        None => format!("{} {} unpaused", c.kind.kind(), c.name),
                     })
                     .collect();
                 for change in rollback {
@@ -169,10 +165,9 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
                 }
                 let why = match rolled_back.is_empty() {
                     true => why,
-                    false => format!(
-                        "{why}; {} (its CRDs stay as the newer version left them)",
-                        rolled_back.join(", ")
-                    ),
+                    false => {
+                        format!("{why}; {} (CRDs stay as a newer version left them)", rolled_back.join(", "))
+                    }
                 };
                 let step = &mut status.steps[index];
                 step.state = StepState::Failed;
