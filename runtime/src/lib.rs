@@ -31,6 +31,7 @@ pub mod network;
 pub mod objects;
 pub mod precondition;
 pub mod process;
+pub mod requests;
 pub mod secure_metrics;
 pub mod shutdown;
 pub mod watches;

@@ -29,6 +29,7 @@ pub struct Metrics {
     errors: Family<ErrorLabels, Counter>,
     durations: Family<KindLabels, Histogram>,
     leader: Gauge,
+    requests: crate::requests::Requests,
 }
 
 impl Metrics {
@@ -50,8 +51,19 @@ impl Metrics {
             durations.clone(),
         );
         registry.register("leader", "1 while this replica holds the leader lease", leader.clone());
+        let requests = crate::requests::Requests::default();
+        registry.register(
+            "rest_client_requests",
+            "Requests to the API server, by verb and resource (as client-go's rest_client_requests_total)",
+            requests.clone(),
+        );
         extra(&mut registry);
-        Metrics { registry, reconciles, errors, durations, leader }
+        Metrics { registry, reconciles, errors, durations, leader, requests }
+    }
+
+    /// The counter of requests to the API server, for [`crate::requests::counted_client`].
+    pub fn requests(&self) -> crate::requests::Requests {
+        self.requests.clone()
     }
 
     /// Starts timing a reconcile of a kind.

@@ -151,6 +151,14 @@ async fn the_binary_serves_probes_and_metrics_holds_the_lease_and_survives_a_kil
     );
     assert!(metrics.contains(&info), "{metrics}");
     assert!(metrics.contains("butler_operator_leader 1"), "{metrics}");
+    // Its requests, as client-go's rest_client_requests_total counts them.
+    assert!(
+        metrics.contains(
+            "butler_operator_rest_client_requests_total{verb=\"patch\",resource=\"deployments.apps\"}"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains("verb=\"watch\""), "{metrics}");
     let leases: Api<Lease> = Api::namespaced(s.client.clone(), &s.namespace);
     let lease = leases.get("butler-operator").await.expect("the leader Lease");
     assert!(lease.spec.unwrap().holder_identity.is_some_and(|h| !h.is_empty()));

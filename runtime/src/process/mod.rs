@@ -89,7 +89,9 @@ where
     S: FnOnce(kube::Client, Shutdown) -> Started,
     F: FnOnce(Leading) -> Started,
 {
-    let client = kube::Client::try_default().await.map_err(RunError::NoCluster)?;
+    let config = kube::Config::infer().await.map_err(|e| RunError::NoCluster(kube::Error::InferConfig(e)))?;
+    // Every request counted by verb and resource, on /metrics.
+    let client = crate::requests::counted_client(config, metrics.requests()).map_err(RunError::NoCluster)?;
     run_with(client, termination(), settings, metrics, services, start).await
 }
 
