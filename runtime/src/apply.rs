@@ -259,9 +259,17 @@ impl Applier {
         let params = PatchParams::apply(&self.field_manager).force();
         match api.patch(&r.name, &params, &Patch::Apply(object)).await {
             Ok(applied) => {
-                // Made by a create of an earlier version: the next apply removes what it drops.
-                let applied = self.move_to_apply(&api, applied).await;
-                Ok((applied, resource))
+                // Made by a create (of this version or an earlier one): what it wrote is still
+                // the create's, which an apply cannot remove. Moved to the apply entry, the same
+                // apply again removes what this release dropped. Once per object's life.
+                match self.move_to_apply(&api, &applied).await {
+                    true => api
+                        .patch(&r.name, &params, &Patch::Apply(object))
+                        .await
+                        .map(|a| (a, resource))
+                        .map_err(|e| failed(&e)),
+                    false => Ok((applied, resource)),
+                }
             }
             Err(e) if immutable(&e) && replace && !replaceable(&r) => Err(format!(
                 "{}; a {} is never deleted and made anew (that would delete what it holds): change the field back in the release, or replace the object by hand",
@@ -291,10 +299,7 @@ impl Applier {
         let params =
             kube::api::PostParams { field_manager: Some(self.field_manager.clone()), ..Default::default() };
         match api.create(&params, &wanted).await {
-            Ok(created) => {
-                let created = self.move_to_apply(&api, created).await;
-                Ok(Made::Created(created, resource))
-            }
+            Ok(created) => Ok(Made::Created(created, resource)),
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 let existing = not_found_ok(api.get(&r.name).await)
                     .map_err(|e| format!("reading {}: {}", r.describe(), describe(&e)))?;
@@ -402,10 +407,9 @@ impl Applier {
 
     /// Folds what this applier's field manager wrote by create or update into its apply entry
     /// ([`crate::managed_fields::moved_to_apply`]), at the object's version (a JSON patch whose
-    /// `test` makes it lose to any write in between, which the next apply folds again). Returns
-    /// the object as it then is (its new resourceVersion is what the caller records); a failure
-    /// only delays the move: it is logged, and the object comes back as it was.
-    async fn move_to_apply(&self, api: &Api<DynamicObject>, object: DynamicObject) -> DynamicObject {
+    /// `test` makes it lose to any write in between, which a later apply folds again). Whether
+    /// anything was moved; a failure only delays the move: it is logged.
+    async fn move_to_apply(&self, api: &Api<DynamicObject>, object: &DynamicObject) -> bool {
         use json_patch::{PatchOperation, ReplaceOperation, TestOperation};
         let entries: Vec<Value> = object
             .metadata
@@ -416,12 +420,12 @@ impl Applier {
             .collect();
         let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
         let Some(moved) = crate::managed_fields::moved_to_apply(&entries, &self.field_manager, &now) else {
-            return object;
+            return false;
         };
         let (Some(name), Some(version)) =
-            (object.metadata.name.clone(), object.metadata.resource_version.clone())
+            (object.metadata.name.as_deref(), object.metadata.resource_version.clone())
         else {
-            return object;
+            return false;
         };
         let ops = vec![
             PatchOperation::Test(TestOperation {
@@ -433,11 +437,11 @@ impl Applier {
                 value: Value::Array(moved),
             }),
         ];
-        match api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(json_patch::Patch(ops))).await {
-            Ok(moved) => moved,
+        match api.patch(name, &PatchParams::default(), &Patch::<()>::Json(json_patch::Patch(ops))).await {
+            Ok(_) => true,
             Err(e) => {
                 tracing::debug!(object = %name, error = %describe(&e), "moving the fields a create wrote to the apply entry: next time");
-                object
+                false
             }
         }
     }

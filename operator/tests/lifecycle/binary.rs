@@ -154,7 +154,7 @@ async fn the_binary_serves_probes_and_metrics_holds_the_lease_and_survives_a_kil
     // Its requests, as client-go's rest_client_requests_total counts them.
     assert!(
         metrics.contains(
-            "butler_operator_rest_client_requests_total{verb=\"patch\",resource=\"deployments.apps\"}"
+            "butler_operator_rest_client_requests_total{verb=\"create\",resource=\"deployments.apps\"}"
         ),
         "{metrics}"
     );
