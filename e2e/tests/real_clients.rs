@@ -180,6 +180,10 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls_a_chart() {
     assert!(out.contains("STATUS: deployed"), "{out}");
     let out = helm.ok(&["list", "-n", &ns], None);
     assert!(out.contains("demo") && out.contains("deployed"), "{out}");
+    // As users skip the chart's own schema: the server's OpenAPI still answers.
+    let out = helm.ok(&["install", "other", &chart, "-n", &ns, "--skip-schema-validation"], None);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    helm.ok(&["uninstall", "other", "-n", &ns], None);
     let out = helm.ok(
         &["upgrade", "demo", &chart, "-n", &ns, "--set", "replicaCount=2", "--wait", "--timeout", "60s"],
         None,

@@ -1,6 +1,7 @@
 //! `make sandbox` as a user meets it: `butler-sandbox --serve` says where its kubeconfig is,
-//! the README's `kubectl` lines run verbatim against it with a real kubectl, and SIGTERM (what
-//! `kill` and process managers send) stops it as Ctrl-C does.
+//! the `$ kubectl` lines of the README and the book run verbatim against it with a real
+//! kubectl (those reading a tenant's kubeconfig aside), and SIGTERM (what `kill` and process
+//! managers send) stops it as Ctrl-C does.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
