@@ -439,7 +439,7 @@ impl Store {
         }
     }
 
-    /// Publishes `kube-root-ca.crt` in the namespaces due it (all, or `only` one) that still
+    /// Publishes `kube-root-ca.crt` (and makes the ServiceAccount `default`) in the namespaces due it (all, or `only` one) that still
     /// exist and are not terminating, as kube-controller-manager's root-CA publisher does.
     pub fn publish_root_ca(&mut self, only: Option<&str>) {
         let due: Vec<String> = match only {
@@ -484,6 +484,16 @@ impl Store {
                     "data": {"ca.crt": self.root_ca()}});
                 let options = super::WriteOptions { manager: manager.into(), ..Default::default() };
                 let _ = self.create(&configmaps, &namespace, body, &options);
+            }
+            // kube-controller-manager's service-account controller: every namespace's `default`.
+            if let Some(accounts) = self.registry.find("", "v1", "serviceaccounts").cloned()
+                && self.lookup(&accounts, &namespace, "default").is_none()
+            {
+                let body = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": "default", "namespace": namespace}});
+                let options =
+                    super::WriteOptions { manager: "kube-controller-manager".into(), ..Default::default() };
+                let _ = self.create(&accounts, &namespace, body, &options);
             }
         }
     }
