@@ -27,7 +27,12 @@ impl ApiError {
     }
 
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> ApiError {
-        self.details = Some(json!({"name": name, "group": group, "kind": kind}));
+        // As Kubernetes writes them: an empty group (the core one) or name is left out.
+        let mut details = json!({"name": name, "group": group, "kind": kind});
+        if let Some(map) = details.as_object_mut() {
+            map.retain(|_, v| v.as_str().is_some_and(|s| !s.is_empty()));
+        }
+        self.details = Some(details);
         self
     }
 
@@ -141,6 +146,11 @@ impl ApiError {
         );
         error.details.as_mut().expect("details set")["causes"] = json!([{"message": why}]);
         error
+    }
+
+    /// `413 RequestEntityTooLarge`: a body over the API server's limit.
+    pub fn request_too_large(limit: usize) -> ApiError {
+        ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
     }
 
     /// `415 UnsupportedMediaType`: a protobuf body of a kind this server does not read.

@@ -213,7 +213,8 @@ impl MemoryApiServer {
         });
         let app = Router::new()
             .fallback(http::handle)
-            .layer(DefaultBodyLimit::max(64 * 1024 * 1024))
+            // Past the API server's own limit, so that it answers in its words (http::handle).
+            .layer(DefaultBodyLimit::max(2 * http::MAX_REQUEST_BYTES))
             .with_state(shared.clone());
         // What controllers of a real control plane do a moment later: kube-controller-manager's
         // root-CA publisher (new namespaces get their `kube-root-ca.crt`), apiextensions' CRD

@@ -52,10 +52,12 @@ async fn send(http: &reqwest::Client, base: &str, request: &Value) -> Answer {
         builder = builder.header("Accept", accept);
     }
     let content_type = request["contentType"].as_str().unwrap_or("application/json");
-    builder = match &request["body"] {
-        Value::Null => builder,
-        Value::String(text) => builder.header("Content-Type", content_type).body(text.clone()),
-        body => builder.header("Content-Type", content_type).body(body.to_string()),
+    builder = match (&request["bodyText"], &request["body"]) {
+        // JSON with duplicate keys, sent as it was written.
+        (Value::String(text), _) => builder.header("Content-Type", content_type).body(text.clone()),
+        (_, Value::Null) => builder,
+        (_, Value::String(text)) => builder.header("Content-Type", content_type).body(text.clone()),
+        (_, body) => builder.header("Content-Type", content_type).body(expanded(body.clone()).to_string()),
     };
     let response = builder.send().await.expect("the in-memory server answers");
     let status = response.status().as_u16();
@@ -70,7 +72,28 @@ async fn send(http: &reqwest::Client, base: &str, request: &Value) -> Answer {
     Answer { status, warnings, body: normalise(body) }
 }
 
-/// The transcripts' normalisation (their README): uids, resourceVersions and times replaced.
+/// A recorded body with its payloads written out: `"<N x 'a'>"` is N bytes of the letter a.
+fn expanded(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, expanded(v))).collect()),
+        Value::Array(items) => Value::Array(items.into_iter().map(expanded).collect()),
+        Value::String(s) => {
+            let payload = s
+                .strip_prefix('<')
+                .and_then(|r| r.strip_suffix("'>"))
+                .and_then(|r| r.split_once(" x '"))
+                .and_then(|(n, c)| Some((n.parse::<usize>().ok()?, c.chars().next()?)));
+            match payload {
+                Some((n, c)) => Value::String(c.to_string().repeat(n)),
+                None => Value::String(s),
+            }
+        }
+        other => other,
+    }
+}
+
+/// The transcripts' normalisation (their README): uids, resourceVersions and times replaced,
+/// strings over 4096 characters described.
 fn normalise(value: Value) -> Value {
     match value {
         Value::Object(map) => {
@@ -100,6 +123,10 @@ fn normalise(value: Value) -> Value {
         }
         Value::Array(items) => Value::Array(items.into_iter().map(normalise).collect()),
         Value::String(s) if looks_like_uid(&s) => json!("<uid>"),
+        Value::String(s) if s.chars().count() > 4096 => {
+            let start: String = s.chars().take(40).collect();
+            json!(format!("<truncated string of {} chars, starts '{start}'>", s.chars().count()))
+        }
         other => other,
     }
 }
@@ -220,4 +247,9 @@ async fn clusterrole_rules_read_back_as_null_when_empty() {
 #[tokio::test]
 async fn a_policy_that_reads_an_absent_list_refuses_as_kubernetes_does() {
     replay("05-vap-subjects-refusal", false).await;
+}
+
+#[tokio::test]
+async fn size_limits_are_refused_in_kubernetes_words() {
+    replay("07-size-limits", false).await;
 }

@@ -293,6 +293,9 @@ fn error_response(error: ApiError) -> Response {
     json_response(error.code, &error.to_status())
 }
 
+/// The largest request body kube-apiserver reads (3 MiB).
+pub const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
+
 /// Every request lands here.
 pub async fn handle(
     State(shared): State<Arc<Shared>>,
@@ -302,6 +305,9 @@ pub async fn handle(
     mut body: Bytes,
 ) -> Response {
     shared.requests.fetch_add(1, Ordering::Relaxed);
+    if body.len() > MAX_REQUEST_BYTES {
+        return error_response(ApiError::request_too_large(MAX_REQUEST_BYTES));
+    }
     // kubectl's typed commands write in protobuf: read it into JSON once, here.
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     if crate::protobuf::is_protobuf(content_type) {

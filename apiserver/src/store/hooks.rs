@@ -56,7 +56,7 @@ pub fn before_save(rt: &ResourceType, old: Option<&Value>, new: &mut Value) -> R
             }
             check_data_size(rt, new, "data")?;
         }
-        ("", "ConfigMap") => check_data_size(rt, new, "")?,
+        ("", "ConfigMap") => check_data_size(rt, new, "[]")?,
         ("", "Namespace") => {
             if old.is_none() {
                 new["spec"]["finalizers"] = json!(["kubernetes"]);
@@ -172,6 +172,7 @@ fn check_data_size(rt: &ResourceType, object: &Value, field: &str) -> Result<(),
     };
     let size: usize = match rt.kind.as_str() {
         "Secret" => values("data").map(decoded).sum(),
+        // Values only, keys aside, as Kubernetes' validation counts them.
         _ => values("data").map(text).chain(values("binaryData").map(decoded)).sum(),
     };
     match size <= MAX_DATA_BYTES {
