@@ -351,3 +351,55 @@ async fn planning_never_reads_a_config_secret_of_another_namespace() {
     marking.abort();
     s.stop_operator().await;
 }
+
+/// An upgrade deleted while it holds providers paused unpauses them before it goes: nothing
+/// is left at 0 replicas by an upgrade no one can see any more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_deleted_mid_way_unpauses_what_it_paused() {
+    let mut s = Scenario::new("upgrade-deleted").await;
+    publish_releases(&s).await;
+    s.start_operator();
+    let marking = crate::cli::keep_marking_available(&s);
+    both_ready_at_v1(&s).await;
+
+    create(&s, "to-v1beta2", json!({"contract": "v1beta2", "approval": "Automatic"})).await;
+    let paused_by = |p: &InfrastructureProvider| {
+        p.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("operator.butlerlabs.dev/paused-by-upgrade"))
+            .cloned()
+    };
+    // The operator stops as the pause starts; the upgrade is deleted meanwhile.
+    wait_upgrade(&s, "to-v1beta2", "the pause started", |u| {
+        u.status
+            .as_ref()
+            .is_some_and(|st| st.steps.first().is_some_and(|step| step.state != StepState::Pending))
+    })
+    .await;
+    s.kill_operator().await;
+    let widget = s.api::<InfrastructureProvider>().get("widget").await.unwrap();
+    assert_eq!(paused_by(&widget).as_deref(), Some("to-v1beta2"), "the upgrade paused the widget");
+    let held = upgrades(&s).get("to-v1beta2").await.unwrap();
+    assert!(
+        held.metadata.finalizers.iter().flatten().any(|f| f == "operator.butlerlabs.dev/upgrade"),
+        "an upgrade holding providers paused is held: {:?}",
+        held.metadata.finalizers
+    );
+    upgrades(&s).delete("to-v1beta2", &Default::default()).await.unwrap();
+    s.start_operator();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while upgrades(&s).get_opt("to-v1beta2").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the deleted upgrade never went");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let widget = s
+        .wait_for::<InfrastructureProvider>("widget", "unpaused", |p| {
+            p.spec.paused == Some(false) && paused_by(p).is_none()
+        })
+        .await;
+    assert_eq!(widget.status.unwrap().installed_version.as_deref(), Some("v1.0.0"));
+    s.wait_for::<CoreProvider>("butler", "unpaused", |p| p.spec.paused != Some(true)).await;
+    marking.abort();
+    s.stop_operator().await;
+}

@@ -171,7 +171,7 @@ fn changes(upgrade: &str, step: &UpgradeStep, rows: &[ProviderRow]) -> Vec<Chang
 }
 
 /// Unpauses the providers `upgrade` paused (and only those).
-fn release(upgrade: &str, rows: &[ProviderRow]) -> Vec<Change> {
+pub fn release(upgrade: &str, rows: &[ProviderRow]) -> Vec<Change> {
     rows.iter()
         .filter(|r| paused_by(r) == Some(upgrade))
         .map(|r| Change {

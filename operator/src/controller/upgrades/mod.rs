@@ -38,6 +38,8 @@ const SUCCEEDED: &str = "Succeeded";
 const ORDER: [&str; 4] = [PLANNED, APPROVED, PROGRESSING, SUCCEEDED];
 /// How long a step may take unless the spec says.
 const STEP_TIMEOUT: Duration = Duration::from_secs(600);
+/// Held by an upgrade while it has providers paused: deleted then, it unpauses them first.
+pub const FINALIZER: &str = "operator.butlerlabs.dev/upgrade";
 
 fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
@@ -48,14 +50,28 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
     let namespace = upgrade.namespace().unwrap_or_default();
     let name = upgrade.name_any();
     let mut status = upgrade.status.clone().unwrap_or_default();
-    if finished(&upgrade).is_some() {
-        return Ok(Action::await_change());
-    }
     let generation = upgrade.meta().generation;
     // An upgrade changes provider objects with the operator's rights: only where provider
     // objects are honoured, or whoever may write an upgrade could change providers they may not.
     // One elsewhere is another operator's or no one's: it is not even written to.
     if ctx.honours(&namespace).is_err() {
+        return Ok(Action::await_change());
+    }
+    let deleted = upgrade.meta().deletion_timestamp.is_some();
+    if deleted || finished(&upgrade).is_some() {
+        if butler_runtime::finalizer::has(&*upgrade, FINALIZER) {
+            // Deleted while it held providers paused: what it paused runs again (an upgrade
+            // that ended has released them already).
+            if deleted {
+                for change in engine::release(&name, &list(&ctx, &namespace).await?) {
+                    patch_provider(&ctx, change.kind, &namespace, &change.name, change.patch).await?;
+                }
+            }
+            let api: Api<ProviderUpgrade> = Api::namespaced(ctx.client.clone(), &namespace);
+            butler_runtime::finalizer::remove(&api, &upgrade, FINALIZER)
+                .await
+                .map_err(|e| Error::kube(format!("releasing ProviderUpgrade {name}"), e))?;
+        }
         return Ok(Action::await_change());
     }
     let started = status.steps.iter().any(|s| s.state != StepState::Pending);
@@ -121,6 +137,15 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
     let (action, progressing) =
         match engine::next(&name, &status.plan, &status.steps, &rows, elapsed, timeout) {
             Next::Start(index, changes) => {
+                // Before it pauses anything: deleted meanwhile, it unpauses what it paused.
+                if status.steps[index].action == crate::api::StepAction::Pause
+                    && !butler_runtime::finalizer::has(&*upgrade, FINALIZER)
+                {
+                    let api: Api<ProviderUpgrade> = Api::namespaced(ctx.client.clone(), &namespace);
+                    butler_runtime::finalizer::add(&api, &upgrade, FINALIZER)
+                        .await
+                        .map_err(|e| Error::kube(format!("marking ProviderUpgrade {name}"), e))?;
+                }
                 status.steps[index].kept = kept::keep_before(&ctx, &upgrade, &status, index, &rows).await;
                 for change in changes {
                     patch_provider(&ctx, change.kind, &namespace, &change.name, change.patch).await?;
