@@ -21,6 +21,22 @@ pub struct RequestLabels {
 /// The counter family of requests.
 pub type Requests = Family<RequestLabels, Counter>;
 
+/// The verb of an HTTP request on a resource path (`named`: the path names one object), as
+/// kube-apiserver's authorizer reads it; `None` for a method it has no verb for.
+pub fn verb_of(method: &str, named: bool, watch: bool) -> Option<&'static str> {
+    Some(match (method, named) {
+        ("GET", _) if watch => "watch",
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => return None,
+    })
+}
+
 /// What a request (method, path and query) is, as the API server's authorizer reads it.
 pub fn labels_of(method: &str, path: &str, query: Option<&str>) -> RequestLabels {
     let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
@@ -49,16 +65,8 @@ pub fn labels_of(method: &str, path: &str, query: Option<&str>) -> RequestLabels
         [resource, _name, sub, ..] => (*resource, true, Some(*sub)),
     };
     let watch = query.is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
-    let verb = match (method, named) {
-        ("GET", _) if watch => "watch",
-        ("GET", true) => "get",
-        ("GET", false) => "list",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", true) => "delete",
-        ("DELETE", false) => "deletecollection",
-        (other, _) => return RequestLabels { verb: other.to_lowercase(), resource: resource.into() },
+    let Some(verb) = verb_of(method, named, watch) else {
+        return RequestLabels { verb: method.to_lowercase(), resource: resource.into() };
     };
     let mut resource = match group {
         "" => resource.to_string(),

@@ -91,17 +91,7 @@ pub struct Attributes {
 impl Attributes {
     /// The verb of an HTTP request on a resource path.
     pub fn verb_of(method: &str, named: bool, watch: bool) -> &'static str {
-        match (method, named) {
-            ("GET", true) => "get",
-            ("GET", false) if watch => "watch",
-            ("GET", false) => "list",
-            ("POST", _) => "create",
-            ("PUT", _) => "update",
-            ("PATCH", _) => "patch",
-            ("DELETE", true) => "delete",
-            ("DELETE", false) => "deletecollection",
-            _ => "unknown",
-        }
+        butler_runtime::requests::verb_of(method, named, watch).unwrap_or("unknown")
     }
 
     fn with_verb(&self, verb: &str) -> Attributes {
