@@ -66,22 +66,7 @@ pub(crate) fn selector_matches(selector: &Value, object: &Value) -> bool {
     if selector.is_null() {
         return true;
     }
-    let mut parts = Vec::new();
-    for (k, v) in selector["matchLabels"].as_object().into_iter().flatten() {
-        parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
-    }
-    for e in selector["matchExpressions"].as_array().into_iter().flatten() {
-        let key = e["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> =
-            e["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-        parts.push(match e["operator"].as_str().unwrap_or_default() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            _ => format!("!{key}"),
-        });
-    }
-    LabelSelector::parse(&parts.join(",")).is_ok_and(|parsed| parsed.matches(object))
+    LabelSelector::parse(&crate::selectors::text_of(selector)).is_ok_and(|parsed| parsed.matches(object))
 }
 
 /// Whether every `matchConditions` expression of a webhook holds for a write (CEL over

@@ -11,28 +11,6 @@ fn pointer(path: &str) -> String {
     path.trim_start_matches('.').split('.').map(|p| format!("/{p}")).collect()
 }
 
-/// A label selector in its string form (`app=web,tier in (a,b)`), as a Scale's status says it.
-fn selector_text(selector: &Value) -> String {
-    let mut parts: Vec<String> = selector["matchLabels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
-    for expression in selector["matchExpressions"].as_array().into_iter().flatten() {
-        let key = expression["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> =
-            expression["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-        parts.push(match expression["operator"].as_str().unwrap_or_default() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            _ => format!("!{key}"),
-        });
-    }
-    parts.join(",")
-}
-
 /// The Scale of `object`.
 pub fn of(paths: &ScalePaths, object: &Value) -> Value {
     let meta = &object["metadata"];
@@ -40,7 +18,7 @@ pub fn of(paths: &ScalePaths, object: &Value) -> Value {
     let current = object.pointer(&pointer(&paths.status_replicas)).and_then(Value::as_i64).unwrap_or(0);
     let selector = match &paths.label_selector {
         Some(path) => object.pointer(&pointer(path)).and_then(Value::as_str).unwrap_or_default().to_string(),
-        None => selector_text(&object["spec"]["selector"]),
+        None => crate::selectors::text_of(&object["spec"]["selector"]),
     };
     // `replicas` is omitempty: a Scale of 0 says `spec: {}`.
     let spec = match replicas {

@@ -16,6 +16,29 @@ enum LabelRequirement {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LabelSelector(Vec<LabelRequirement>);
 
+/// A JSON label selector (`matchLabels`, `matchExpressions`) in its string form
+/// (`app=web,tier in (a,b)`), as a Scale's status says it and [`LabelSelector::parse`] reads it.
+pub fn text_of(selector: &Value) -> String {
+    let mut parts: Vec<String> = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    for expression in selector["matchExpressions"].as_array().into_iter().flatten() {
+        let key = expression["key"].as_str().unwrap_or_default();
+        let values: Vec<&str> =
+            expression["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        parts.push(match expression["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            _ => format!("!{key}"),
+        });
+    }
+    parts.join(",")
+}
+
 impl LabelSelector {
     /// Parses `a=b,c!=d,e in (f,g),h notin (i),j,!k`.
     pub fn parse(text: &str) -> Result<LabelSelector, ApiError> {

@@ -82,14 +82,10 @@ pub fn preflight(
         ));
     }
     if kind != ProviderKind::Core {
-        let me_moving = me
-            .installed_version
-            .as_ref()
-            .is_some_and(|installed| spec.version.as_ref().is_some_and(|v| !v.is_empty() && v != installed));
         match core_of(all) {
             // Versions bumped together move the core provider first, as clusterctl upgrades
             // them; a pause (a contract move) is left to run, since the core waits for it.
-            Some(core) if me_moving && !me.paused && !core.paused && core.moving() => {
+            Some(core) if me.moving() && !me.paused && !core.paused && core.moving() => {
                 return Err(Stop::new(
                     Reason::WaitingForCoreProvider,
                     format!(

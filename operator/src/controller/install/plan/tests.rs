@@ -53,13 +53,17 @@ fn condition<'a>(plan: &'a InstallPlan, type_: &str) -> &'a Wanted {
 fn versions_bumped_together_move_the_core_provider_first() {
     let mut core = view(ProviderKind::Core, "cluster-api");
     core.wanted_version = Some("v1.0.1".into());
-    let aws = view(ProviderKind::Infrastructure, "aws");
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    // The view and the spec are of one object: both ask for v1.0.1.
+    aws.wanted_version = Some("v1.0.1".into());
     let bumped = ProviderSpec { version: Some("v1.0.1".into()), ..Default::default() };
     let waiting = preflight(&aws, &bumped, &[core.clone(), aws.clone()], true).unwrap_err();
     assert_eq!(waiting.reason, Reason::WaitingForCoreProvider);
     assert!(waiting.message.contains("move to v1.0.1 first"), "{}", waiting.message);
     // Nothing asked of this provider's version: it goes on as it is.
-    assert_eq!(preflight(&aws, &ProviderSpec::default(), &[core.clone(), aws.clone()], true), Ok(()));
+    let mut steady = aws.clone();
+    steady.wanted_version = None;
+    assert_eq!(preflight(&steady, &ProviderSpec::default(), &[core.clone(), steady.clone()], true), Ok(()));
     // A pause (a contract move) goes on: the core provider waits for it.
     let mut paused = aws.clone();
     paused.paused = true;
