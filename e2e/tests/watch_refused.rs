@@ -48,9 +48,10 @@ async fn a_kind_listed_but_not_watched_is_polled_and_changes_are_seen() {
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let record = seen.clone();
     let watches = Watches::new(lister);
+    let resource = ApiResource::erase::<ConfigMap>(&());
     watches.ensure(
         "test",
-        &ApiResource::erase::<ConfigMap>(&()),
+        &resource,
         Some(&label),
         Arc::new(move |event: Seen<'_>| {
             let mut seen = record.lock().unwrap();
@@ -67,5 +68,10 @@ async fn a_kind_listed_but_not_watched_is_polled_and_changes_are_seen() {
         assert!(Instant::now() < deadline, "a ConfigMap made after the watch was refused was never seen");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The refusal is told to whoever started the watch (a blocked deletion says so on its
+    // provider), in the API server's words.
+    let why = watches.refused("test", &resource).expect("the refused watch is told");
+    assert!(why.contains("cannot watch resource \"configmaps\""), "{why}");
+    assert_eq!(watches.refused("other", &resource), None);
     watches.stop();
 }

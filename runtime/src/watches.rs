@@ -1,7 +1,7 @@
 //! Watches of object metadata, started on demand, once per kind and purpose (the drift of
 //! applied objects, the objects that hold up a deletion, the Secrets a controller reads).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
@@ -37,27 +37,44 @@ impl<'a> Seen<'a> {
 pub struct Watches {
     client: kube::Client,
     running: Arc<Mutex<HashSet<String>>>,
+    refused: Refused,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The watches RBAC refuses now, by key, with the API server's message: what a controller
+/// tells on its objects (a refusal is silent otherwise: the kind is polled instead).
+type Refused = Arc<Mutex<BTreeMap<String, String>>>;
+
+fn key_of(purpose: &str, resource: &ApiResource) -> String {
+    format!("{purpose} {} {}", resource.api_version, resource.kind)
 }
 
 impl Watches {
     pub fn new(client: kube::Client) -> Watches {
-        Watches { client, running: Arc::default(), tasks: Mutex::new(Vec::new()) }
+        Watches { client, running: Arc::default(), refused: Arc::default(), tasks: Mutex::new(Vec::new()) }
+    }
+
+    /// Why the watch of `resource` for `purpose` is refused, while it is (the kind is polled
+    /// every [`POLL_WITHOUT_WATCH`] meanwhile).
+    pub fn refused(&self, purpose: &str, resource: &ApiResource) -> Option<String> {
+        self.refused.lock().expect("not poisoned").get(&key_of(purpose, resource)).cloned()
     }
 
     /// Watches the metadata of every object of a kind (those with the label `labels`, when
     /// given) for `purpose`, unless such a watch runs already. The watch ends by itself when
     /// the kind stops being served (its CRD was deleted).
     pub fn ensure(&self, purpose: &str, resource: &ApiResource, labels: Option<&str>, handler: Handler) {
-        let key = format!("{purpose} {} {}", resource.api_version, resource.kind);
+        let key = key_of(purpose, resource);
         if !self.running.lock().expect("not poisoned").insert(key.clone()) {
             return;
         }
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
         let labels = labels.map(String::from);
         let running = self.running.clone();
+        let refused = self.refused.clone();
         let task = tokio::spawn(async move {
-            follow(&api, labels.as_deref(), &handler, &key).await;
+            follow_noting(&api, labels.as_deref(), &handler, &key, String::new(), Some(&refused)).await;
+            refused.lock().expect("not poisoned").remove(&key);
             running.lock().expect("not poisoned").remove(&key);
         });
         let mut tasks = self.tasks.lock().expect("not poisoned");
@@ -94,6 +111,27 @@ pub async fn follow_from(
     key: &str,
     from: String,
 ) {
+    follow_noting(api, labels, handler, key, from, None).await
+}
+
+/// [`follow_from`], noting in `refused` while RBAC refuses the watch.
+async fn follow_noting(
+    api: &Api<DynamicObject>,
+    labels: Option<&str>,
+    handler: &Handler,
+    key: &str,
+    from: String,
+    refused: Option<&Refused>,
+) {
+    let note = |why: Option<&str>| {
+        if let Some(refused) = refused {
+            let mut refused = refused.lock().expect("not poisoned");
+            match why {
+                Some(why) => refused.insert(key.to_string(), why.to_string()),
+                None => refused.remove(key),
+            };
+        }
+    };
     let mut version = from;
     let mut failures = 0u32;
     let mut expired = false;
@@ -135,6 +173,7 @@ pub async fn follow_from(
             // rather than at the next resync; the watch is tried again each time.
             Err(kube::Error::Api(status)) if status.code == 403 => {
                 failures += 1;
+                note(Some(&status.message));
                 if failures == 1 {
                     tracing::warn!(watch = %key, error = %status.message, "cannot watch: RBAC refuses it; looking every {}s instead (grant watch to be woken at once)", POLL_WITHOUT_WATCH.as_secs());
                 }
@@ -160,6 +199,7 @@ pub async fn follow_from(
                 continue;
             }
         };
+        note(None);
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             failures = 0;

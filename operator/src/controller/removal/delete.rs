@@ -67,7 +67,12 @@ where
                     wake_on_deletions(&ctx, kind, &key);
                 }
             }
-            blocker
+            let unwatched: Vec<String> = kinds
+                .iter()
+                .filter(|kind| ctx.watches.refused(USERS_WATCH, kind).is_some())
+                .map(|kind| format!("{} ({})", kind.plural, kind.group))
+                .collect();
+            blocker.map(|message| message + &polled_note(&unwatched))
         }
     };
     if let Some(message) = blocker {
@@ -150,8 +155,25 @@ fn wake_on_deletions(ctx: &Context, kind: &ApiResource, key: &ProviderKey) {
             }
         }
     });
-    ctx.watches.ensure("users", kind, None, handler);
+    ctx.watches.ensure(USERS_WATCH, kind, None, handler);
 }
+
+/// The purpose of the watches that wake a blocked deletion.
+const USERS_WATCH: &str = "users";
+
+/// What a blocked deletion adds when RBAC refuses the operator `watch` on blocking kinds: the
+/// deletion then moves on within a poll of the last one going, not at once.
+fn polled_note(unwatched: &[String]) -> String {
+    if unwatched.is_empty() {
+        return String::new();
+    }
+    format!(
+        ". The operator may list but not watch {}: it looks every {}s instead, so the deletion goes on within that time of the last one going; grant it watch on them to go on at once",
+        unwatched.join(", "),
+        butler_runtime::watches::POLL_WITHOUT_WATCH.as_secs()
+    )
+}
+
 
 /// What still uses a provider: for Butler's infrastructure providers the TenantClusters on
 /// their provider type, and for every provider the objects of the CRDs it installed; and the
@@ -217,4 +239,18 @@ where
     not_found_ok(api.list(&ListParams::default()).await)
         .map(|list| list.map(|l| l.items).unwrap_or_default())
         .map_err(|e| Error::kube(format!("listing {}", K::kind(&())), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blocked_deletion_says_when_it_cannot_watch_what_blocks_it() {
+        assert_eq!(polled_note(&[]), "");
+        assert_eq!(
+            polled_note(&["clusters (cluster.x-k8s.io)".into()]),
+            ". The operator may list but not watch clusters (cluster.x-k8s.io): it looks every 5s instead, so the deletion goes on within that time of the last one going; grant it watch on them to go on at once"
+        );
+    }
 }
