@@ -196,37 +196,11 @@ fn run(args: RunArgs) -> ExitCode {
     })
 }
 
-/// Gives the memory the allocator holds free back to the system now and then. glibc keeps
-/// what a burst freed (a first listing of thousands of allocations, a batch that served them)
-/// in its arenas, and a controller at rest held about twice what it used.
-fn return_free_memory() {
-    // One glibc arena per thread that ever allocated (up to 8 per core) each keeps its own free
-    // pages; two arenas hold what a controller of two workers needs.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: called before any other thread starts; it only limits future arenas.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    std::thread::Builder::new()
-        .name("malloc-trim".into())
-        .spawn(|| {
-            loop {
-                std::thread::sleep(std::time::Duration::from_secs(5));
-                // SAFETY: malloc_trim only releases free pages of the allocator's own heap.
-                unsafe {
-                    libc::malloc_trim(0);
-                }
-            }
-        })
-        .map(|_| ())
-        .unwrap_or_else(|e| tracing::warn!(error = %e, "cannot start the thread that returns free memory"));
-}
-
 fn main() -> ExitCode {
     // Only ring is compiled in; installing it explicitly keeps rustls from guessing.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    return_free_memory();
+    // Two arenas hold what a controller of two workers needs.
+    butler_runtime::process::limit_allocator(2);
     match Cli::parse().command {
         Command::Run(args) => run(args),
     }

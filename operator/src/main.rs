@@ -233,6 +233,9 @@ fn run(args: RunArgs) -> ExitCode {
 fn main() -> ExitCode {
     // Only ring is compiled in; installing it explicitly keeps rustls from guessing.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // One arena: a release rendered on one worker thread is applied on another, and what one
+    // freed is then what the other reuses.
+    butler_runtime::process::limit_allocator(1);
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(*args),

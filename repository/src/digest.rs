@@ -11,6 +11,24 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The SHA-256 (lowercase hex) of `value` as compact JSON, hashed as it is written: a
+/// release's whole set of objects is megabytes of text that never needs to exist at once.
+pub fn sha256_json_hex(value: &impl serde::Serialize) -> String {
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut hashing = Hashing(Sha256::new());
+    serde_json::to_writer(&mut hashing, value).expect("JSON values serialize");
+    hashing.0.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Decompresses gzip, refusing output beyond `limit` bytes (a gzip bomb is an error, not an
 /// exhausted memory).
 pub fn gunzip(bytes: &[u8], limit: u64, what: &str) -> Result<Vec<u8>, RepositoryError> {
@@ -22,6 +40,8 @@ pub fn gunzip(bytes: &[u8], limit: u64, what: &str) -> Result<Vec<u8>, Repositor
     if out.len() as u64 > limit {
         return Err(RepositoryError::TooLarge { what: format!("{what} (decompressed)"), limit });
     }
+    // Grown by doubling: up to twice the text, held as long as the release is.
+    out.shrink_to_fit();
     Ok(out)
 }
 
@@ -148,6 +168,12 @@ mod tests {
         let err = gunzip(&bomb, 1 << 20, "components").unwrap_err().to_string();
         assert_eq!(err, "components (decompressed) is larger than the limit of 1048576 bytes");
         assert!(gunzip(b"not gzip", 10, "c").unwrap_err().to_string().starts_with("c is not valid gzip"));
+    }
+
+    #[test]
+    fn json_is_hashed_as_its_text_would_be() {
+        let value = serde_json::json!({"b": [1, "two"], "a": {"c": null}});
+        assert_eq!(sha256_json_hex(&value), sha256_hex(value.to_string().as_bytes()));
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub use components::{
     CLUSTERCTL_LABEL, Components, ComponentsOptions, PROVIDER_LABEL, ProcessError, process_components,
 };
 pub use config::{ClusterctlConfig, ConfigError};
-pub use digest::{MAX_TAR_ENTRIES, gunzip, sha256_hex, untar};
+pub use digest::{MAX_TAR_ENTRIES, gunzip, sha256_hex, sha256_json_hex, untar};
 pub use envsubst::{BadSubstitution, ExpandError, MissingVariables, VariableUse, expand, list_variables};
 pub use error::{RepositoryError, Result};
 pub use http::{HttpOptions, ProxySetting};

@@ -8,6 +8,9 @@
 #[path = "../lifecycle/fixtures.rs"]
 mod fixtures;
 #[allow(dead_code)]
+#[path = "../shapes/cluster_api.rs"]
+mod shapes;
+#[allow(dead_code)]
 #[path = "../lifecycle/support.rs"]
 mod support;
 

@@ -8,6 +8,8 @@ use serde_json::json;
 
 use crate::support::Scenario;
 
+pub use crate::shapes::converted_crd;
+
 /// clusterctl metadata: 1.0 and 1.1 abide by v1beta1, 2.0 by v1beta2.
 pub const METADATA: &str = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
 kind: Metadata
@@ -176,76 +178,6 @@ pub async fn publish_with(
 /// The fetchConfig of a provider published by [`publish`].
 pub fn selector(label: &str) -> String {
     json!({"fetchConfig": {"selector": {"matchLabels": {CONFIGMAP_PROVIDER_LABEL: label}}}}).to_string()
-}
-
-/// The plural of a kind, as Cluster API's CRDs name theirs.
-pub fn plural_of(kind: &str) -> String {
-    format!("{}s", kind.to_ascii_lowercase())
-}
-
-/// A CRD as Cluster API's releases ship one: labelled with its provider and the contract it
-/// abides by, its CA injected by cert-manager from the provider's serving certificate
-/// (`cert-manager.io/inject-ca-from`), conversion by the provider's webhook Service, two
-/// versions (the older served, the newer stored) whose spec schemas describe `properties`
-/// fields at the length controller-gen describes them (none: any fields).
-pub fn converted_crd(provider: &str, group: &str, kind: &str, contract: &str, properties: usize) -> String {
-    let plural = plural_of(kind);
-    let singular = kind.to_ascii_lowercase();
-    let spec = match properties {
-        0 => "            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}\n".to_string(),
-        n => {
-            let fields: String = (0..n)
-                .map(|i| {
-                    format!(
-                        "                    field{i:03}:\n                      type: string\n                      description: Field {i} of the {kind} spec, described at the length Cluster API's generated schemas describe theirs, with the defaults, the validation and what the controller does with it when it changes ({group}).\n"
-                    )
-                })
-                .collect();
-            format!("            spec:\n              type: object\n              properties:\n{fields}")
-        }
-    };
-    let version = |name: &str, storage: bool| {
-        format!(
-            "    - name: {name}
-      served: true
-      storage: {storage}
-      subresources: {{status: {{}}}}
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-{spec}            status:
-              type: object
-              x-kubernetes-preserve-unknown-fields: true
-"
-        )
-    };
-    format!(
-        "apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: {plural}.{group}
-  annotations:
-    cert-manager.io/inject-ca-from: {provider}-system/{provider}-serving-cert
-    controller-gen.kubebuilder.io/version: v0.17.2
-  labels:
-    cluster.x-k8s.io/provider: {provider}
-    cluster.x-k8s.io/{contract}: {contract}
-spec:
-  group: {group}
-  scope: Namespaced
-  names: {{kind: {kind}, listKind: {kind}List, plural: {plural}, singular: {singular}, categories: [cluster-api]}}
-  conversion:
-    strategy: Webhook
-    webhook:
-      conversionReviewVersions: [v1, v1beta1]
-      clientConfig:
-        service: {{name: {provider}-webhook-service, namespace: {provider}-system, path: /convert}}
-  versions:
-{}{}",
-        version("v1alpha4", false),
-        version("v1beta1", true)
-    )
 }
 
 /// The components of the test provider `name` at `version` with a CRD per kind of `kinds`

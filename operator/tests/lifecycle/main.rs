@@ -16,6 +16,8 @@ mod migrate;
 mod oci;
 mod release_shapes;
 mod restart;
+#[path = "../shapes/cluster_api.rs"]
+mod shapes;
 mod storage;
 mod support;
 mod upgrade;

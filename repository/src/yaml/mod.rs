@@ -181,12 +181,47 @@ fn block_key(line: &str) -> Option<String> {
         (key.to_string(), &line[end..])
     };
     let after = rest.strip_prefix(':')?;
-    // The value on the key line must not open a flow collection or use anchors and tags.
+    // The value on the key line must not use anchors and tags, nor open a flow collection that
+    // goes on past the line (`names: {kind: Cluster, plural: clusters}` is whole on its line).
     let value = after.trim_start();
-    if !(after.is_empty() || after.starts_with(' ')) || value.starts_with(['{', '[', '&', '*', '!']) {
+    let flow = value.starts_with(['{', '[']);
+    if !(after.is_empty() || after.starts_with(' '))
+        || value.starts_with(['&', '*', '!'])
+        || (flow && !closed_on_its_line(value))
+    {
         return None;
     }
     Some(key)
+}
+
+/// Whether a flow collection that starts `value` closes on the same line: brackets balanced
+/// outside quotes, and nothing but a comment after the last.
+fn closed_on_its_line(value: &str) -> bool {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut closed_at = None;
+    for (i, c) in value.char_indices() {
+        match (quote, c) {
+            (Some('\''), '\'') | (Some('"'), '"') => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '{' | '[') => depth += 1,
+            (None, '}' | ']') => {
+                depth = match depth.checked_sub(1) {
+                    Some(d) => d,
+                    None => return false,
+                };
+                if depth == 0 {
+                    closed_at = Some(i + 1);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let Some(end) = closed_at else { return false };
+    let rest = value[end..].trim();
+    rest.is_empty() || rest.starts_with('#')
 }
 
 /// Whether the text uses anchors, aliases or tags, which outlining could separate from their
@@ -388,8 +423,11 @@ fn entry_value(entry: &Entry) -> Result<Value, String> {
         None => entry.text.clone(),
     };
     let indent = text.len() - text.trim_start_matches(' ').len();
-    let parsed = parse_value(&dedent(&text, indent))?;
-    Ok(parsed.get(&entry.key).cloned().unwrap_or(Value::Null))
+    // Taken out of what was parsed, not copied: a CRD's `spec` is most of a megabyte.
+    match parse_value(&dedent(&text, indent))? {
+        Value::Object(mut parsed) => Ok(parsed.remove(&entry.key).unwrap_or(Value::Null)),
+        _ => Ok(Value::Null),
+    }
 }
 
 /// Outlines the children of an entry whose value is a block mapping, once.

@@ -86,3 +86,14 @@ fn json_errors_say_where_and_what_kind_never_the_text() {
     assert!(!describe_json_error(&e).contains("password123"), "{}", describe_json_error(&e));
     assert_eq!(without_quoted("unknown variant `x`, expected \"y\""), "unknown variant `…`, expected \"…\"");
 }
+
+#[test]
+fn a_flow_collection_whole_on_its_line_keeps_a_document_outlined() {
+    // controller-gen writes block style, hand-written CRDs often `names: {kind: …}`: without
+    // this, their whole `spec` (schemas included) is parsed when one entry is changed.
+    let one_line = "kind: X\nnames: {kind: Thing, plural: 'a}b'} # c\nlist: [a, b]\n";
+    assert_eq!(outline(one_line, 0).map(|entries| entries.len()), Some(3));
+    for spread in ["names: {kind: Thing,\n  plural: things}\n", "names: [a, b\n]\n", "names: {a: b}} \n"] {
+        assert_eq!(outline(spread, 0), None, "{spread}");
+    }
+}

@@ -15,11 +15,13 @@ use tokio::sync::watch;
 mod args;
 mod endpoints;
 mod error;
+mod memory;
 
 pub use args::{ProcessArgs, Settings, parse_address};
 pub use endpoints::serve;
 use endpoints::{Probe, healthz, metrics_text, readyz, serve_secure_metrics};
 pub use error::RunError;
+pub use memory::limit_allocator;
 
 use crate::metrics::Metrics;
 use crate::shutdown::{Shutdown, shutdown_on, termination};

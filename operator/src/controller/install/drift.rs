@@ -46,7 +46,7 @@ struct Written {
 
 /// The digest of an object as it is applied: computed once per object an apply considers.
 pub fn content_of(wanted: &serde_json::Value) -> String {
-    butler_repository::sha256_hex(serde_json::to_string(wanted).expect("objects serialize").as_bytes())
+    butler_repository::sha256_json_hex(wanted)
 }
 
 /// The operator's own writes, and the watches that compare them with what the cluster holds.

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use butler_repository::{
-    ComponentsOptions, ImageOverrides, ProcessError, Version, core_supports, process_components, sha256_hex,
+    ComponentsOptions, ImageOverrides, ProcessError, Version, core_supports, process_components,
     supported_contracts,
 };
 use butler_runtime::conditions::Wanted;
@@ -204,7 +204,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     let mut objects = match rendered {
         Ok(r) => {
             plan.warnings = r.warnings.clone();
-            r.objects.clone()
+            r.objects()
         }
         Err(message) => return keep(plan, Reason::RenderFailed, message),
     };
@@ -260,7 +260,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     if rolling_back {
         objects.retain(|o| o["kind"] != "CustomResourceDefinition");
     }
-    let digest = sha256_hex(serde_json::to_string(&objects).expect("objects serialize").as_bytes());
+    let digest = butler_repository::sha256_json_hex(&objects);
     let previous = input.inventory.cloned().unwrap_or_default();
     plan.delete = dropped_out(&previous.objects, &refs, &["CustomResourceDefinition", "Namespace"]);
     let kept = crate::controller::install::installed::kept_crds(&previous, &refs);

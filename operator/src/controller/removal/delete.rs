@@ -174,7 +174,6 @@ fn polled_note(unwatched: &[String]) -> String {
     )
 }
 
-
 /// What still uses a provider: for Butler's infrastructure providers the TenantClusters on
 /// their provider type, and for every provider the objects of the CRDs it installed; and the
 /// kinds of those objects.

@@ -16,8 +16,24 @@ use crate::controller::vocabulary::ProviderKey;
 /// A release's objects as rendered, and what rendering warned about.
 #[derive(Debug)]
 pub struct Rendered {
-    pub objects: Vec<Value>,
+    /// Each object as compact JSON: a parsed tree takes several times the text's size (Cluster
+    /// API's core, 1.3 MB of YAML, is tens of MB of values), and a kept rendering lives as long
+    /// as its provider; reading it back costs milliseconds.
+    packed: Vec<Box<str>>,
     pub warnings: Vec<String>,
+}
+
+impl Rendered {
+    fn new(objects: Vec<Value>, warnings: Vec<String>) -> Rendered {
+        // One value at a time: the tree and its text are never both whole.
+        let packed = objects.into_iter().map(|o| o.to_string().into_boxed_str()).collect::<Vec<_>>();
+        Rendered { packed, warnings }
+    }
+
+    /// The objects, as rendered (a copy of its own for the caller to change).
+    pub fn objects(&self) -> Vec<Value> {
+        self.packed.iter().map(|o| serde_json::from_str(o).expect("written by Rendered::new")).collect()
+    }
 }
 
 /// What a rendering was made from: equal inputs render equal objects.
@@ -64,7 +80,7 @@ impl Renders {
             return Ok(Arc::clone(rendered));
         }
         let components = process_components(text, options)?;
-        let rendered = Arc::new(Rendered { objects: components.objects()?, warnings: components.warnings });
+        let rendered = Arc::new(Rendered::new(components.objects()?, components.warnings.clone()));
         let inputs = Inputs {
             text: digest,
             what: options.what.to_string(),
@@ -107,8 +123,8 @@ mod tests {
         }
     }
 
-    fn settings(rendered: &Rendered) -> &Value {
-        rendered.objects.iter().find(|o| o["kind"] == "ConfigMap").expect("the ConfigMap")
+    fn settings(rendered: &Rendered) -> Value {
+        rendered.objects().into_iter().find(|o| o["kind"] == "ConfigMap").expect("the ConfigMap")
     }
 
     #[test]
