@@ -74,6 +74,15 @@ struct RunArgs {
     /// flag for more); the render-time policy refuses any other.
     #[arg(long = "allow-cluster-role", value_name = "NAME")]
     allow_cluster_roles: Vec<String>,
+    /// A kind, as GROUP/KIND (KIND alone for the core group), that providers' components may
+    /// create besides those Cluster API's providers ship and their own CRDs' kinds (repeat the
+    /// flag for more); any other kind is refused.
+    #[arg(long = "allow-kind", value_name = "GROUP/KIND")]
+    allow_kinds: Vec<String>,
+    /// Let providers' pods go beyond Pod Security's baseline (privileged containers, the
+    /// node's namespaces, paths and ports, added capabilities); refused without it.
+    #[arg(long = "allow-privileged-pods", default_value_t = false)]
+    allow_privileged_pods: bool,
     /// An API group that providers' webhook configurations may intercept besides their own
     /// CRDs' groups (repeat the flag for more).
     #[arg(long = "allow-webhook-group", value_name = "GROUP")]
@@ -210,6 +219,8 @@ fn run(args: RunArgs) -> ExitCode {
                 fetch_deadline: args.fetch_deadline,
                 policy: controller::wanted::policy::Policy {
                     cluster_roles: args.allow_cluster_roles,
+                    kinds: args.allow_kinds,
+                    privileged_pods: args.allow_privileged_pods,
                     webhook_groups: args.allow_webhook_groups,
                     webhook_urls: args.allow_webhook_urls,
                     adopt_crd_groups: args.adopt_crd_groups,

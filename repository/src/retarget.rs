@@ -91,6 +91,30 @@ impl Retarget<'_> {
                     doc.set("spec", spec);
                 }
             }
+            // Butler's policies name the install namespace in their expressions (whose requests
+            // they match, which subjects they allow): moved with it, or a core installed
+            // elsewhere would match no one. clusterctl leaves CEL alone; only the namespace's
+            // own quoted name and ServiceAccount user names are rewritten.
+            "ValidatingAdmissionPolicy" => {
+                if let Some(original) = self.original.filter(|o| *o != self.target)
+                    && let Some(mut spec) = doc.get("spec")?
+                {
+                    let quoted = (format!("'{original}'"), format!("'{}'", self.target));
+                    let user = (
+                        format!("system:serviceaccount:{original}:"),
+                        format!("system:serviceaccount:{}:", self.target),
+                    );
+                    for list in ["matchConditions", "validations"] {
+                        for entry in spec.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
+                            if let Some(text) = entry.get("expression").and_then(Value::as_str) {
+                                let moved = text.replace(&quoted.0, &quoted.1).replace(&user.0, &user.1);
+                                entry["expression"] = json!(moved);
+                            }
+                        }
+                    }
+                    doc.set("spec", spec);
+                }
+            }
             _ => {}
         }
         Ok(())

@@ -228,6 +228,39 @@ impl Store {
                 )
                 .expect("the standard namespaces can be created");
         }
+        // Kubernetes' bootstrap superuser role and its binding (a real cluster has them from its
+        // first start: a release that would define `cluster-admin` finds it there).
+        let defaults = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+        let bootstrap = [
+            (
+                "clusterroles",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": {"name": "cluster-admin", "labels": defaults},
+                    "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
+            ),
+            (
+                "clusterrolebindings",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": {"name": "cluster-admin", "labels": defaults},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]}),
+            ),
+        ];
+        for (plural, body) in bootstrap {
+            let resource = store
+                .registry
+                .find("rbac.authorization.k8s.io", "v1", plural)
+                .cloned()
+                .expect("RBAC is built in");
+            store
+                .create(
+                    &resource,
+                    "",
+                    body,
+                    &WriteOptions { manager: "kube-apiserver".into(), ..Default::default() },
+                )
+                .expect("the bootstrap roles can be created");
+        }
         store.publish_root_ca(None);
         store
     }

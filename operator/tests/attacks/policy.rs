@@ -25,16 +25,23 @@ async fn refused(s: &Scenario, name: &str, why: &str) -> (InfrastructureProvider
     (refused, message)
 }
 
+/// A scenario whose cluster-wide objects are labelled `scenario.butlerlabs.dev/run={label}`
+/// (had anything been applied, it goes with the scenario, passed or failed), with Butler's core
+/// published: the scenario and the label.
+async fn attack(name: &str) -> (Scenario, String) {
+    let s = Scenario::new(name).await;
+    let run_label = s.cluster.unique("attack");
+    s.cluster.remove_cluster_objects_labelled(&format!("scenario.butlerlabs.dev/run={run_label}"));
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    (s, run_label)
+}
+
 /// A repository in a labelled ConfigMap (writable by whoever may write ConfigMaps in the
 /// providers' namespace) whose components bind cluster-admin to every authenticated user.
 #[tokio::test]
 async fn a_binding_of_cluster_admin_to_everyone_is_refused_and_nothing_is_applied() {
-    let mut s = Scenario::new("attack-crb").await;
+    let (mut s, run_label) = attack("attack-crb").await;
     let binding = s.cluster.unique("everyone-admin");
-    let run_label = s.cluster.unique("attack");
-    // Had it been applied, it goes with the scenario.
-    s.cluster.remove_cluster_objects_labelled(&format!("scenario.butlerlabs.dev/run={run_label}"));
-    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
     let mut evil = components("evil", "v1.0.0", &[]);
     evil.push_str(&format!(
         "---
@@ -352,5 +359,134 @@ async fn a_variable_of_the_operators_config_reaches_only_the_providers_it_is_nam
     assert!(thirdparty.contains(&"--greeting=hello".to_string()), "{thirdparty:?}");
     let trusted = args(&s.deployments("InfrastructureProvider", "trusted").await[0]);
     assert!(trusted.contains(&"--greeting=s3cr3t".to_string()), "{trusted:?}");
+    s.stop_operator().await;
+}
+
+/// Order beats a policy that checks objects one at a time while they are written: a release
+/// lists a ServiceAccount, a binding of it to `cluster-admin`, and last a `ClusterRole
+/// cluster-admin`, so that the binding "names a role the release defines". The whole set is
+/// judged against the cluster first: `cluster-admin` exists and is not the provider's, and
+/// nothing of the release is written, the ServiceAccount and the binding included.
+#[tokio::test]
+async fn a_release_that_redefines_an_existing_role_last_writes_nothing() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let (mut s, run_label) = attack("attack-order").await;
+    let binding = s.cluster.unique("order-admin");
+    let mut evil = components("order", "v1.0.0", &[]);
+    evil.push_str(&format!(
+        "---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: escalator, namespace: order-system}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {binding}
+  labels: {{scenario.butlerlabs.dev/run: {run_label}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}}
+subjects:
+- {{kind: ServiceAccount, name: escalator, namespace: order-system}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: cluster-admin}}
+rules: [{{apiGroups: ['*'], resources: ['*'], verbs: ['*']}}]
+"
+    ));
+    publish(&s, "infrastructure-order", "infrastructure-components.yaml", "v1.0.0", &evil).await;
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    s.create::<InfrastructureProvider>("order", &spec("infrastructure-order")).await;
+    let (_, message) = refused(&s, "order", "ApplyFailed").await;
+    assert!(
+        message
+            .starts_with("nothing is applied: ClusterRole cluster-admin exists already and was not made by"),
+        "{message}"
+    );
+    let bindings: Api<ClusterRoleBinding> = Api::all(s.client.clone());
+    assert!(bindings.get_opt(&binding).await.unwrap().is_none(), "the binding was applied");
+    let accounts: Api<ServiceAccount> = Api::namespaced(s.client.clone(), &s.namespace);
+    assert!(accounts.get_opt("escalator").await.unwrap().is_none(), "the ServiceAccount was applied");
+    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+    assert!(deployments.get_opt("order-controller-manager").await.unwrap().is_none());
+    s.stop_operator().await;
+}
+
+/// Kinds no rule named passed: an admission policy that denies every write of the cluster, a
+/// Pod, and pods beyond baseline in a CronJob. Each refuses the release before anything of it
+/// is written.
+#[tokio::test]
+async fn kinds_and_pods_no_rule_allows_are_refused_before_anything_is_written() {
+    let (mut s, run_label) = attack("attack-kinds").await;
+    let policy = s.cluster.unique("deny-all");
+    let extras = [
+        (
+            "denier",
+            format!(
+                "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {policy}
+  labels: {{scenario.butlerlabs.dev/run: {run_label}}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{{apiGroups: ['*'], apiVersions: ['*'], operations: ['*'], resources: ['*']}}]
+  validations: [{{expression: 'false'}}]
+"
+            ),
+            "would constrain requests of anyone",
+        ),
+        (
+            "pod",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: stray, namespace: pod-system}\nspec: {containers: [{name: c, image: busybox}]}\n".to_string(),
+            "Pod is no kind a provider's components may create",
+        ),
+        (
+            "cron",
+            "apiVersion: batch/v1
+kind: CronJob
+metadata: {name: rooted, namespace: cron-system}
+spec:
+  schedule: '* * * * *'
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: c, image: busybox, securityContext: {privileged: true}}]
+"
+            .to_string(),
+            "its pods would run the container \"c\" privileged, beyond Pod Security's baseline",
+        ),
+    ];
+    for (name, extra, _) in &extras {
+        let mut release = components(name, "v1.0.0", &[]);
+        release.push_str(&format!("---\n{extra}"));
+        let label = format!("infrastructure-{name}");
+        publish(&s, &label, "infrastructure-components.yaml", "v1.0.0", &release).await;
+    }
+    s.start_operator();
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    for (name, _, _) in &extras {
+        s.create::<InfrastructureProvider>(name, &spec(&format!("infrastructure-{name}"))).await;
+    }
+    for (name, _, said) in &extras {
+        let (_, message) = refused(&s, name, "PolicyViolation").await;
+        assert!(message.contains(said), "{name}: {message}");
+        let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+        let manager = format!("{name}-controller-manager");
+        assert!(deployments.get_opt(&manager).await.unwrap().is_none(), "{name}: its manager was applied");
+    }
+    let policies: Api<kube::api::DynamicObject> = Api::all_with(
+        s.client.clone(),
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+        )),
+    );
+    assert!(policies.get_opt(&policy).await.unwrap().is_none(), "the policy was applied");
     s.stop_operator().await;
 }

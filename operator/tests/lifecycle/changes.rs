@@ -575,10 +575,13 @@ spec:
 #[tokio::test]
 async fn a_kind_that_is_served_after_the_operator_started_is_found_and_nothing_is_half_applied() {
     let mut s = Scenario::new("late").await;
-    s.start_operator();
-    s.create::<CoreProvider>("butler", "").await;
-    // A provider whose components hold an object of a kind that nothing serves yet.
+    // A provider whose components hold an object of a kind that nothing serves yet (one that
+    // another installer's CRD defines, as prometheus-operator's ServiceMonitor): a kind beyond
+    // those providers ship, which the platform allows.
     let group = format!("{}.late.example.com", s.cluster.unique("k").replace('-', ""));
+    let allowed = format!("{group}/Widget");
+    s.start_operator_with_options(move |o| o.policy.kinds = vec![allowed]);
+    s.create::<CoreProvider>("butler", "").await;
     let text = format!(
         "{}---\napiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: default-widget\n  namespace: late-system\n",
         components("late", "v1.0.0", &[])

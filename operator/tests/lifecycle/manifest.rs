@@ -194,9 +194,10 @@ stringData: {{credentials: none}}
         .await;
     let message = &crate::support::condition(&refused, "ProviderInstalled").unwrap().message;
     assert!(message.contains("is forbidden"), "{message}");
-    // The refusal is read back into the rule to add, at once.
+    // The refusal is read back into the rule to add, at once (the first: every object of the
+    // set is read before anything is written).
     assert!(
-        message.contains("the operator may not create ") && message.contains("add the rule {apiGroups: ["),
+        message.contains("the operator may not get ") && message.contains("add the rule {apiGroups: ["),
         "{message}"
     );
 

@@ -343,3 +343,33 @@ metadata: {name: decoy}
     let decoy = objects.iter().find(|o| o["apiVersion"] == "decoy.example.com/v1").unwrap();
     assert!(decoy["metadata"].get("namespace").is_none(), "the decoy kind is cluster-scoped: {decoy}");
 }
+
+#[test]
+fn an_admission_policy_follows_the_namespace_its_expressions_name() {
+    let text = "apiVersion: v1
+kind: Namespace
+metadata: {name: butler-system}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: confinement}
+spec:
+  matchConditions:
+  - name: the-controller
+    expression: \"request.userInfo.username == 'system:serviceaccount:butler-system:butler-controller'\"
+  validations:
+  - expression: \"object.subjects.all(s, s.__namespace__ == 'butler-system' && s.name != 'butler-system-x')\"
+";
+    let images = ImageOverrides::default();
+    let objects = process_components(text, &options(Some("platform"), &images)).unwrap().objects().unwrap();
+    let policy = find(&objects, "ValidatingAdmissionPolicy", "confinement");
+    assert_eq!(
+        policy["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:platform:butler-controller'"
+    );
+    assert_eq!(
+        policy["spec"]["validations"][0]["expression"],
+        "object.subjects.all(s, s.__namespace__ == 'platform' && s.name != 'butler-system-x')",
+        "the quoted namespace alone moves"
+    );
+}

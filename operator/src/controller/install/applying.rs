@@ -234,6 +234,17 @@ where
     let made_before: Vec<ObjectRef> = previous
         .map(|p| p.objects.iter().filter(|o| !pending_before.contains(o)).cloned().collect())
         .unwrap_or_default();
+    let earlier = EarlierInstall::new(plan);
+    // The whole set against the cluster as it is, before the first write: an object that
+    // exists and is not this provider's (nor one it may take over) refuses the set whole, so
+    // that the order of a release never lets its first objects in before a later one is
+    // refused.
+    if plan.changed {
+        let foreign = claimed_elsewhere(ctx, key, plan, &made_before, &earlier).await?;
+        if !foreign.is_empty() {
+            return Err(format!("nothing is applied: {}", foreign.join("; ")));
+        }
+    }
     if plan.changed {
         // Every object of before stays listed until it is deleted; what is not known to be this
         // provider's yet stays pending.
@@ -250,7 +261,6 @@ where
     let ours = |existing: &kube::api::DynamicObject| key.labelled_on(&existing.metadata);
     let mut made: Vec<ObjectRef> = Vec::new();
     let mut adopted: Vec<ObjectRef> = plan.inventory.adopted.clone();
-    let earlier = EarlierInstall::new(plan);
     let mut stale_crds: Vec<String> = Vec::new();
     for (wanted, content) in to_apply {
         let r = ObjectRef::of(wanted);
@@ -328,6 +338,60 @@ where
     tracing::info!(provider = %key, version = %plan.inventory.version, "applied the provider's objects");
     migrate_stored(ctx, object, key, stale_crds).await?;
     Ok(deployments)
+}
+
+/// The objects of the plan that exist already and that this provider may not apply over, each
+/// with why. Ownership is read live, never believed: an object the inventory lists counts as
+/// the provider's only when it carries the provider's labels (an inventory is a ConfigMap
+/// anyone who may write in the namespace could forge).
+async fn claimed_elsewhere(
+    ctx: &Context,
+    key: &ProviderKey,
+    plan: &InstallPlan,
+    made_before: &[ObjectRef],
+    earlier: &EarlierInstall<'_>,
+) -> Result<Vec<String>, String> {
+    let mut foreign = Vec::new();
+    for wanted in &plan.objects {
+        let r = ObjectRef::of(wanted);
+        let Some(existing) = ctx.applier.get(&r).await? else { continue };
+        if key.labelled_on(&existing.metadata) {
+            continue;
+        }
+        let listed = made_before.contains(&r) || plan.inventory.adopted.contains(&r);
+        let why = if r.kind == "CustomResourceDefinition" {
+            let owner = existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels);
+            match owner {
+                Some(owner) if ctx.views().iter().any(|v| v.key == owner && !v.deleting) => Some(format!(
+                    "CustomResourceDefinition {} belongs to {owner}, and a provider never takes over another's CRDs",
+                    r.name
+                )),
+                Some(_) => None,
+                None if earlier.installed(ctx, wanted, &existing).await?.is_some() => None,
+                None => {
+                    let group = existing.data["spec"]["group"].as_str().unwrap_or_default();
+                    ctx.policy.may_adopt(&r.name, group).err()
+                }
+            }
+        } else if listed {
+            Some(format!(
+                "{} is listed in the provider's inventory but does not carry its labels (the inventory may have been written by someone else); it is left alone: delete it (or rename it) if it should be made here",
+                r.describe()
+            ))
+        } else if orphaned(ctx, key, &existing).await?
+            || earlier.installed(ctx, wanted, &existing).await?.is_some()
+        {
+            None
+        } else {
+            Some(format!(
+                "{} exists already and was not made by {} (for this provider, or for one that is gone) nor by clusterctl or cluster-api-operator for this provider in this namespace; it is left alone: delete it (or rename it) if it should be made here",
+                r.describe(),
+                crate::api::FIELD_MANAGER
+            ))
+        };
+        foreign.extend(why);
+    }
+    Ok(foreign)
 }
 
 /// Migrates the stored objects of the CRDs `found` stale by this apply and of those the

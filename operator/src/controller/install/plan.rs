@@ -210,7 +210,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     };
     // The release's own pods run as its own accounts (the provider object's customisation,
     // which its administrator writes, may choose another).
-    if let Err(message) = crate::controller::wanted::grants::check_pods(&objects) {
+    if let Err(message) = crate::controller::wanted::admission::check_accounts(&objects) {
         return keep(plan, Reason::PolicyViolation, message);
     }
     if let Err(message) = customize(&mut objects, input.spec, &label) {
@@ -237,8 +237,10 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     // The target namespace holds the provider object, so it exists; providers may share it, and
     // their components' Namespace labels would fight, so it is left alone.
     objects.retain(|o| o["kind"] != "Namespace");
-    // Nothing is written when one object breaks the policy.
-    if let Err(message) = crate::controller::wanted::grants::check(&objects, input.policy) {
+    // The whole set is admitted before anything is written, or none of it is.
+    if let Err(message) =
+        crate::controller::wanted::admission::admit(&objects, &me.key.namespace, input.policy)
+    {
         return keep(plan, Reason::PolicyViolation, message);
     }
     objects.sort_by_key(apply_order);

@@ -1,7 +1,7 @@
 //! What the operator's configuration allows beyond a provider's own objects ([`Policy`], from
 //! its flags): the namespaces whose provider objects it honours, the ClusterRoles, webhook
 //! groups and URLs a release may use, the CRD groups a provider may take over, where local
-//! repositories and the operator's credentials may go. [`super::grants`] checks rendered
+//! repositories and the operator's credentials may go. [`super::admission`] checks rendered
 //! objects against it.
 
 /// What the operator's configuration allows beyond a provider's own objects.
@@ -9,6 +9,12 @@
 pub struct Policy {
     /// ClusterRoles outside the components that their bindings may name.
     pub cluster_roles: Vec<String>,
+    /// Kinds beyond those providers ship that a release may create (`GROUP/KIND`, `KIND` for
+    /// the core group).
+    pub kinds: Vec<String>,
+    /// Whether a release's pods may go beyond Pod Security's baseline (privileged, host
+    /// namespaces, paths and ports, added capabilities).
+    pub privileged_pods: bool,
     /// API groups outside the provider's CRDs that its webhook configurations may intercept.
     pub webhook_groups: Vec<String>,
     /// URLs (or prefixes ending in `/`) that webhook configurations may call instead of a
