@@ -49,6 +49,20 @@ fn the_sandbox_serves_kubectl_and_stops_on_sigterm() {
         assert!(out.status.success(), "kubectl {line}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(text.contains("NAME"), "kubectl {line} printed no table: {text}");
     }
+    // The operator's kinds in a category of their own, as cluster-api-operator's are reachable
+    // together (the book's resources page).
+    let out = Command::new(&kubectl)
+        .args(["get", "butler-providers", "-A"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .expect("kubectl runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "get butler-providers: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("coreprovider.operator.butlerlabs.dev/")
+            && text.contains("infrastructureprovider.operator.butlerlabs.dev/"),
+        "{text}"
+    );
     // SIGTERM, as a process manager stops it.
     let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill runs");
     assert!(killed.success());

@@ -288,3 +288,72 @@ fn a_release_of_many_accounts_and_subjects_is_checked_in_one_pass() {
     assert_eq!(admit(&objects, NS, &Policy::default()), Ok(()));
     assert_eq!(check_accounts(&objects), Ok(()));
 }
+
+/// An object the base set lets a release add, made unique by `i`.
+fn allowed(kind: usize, i: usize) -> Value {
+    let name = format!("a{i}");
+    match kind % 4 {
+        0 => json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}}),
+        1 => json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
+            "spec": {"ports": [{"port": 443}]}}),
+        2 => {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NS},
+            "spec": {"template": {"spec": {"serviceAccountName": "manager", "containers": [{"name": "c", "image": "i"}]}}}})
+        }
+        _ => {
+            json!({"apiVersion": "p.test.io/v1", "kind": "Gadget", "metadata": {"name": name, "namespace": NS}})
+        }
+    }
+}
+
+/// An object no rule allows, made unique by `i`.
+fn forbidden(kind: usize, i: usize) -> Value {
+    let name = format!("f{i}");
+    match kind % 8 {
+        0 => json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}}),
+        1 => json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": name, "namespace": NS}}),
+        2 => {
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "manager", "namespace": NS}]})
+        }
+        3 => json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
+            "spec": {"externalIPs": ["10.0.0.1"]}}),
+        4 => {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NS},
+            "spec": {"template": {"spec": {"hostPID": true, "containers": [{"name": "c"}]}}}})
+        }
+        5 => json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name}, "spec": {"validations": [{"expression": "false"}]}}),
+        6 => json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{name}s.coordination.k8s.io")},
+            "spec": {"group": "coordination.k8s.io", "names": {"kind": name, "plural": format!("{name}s")}}}),
+        _ => {
+            json!({"apiVersion": "decoy.test.io/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NS}})
+        }
+    }
+}
+
+proptest::proptest! {
+    /// Random releases mixing allowed and forbidden objects, in random order: admitted exactly
+    /// when none is forbidden, wherever in the order the forbidden one stands.
+    #[test]
+    fn a_release_is_admitted_only_when_no_object_of_it_is_forbidden(
+        picks in proptest::collection::vec((proptest::bool::weighted(0.2), 0usize..8), 0..12),
+        order in proptest::collection::vec(0usize..1000, 24),
+    ) {
+        let mut objects = own();
+        let mut any_forbidden = false;
+        for (i, (bad, kind)) in picks.iter().enumerate() {
+            any_forbidden |= *bad;
+            objects.push(if *bad { forbidden(*kind, i) } else { allowed(*kind, i) });
+        }
+        // A random order: every object moved to a random place.
+        for (i, at) in order.iter().enumerate().take(objects.len()) {
+            let at = at % objects.len();
+            objects.swap(i, at);
+        }
+        let verdict = admit(&objects, NS, &Policy::default());
+        proptest::prop_assert_eq!(verdict.is_err(), any_forbidden, "{:?}", verdict);
+    }
+}
