@@ -47,11 +47,23 @@ async fn create_or_take_over(
         tracing::info!(object = %r.describe(), provider = %key, "taking over an object clusterctl or cluster-api-operator installed for this provider");
         return ctx.applier.apply(wanted, waits).await;
     }
-    Err(format!(
+    Err(made_elsewhere(&ObjectRef::of(wanted)))
+}
+
+/// Why an object that exists is not applied over: no one this provider may take it from made it.
+fn made_elsewhere(r: &ObjectRef) -> String {
+    format!(
         "{} exists already and was not made by {} (for this provider, or for one that is gone) nor by clusterctl or cluster-api-operator for this provider in this namespace; it is left alone: delete it (or rename it) if it should be made here",
-        ObjectRef::of(wanted).describe(),
+        r.describe(),
         crate::api::FIELD_MANAGER
-    ))
+    )
+}
+
+/// Why a CRD is not taken over: another provider of this operator made it and is there.
+fn anothers_crd(name: &str, owner: &ProviderKey) -> String {
+    format!(
+        "CustomResourceDefinition {name} belongs to {owner}, and a provider never takes over another's CRDs; the two providers cannot be installed together"
+    )
 }
 
 /// An installation of this provider by clusterctl or cluster-api-operator, found by the
@@ -152,10 +164,7 @@ async fn adopt_crd<K: ProviderObject>(
             if let Some(owner) = owner.filter(|o| o != key)
                 && ctx.views().iter().any(|v| v.key == owner && !v.deleting)
             {
-                return Err(format!(
-                    "CustomResourceDefinition {} belongs to {owner}, and a provider never takes over another's CRDs; the two providers cannot be installed together",
-                    existing.metadata.name.as_deref().unwrap_or_default()
-                ));
+                return Err(anothers_crd(existing.metadata.name.as_deref().unwrap_or_default(), &owner));
             }
             // One clusterctl or cluster-api-operator installed for this provider is the
             // provider's from now on, as if it had made it (its crdDeletionPolicy applies).
@@ -362,10 +371,9 @@ async fn claimed_elsewhere(
         let why = if r.kind == "CustomResourceDefinition" {
             let owner = existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels);
             match owner {
-                Some(owner) if ctx.views().iter().any(|v| v.key == owner && !v.deleting) => Some(format!(
-                    "CustomResourceDefinition {} belongs to {owner}, and a provider never takes over another's CRDs",
-                    r.name
-                )),
+                Some(owner) if ctx.views().iter().any(|v| v.key == owner && !v.deleting) => {
+                    Some(anothers_crd(&r.name, &owner))
+                }
                 Some(_) => None,
                 None if earlier.installed(ctx, wanted, &existing).await?.is_some() => None,
                 None => {
@@ -383,11 +391,7 @@ async fn claimed_elsewhere(
         {
             None
         } else {
-            Some(format!(
-                "{} exists already and was not made by {} (for this provider, or for one that is gone) nor by clusterctl or cluster-api-operator for this provider in this namespace; it is left alone: delete it (or rename it) if it should be made here",
-                r.describe(),
-                crate::api::FIELD_MANAGER
-            ))
+            Some(made_elsewhere(&r))
         };
         foreign.extend(why);
     }
