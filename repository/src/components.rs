@@ -85,24 +85,34 @@ pub(crate) fn expand_error(what: &str, e: ExpandError) -> ProcessError {
     }
 }
 
-/// Processes a components YAML.
-pub fn process_components(text: &str, options: &ComponentsOptions<'_>) -> Result<Components, ProcessError> {
-    let what = options.what;
-    let parsed = envsubst::Parsed::new(text);
-    let variables = parsed.variables();
-    let expanded = parsed.expand_text(text, options.variables).map_err(|e| expand_error(what, e))?;
-    let mut documents = Vec::new();
-    let sources = split_documents(&expanded);
-    crate::yaml::check_count(&sources)
-        .map_err(|message| ProcessError::Invalid { what: what.into(), message })?;
+/// The documents of a file (its variables expanded), within the bounds of a whole file: its
+/// bytes, its documents and their nodes.
+pub(crate) fn parse_file(expanded: &str, what: &str) -> Result<Vec<Document>, ProcessError> {
+    let invalid = |message| ProcessError::Invalid { what: what.into(), message };
+    crate::yaml::check_size(expanded).map_err(invalid)?;
+    let sources = split_documents(expanded);
+    crate::yaml::check_count(&sources).map_err(invalid)?;
+    let mut budget = crate::yaml::NodeBudget::default();
+    let mut documents = Vec::with_capacity(sources.len());
     for (index, source) in sources.iter().enumerate() {
         let document = Document::parse(source).map_err(|message| ProcessError::Yaml {
             what: what.into(),
             index: index + 1,
             message,
         })?;
+        budget.spend(&document).map_err(invalid)?;
         documents.push(document);
     }
+    Ok(documents)
+}
+
+/// Processes a components YAML.
+pub fn process_components(text: &str, options: &ComponentsOptions<'_>) -> Result<Components, ProcessError> {
+    let what = options.what;
+    let parsed = envsubst::Parsed::new(text);
+    let variables = parsed.variables();
+    let expanded = parsed.expand_text(text, options.variables).map_err(|e| expand_error(what, e))?;
+    let mut documents = parse_file(&expanded, what)?;
     let fail = |object: &str, message: String| ProcessError::Object {
         what: what.into(),
         object: object.into(),

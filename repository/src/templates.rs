@@ -11,7 +11,7 @@ use crate::components::ProcessError;
 use crate::envsubst::{Parsed, VariableUse};
 use crate::retarget::Retarget;
 use crate::scope::cluster_scoped_kinds;
-use crate::yaml::{Document, split_documents};
+use crate::yaml::Document;
 
 /// The file of the default template, or of a flavor.
 pub fn template_file(flavor: Option<&str>) -> String {
@@ -86,19 +86,11 @@ pub fn process_template(
     let expanded =
         parsed.expand_text(text, variables).map_err(|e| crate::components::expand_error(what, e))?;
     let invalid = |message: String| ProcessError::Invalid { what: what.into(), message };
-    let mut documents = Vec::new();
-    let mut kinds = Vec::new();
-    let sources = split_documents(&expanded);
-    crate::yaml::check_count(&sources).map_err(&invalid)?;
-    for (index, source) in sources.iter().enumerate() {
-        let doc = Document::parse(source).map_err(|message| ProcessError::Yaml {
-            what: what.into(),
-            index: index + 1,
-            message,
-        })?;
+    let mut documents = crate::components::parse_file(&expanded, what)?;
+    let mut kinds = Vec::with_capacity(documents.len());
+    for doc in &documents {
         let kind = doc.get("kind").map_err(invalid)?;
         kinds.push(kind.as_ref().and_then(Value::as_str).unwrap_or_default().to_string());
-        documents.push(doc);
     }
     let Some(target) = namespace.filter(|n| !n.is_empty()) else {
         return Ok(Template { documents, variables: used });

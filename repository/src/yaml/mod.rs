@@ -27,6 +27,55 @@ pub fn check_count(documents: &[String]) -> Result<(), String> {
     }
 }
 
+/// The most nodes (mappings, sequences and scalars) a components file or template may hold
+/// in all its documents. Each costs tens of bytes once decoded, and a few KiB of gzipped
+/// `[0,0,…]` spread over many documents would otherwise decode to gigabytes; the largest
+/// providers' components (Cluster API's core: about 200,000) stay far below it.
+pub const MAX_FILE_NODES: usize = 1_500_000;
+
+/// The most bytes a components file or template may hold, its variables expanded (Cluster API's
+/// core is about 2.5 MiB).
+pub const MAX_FILE_BYTES: usize = 32 << 20;
+
+/// Counts the nodes of a file's documents as they are parsed, refusing the file once they pass
+/// [`MAX_FILE_NODES`]: the budget of a whole file, not of each document.
+#[derive(Debug, Default)]
+pub struct NodeBudget {
+    spent: usize,
+}
+
+impl NodeBudget {
+    /// Adds a parsed document's nodes; an error once the file holds too many.
+    pub fn spend(&mut self, document: &Document) -> Result<(), String> {
+        self.spent += document.nodes();
+        match self.spent {
+            n if n > MAX_FILE_NODES => Err(format!(
+                "its documents hold more than {MAX_FILE_NODES} YAML nodes (mappings, sequences and scalars), more than any provider's components need"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Refuses a text of more than [`MAX_FILE_BYTES`].
+pub fn check_size(text: &str) -> Result<(), String> {
+    match text.len() {
+        n if n > MAX_FILE_BYTES => {
+            Err(format!("it holds {n} bytes, more than the {MAX_FILE_BYTES} a components file may"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The nodes of a value: itself and everything it holds.
+fn count_nodes(value: &Value) -> usize {
+    1 + match value {
+        Value::Array(items) => items.iter().map(count_nodes).sum(),
+        Value::Object(map) => map.values().map(|v| 1 + count_nodes(v)).sum(),
+        _ => 0,
+    }
+}
+
 /// Documents at least this large are outlined instead of parsed whole.
 pub const OUTLINE_THRESHOLD: usize = 16 * 1024;
 
@@ -266,6 +315,19 @@ enum Repr {
 }
 
 impl Document {
+    /// The nodes it holds: counted when parsed whole; for an outlined document (block style,
+    /// with flow collections only closed on their line) at most a key and a value a line and
+    /// one more a flow separator, which bounds what it decodes to.
+    pub fn nodes(&self) -> usize {
+        let flow = |text: &str| text.bytes().filter(|b| matches!(b, b',' | b'[' | b'{')).count();
+        match &self.0 {
+            Repr::Full(value) => count_nodes(value),
+            Repr::Outlined(entries) => {
+                entries.iter().map(|e| 2 * e.text.lines().count() + flow(&e.text)).sum()
+            }
+        }
+    }
+
     /// Parses a document, outlining it when it is large and in plain block style.
     pub fn parse(text: &str) -> Result<Document, String> {
         if text.len() >= OUTLINE_THRESHOLD

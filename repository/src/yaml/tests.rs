@@ -72,6 +72,33 @@ fn a_text_of_too_many_documents_is_refused() {
 }
 
 #[test]
+fn a_file_whose_documents_hold_too_many_nodes_in_all_is_refused() {
+    // Each document within what one may hold; together, past the file's budget.
+    let document = format!("a: [{}]\n", "0,".repeat(200_000));
+    let mut budget = NodeBudget::default();
+    let mut refused = None;
+    for i in 0..10 {
+        if let Err(e) = budget.spend(&Document::parse(&document).unwrap()) {
+            refused = Some((i, e));
+            break;
+        }
+    }
+    let (at, message) = refused.expect("refused");
+    assert_eq!(at, 7, "after 1.5 million nodes");
+    assert!(message.starts_with("its documents hold more than 1500000 YAML nodes"), "{message}");
+    // Outlined documents count two nodes a line (and one a flow separator).
+    let block = format!("kind: Big\nspec:\n{}", "  k: v\n".repeat(OUTLINE_THRESHOLD / 4));
+    let outlined = Document::parse(&block).unwrap();
+    assert_eq!(outlined.nodes(), 2 * block.lines().count());
+}
+
+#[test]
+fn a_file_larger_than_a_components_file_may_be_is_refused() {
+    assert!(check_size(&"#".repeat(MAX_FILE_BYTES)).is_ok());
+    assert!(check_size(&"#".repeat(MAX_FILE_BYTES + 1)).unwrap_err().contains("more than the 33554432"));
+}
+
+#[test]
 fn json_errors_say_where_and_what_kind_never_the_text() {
     #[derive(Debug, serde::Deserialize)]
     #[allow(dead_code)]
