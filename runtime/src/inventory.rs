@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -18,8 +18,8 @@ use crate::objects::ObjectRef;
 /// The data key of the record.
 const KEY: &str = "inventory";
 
-/// Inventory ConfigMaps of one controller: its field manager writes them, and its label (set
-/// to `"true"`) finds them all in one list.
+/// Inventory ConfigMaps of one controller: its field manager writes them, labelled (`"true"`)
+/// as its own.
 pub struct InventoryStore {
     client: kube::Client,
     field_manager: String,
@@ -69,37 +69,15 @@ impl InventoryStore {
         api.patch(name, &PatchParams::apply(&self.field_manager).force(), &Patch::Apply(cm)).await.map(|_| ())
     }
 
-    /// Every inventory of the cluster (or of one namespace) whose record reads as `T`, in one
-    /// request.
-    pub async fn list<T: DeserializeOwned>(
+    /// The inventory `name` in `namespace`, when there is one whose record reads as `T`: one
+    /// request, and nothing but that ConfigMap decoded (whatever else anyone wrote there).
+    pub async fn get<T: DeserializeOwned>(
         &self,
-        namespace: Option<&str>,
-    ) -> Result<Vec<Found<T>>, kube::Error> {
-        let api: Api<ConfigMap> = match namespace {
-            Some(namespace) => Api::namespaced(self.client.clone(), namespace),
-            None => Api::all(self.client.clone()),
-        };
-        let list = api.list(&ListParams::default().labels(&format!("{}=true", self.label))).await?;
-        Ok(list
-            .items
-            .into_iter()
-            .filter_map(|cm| {
-                let record = serde_json::from_str(cm.data.as_ref()?.get(KEY)?).ok()?;
-                let owners = cm
-                    .owner_references()
-                    .iter()
-                    .filter(|r| r.controller == Some(true))
-                    .map(|r| r.uid.clone())
-                    .collect();
-                Some(Found {
-                    namespace: cm.namespace().unwrap_or_default(),
-                    name: cm.name_any(),
-                    labels: cm.metadata.labels.clone().unwrap_or_default(),
-                    owners,
-                    record,
-                })
-            })
-            .collect())
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Found<T>>, kube::Error> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        Ok(api.get_opt(name).await?.and_then(found))
     }
 
     /// Deletes an inventory; one that is gone already is fine.
@@ -107,6 +85,20 @@ impl InventoryStore {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         not_found_ok(api.delete(name, &Default::default()).await).map(|_| ())
     }
+}
+
+/// An inventory ConfigMap as read, when its record reads as `T`.
+fn found<T: DeserializeOwned>(cm: ConfigMap) -> Option<Found<T>> {
+    let record = serde_json::from_str(cm.data.as_ref()?.get(KEY)?).ok()?;
+    let owners =
+        cm.owner_references().iter().filter(|r| r.controller == Some(true)).map(|r| r.uid.clone()).collect();
+    Some(Found {
+        namespace: cm.namespace().unwrap_or_default(),
+        name: cm.name_any(),
+        labels: cm.metadata.labels.clone().unwrap_or_default(),
+        owners,
+        record,
+    })
 }
 
 /// What the inventory lists while a new set is applied: the new objects, then those of the

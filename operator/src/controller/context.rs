@@ -104,8 +104,8 @@ pub struct Context {
     pub status_versions: Mutex<HashMap<String, String>>,
     /// The inventories this process read or wrote last, by provider UID.
     pub inventories: Mutex<HashMap<String, Inventory>>,
-    /// Set once every inventory ConfigMap was read.
-    pub inventories_loaded: tokio::sync::OnceCell<()>,
+    /// The provider UIDs whose inventory ConfigMap this process has read.
+    pub inventories_read: Mutex<std::collections::HashSet<String>>,
     /// Releases fetched from remote repositories, by URL and version: a release never changes.
     pub releases: Mutex<HashMap<String, Fetched>>,
     /// Each provider's last rendered release, used again while its inputs are the same.
@@ -147,6 +147,15 @@ pub struct Context {
 }
 
 impl Context {
+    /// `fetch`, held to `--fetch-deadline` (every request of it together): a repository of
+    /// endless pages, or one that answers each just in time, must not hold a reconcile.
+    pub async fn within_fetch_deadline<T>(
+        &self,
+        fetch: impl std::future::Future<Output = Result<T, String>>,
+    ) -> Result<T, String> {
+        within(self.fetch_deadline, fetch).await
+    }
+
     /// Whether provider objects of `namespace` are honoured: by the policy's list or by the
     /// namespace's label; else why not.
     pub fn honours(&self, namespace: &str) -> Result<(), String> {
@@ -285,12 +294,29 @@ impl Context {
     }
 }
 
+/// `fetch`, or an error once `deadline` passes.
+pub async fn within<T>(
+    deadline: std::time::Duration,
+    fetch: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout(deadline, fetch).await.unwrap_or_else(|_| {
+        Err(format!(
+            "the repositories did not answer within {} s (--fetch-deadline, every request together); they are slow or hold too many pages: it is tried again",
+            deadline.as_secs()
+        ))
+    })
+}
+
 /// A Deployment as the cache keeps it: what [`live_deployment`] and drift read (name,
-/// namespace, labels, generation, resourceVersion, the paused-replicas annotation, replicas,
+/// namespace, the operator's labels, generation, resourceVersion, the paused-replicas annotation, replicas,
 /// status) and nothing else. Anyone may label a Deployment as a provider's, so the cache must
 /// not hold whole pod templates, annotations and managed fields of any size.
 pub fn slim_deployment(d: &mut Deployment) {
     d.metadata.managed_fields = None;
+    // Labels have no size limit but the object's: only the operator's own are read.
+    if let Some(labels) = d.metadata.labels.as_mut() {
+        labels.retain(|k, _| k.starts_with("operator.butlerlabs.dev/"));
+    }
     if let Some(annotations) = d.metadata.annotations.as_mut() {
         annotations.retain(|k, _| k == PAUSED_REPLICAS);
     }
@@ -339,6 +365,15 @@ pub fn live_deployment(d: &Deployment) -> LiveDeployment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_fetch_that_never_ends_is_given_up_at_the_deadline() {
+        let endless = std::future::pending::<Result<(), String>>();
+        let said = within(std::time::Duration::from_millis(20), endless).await.unwrap_err();
+        assert!(said.starts_with("the repositories did not answer within 0 s (--fetch-deadline"), "{said}");
+        let quick = within(std::time::Duration::from_secs(7), async { Ok::<_, String>(3) }).await;
+        assert_eq!(quick, Ok(3));
+    }
 
     fn deployment(generation: i64, replicas: i32, status: serde_json::Value) -> Deployment {
         serde_json::from_value(serde_json::json!({

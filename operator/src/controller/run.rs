@@ -201,7 +201,7 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         statuses: Mutex::new(HashMap::new()),
         status_versions: Mutex::new(HashMap::new()),
         inventories: Mutex::new(HashMap::new()),
-        inventories_loaded: tokio::sync::OnceCell::new(),
+        inventories_read: Default::default(),
         releases: Mutex::new(HashMap::new()),
         renders: Default::default(),
         secrets: Default::default(),
@@ -223,7 +223,9 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
     let watch_deployments = {
         let api = deployments_api;
         let ctx = ctx.clone();
-        let slim = watcher(api, watcher::Config::default().labels(LABEL_NAME))
+        // Small pages: a page is decoded whole before it is slimmed, and anyone may label a
+        // Deployment of up to 1.5 MiB as a provider's.
+        let slim = watcher(api, watcher::Config::default().labels(LABEL_NAME).page_size(20))
             .modify(crate::controller::context::slim_deployment);
         reflector::reflector(writer, slim).default_backoff().for_each(move |event| {
             on_deployment(&ctx, event);

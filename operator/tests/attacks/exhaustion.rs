@@ -16,11 +16,17 @@ async fn deployments_labelled_as_a_providers_are_cached_without_their_bulk() {
     // Within what Kubernetes takes (annotations hold 256 KiB; a pod template the rest of an
     // object's 1.5 MiB).
     let bulk = "x".repeat(900 * 1024);
+    // Labels too: a label's value holds 63 characters, but their number is bounded only by
+    // the object's size.
+    let mut bulky_labels = json!({"operator.butlerlabs.dev/provider-name": "nobody"});
+    for i in 0..2000 {
+        bulky_labels[format!("bulk.example.com/l{i}")] = json!("x".repeat(63));
+    }
     let api: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
     for i in 0..4 {
         let name = format!("bulky-{i}");
         let deployment: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"operator.butlerlabs.dev/provider-name": "nobody"},
+            "metadata": {"name": name, "labels": bulky_labels.clone(),
                 "annotations": {"bulk": "x".repeat(200 * 1024)}},
             "spec": {"selector": {"matchLabels": {"app": name}},
                 "template": {"metadata": {"labels": {"app": name}},

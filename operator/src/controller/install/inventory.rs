@@ -19,30 +19,26 @@ pub fn name(key: &ProviderKey) -> String {
     format!("{}-{}-inventory", key.kind.plural(), key.name)
 }
 
-/// The provider's inventory. The first call of a process lists every inventory ConfigMap
-/// (one request for all providers); from then on this process's records are the truth, since
-/// only the leader writes inventories. An inventory counts only where the provider's would be:
-/// in its namespace, under its name, owned by the provider object (its UID). One anyone made
-/// elsewhere is never read, so it can never make the operator delete what it lists.
-pub async fn inventory_of(ctx: &Context, uid: &str) -> Result<Option<Inventory>, Error> {
-    ctx.inventories_loaded
-        .get_or_try_init(|| async {
-            let all = ctx
-                .inventory_store
-                .list::<Inventory>(ctx.namespace.as_deref())
-                .await
-                .map_err(|e| Error::kube("listing the inventory ConfigMaps", e))?;
-            let mut known = ctx.inventories.lock().expect("not poisoned");
-            for found in all {
-                let Some(labelled) = ProviderKey::from_labels(&found.labels) else { continue };
-                let in_place = found.namespace == labelled.namespace && found.name == name(&labelled);
-                if let (true, [owner]) = (in_place, found.owners.as_slice()) {
-                    known.entry(owner.clone()).or_insert(found.record);
-                }
-            }
-            Ok::<(), Error>(())
-        })
-        .await?;
+/// The provider's inventory. The first call of a process for a provider reads its ConfigMap
+/// (by name: nothing else anyone wrote in the namespace is read); from then on this process's
+/// record is the truth, since only the leader writes inventories. An inventory counts only
+/// where the provider's would be: in its namespace, under its name, labelled for it and owned
+/// by the provider object (its UID), so one anyone made can never make the operator delete
+/// what it lists.
+pub async fn inventory_of(ctx: &Context, key: &ProviderKey, uid: &str) -> Result<Option<Inventory>, Error> {
+    let read = ctx.inventories_read.lock().expect("not poisoned").contains(uid);
+    if !read {
+        let found = ctx.inventory_store.get::<Inventory>(&key.namespace, &name(key)).await.map_err(|e| {
+            Error::kube(format!("reading the inventory ConfigMap {}/{}", key.namespace, name(key)), e)
+        })?;
+        let record = found
+            .filter(|f| ProviderKey::from_labels(&f.labels).as_ref() == Some(key) && f.owners == [uid])
+            .map(|f| f.record);
+        if let Some(record) = record {
+            ctx.inventories.lock().expect("not poisoned").entry(uid.to_string()).or_insert(record);
+        }
+        ctx.inventories_read.lock().expect("not poisoned").insert(uid.to_string());
+    }
     Ok(ctx.inventories.lock().expect("not poisoned").get(uid).cloned())
 }
 

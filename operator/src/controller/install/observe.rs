@@ -84,7 +84,7 @@ pub(super) async fn observe(
         let stop = Stop::new(Reason::RenderFailed, message);
         Unobserved::Stop(stop, Redactor::new(&values.variables, &operator_config.variables))
     })?;
-    let previous = inventory_of(ctx, &me.uid).await.map_err(Unobserved::Failed)?;
+    let previous = inventory_of(ctx, key, &me.uid).await.map_err(Unobserved::Failed)?;
     let live = ctx.live_deployments(key);
     Ok(Observed { values, additional, fetched, previous, live })
 }

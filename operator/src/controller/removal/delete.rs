@@ -42,7 +42,7 @@ where
     let uid = uid_of(object.as_ref());
     let me = view_of(object.as_ref(), ctx.statuses.lock().expect("not poisoned").get(&uid));
     let all: Vec<_> = ctx.views().into_iter().filter(|v| v.key != me.key).collect();
-    let inventory = inventory_of(&ctx, &uid).await?.unwrap_or_default();
+    let inventory = inventory_of(&ctx, &key, &uid).await?.unwrap_or_default();
     // The CRDs go only when the provider object says so; kept, their objects stay and hold
     // nothing up.
     let delete_crds = object.provider_spec().crd_deletion_policy == Some(CrdDeletionPolicy::Delete);

@@ -80,7 +80,7 @@ pub async fn check<K: ProviderObject>(
             "spec.fetchConfig.sha256 pins the files of one release, so the releases spec.upgradePolicy finds cannot install: remove the pins or the policy"
                 .into(),
         )),
-        false => match look(ctx, &row, policy.follow, config).await {
+        false => match ctx.within_fetch_deadline(look(ctx, &row, policy.follow, config)).await {
             Ok(Some((version, contract))) => make(ctx, object, &row, policy, &version, contract).await,
             Ok(None) => Ok(Found::Nothing),
             Err(why) => Err(why),

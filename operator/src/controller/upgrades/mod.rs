@@ -77,7 +77,7 @@ pub async fn reconcile(upgrade: Arc<ProviderUpgrade>, ctx: Arc<Context>) -> Resu
     let started = status.steps.iter().any(|s| s.state != StepState::Pending);
     if !started && (status.steps.is_empty() || status.observed_generation != generation) {
         let rows = list(&ctx, &namespace).await?;
-        match planning::plan(&ctx, &upgrade, &rows).await {
+        match ctx.within_fetch_deadline(planning::plan(&ctx, &upgrade, &rows)).await {
             Ok(planned) => status = planned,
             Err(message) => {
                 let wanted = [Wanted::new(PLANNED, false, "PlanFailed", message)];
