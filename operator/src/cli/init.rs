@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use butler_repository::{ClusterctlConfig, ProviderType, Variables};
-use butler_runtime::apply::Applier;
+use butler_runtime::apply::{Applier, Made};
 use serde_json::{Value, json};
 
 use super::GenerateError;
@@ -135,11 +135,30 @@ fn operator_objects(image: Option<&str>, config: &ClusterctlConfig) -> Result<Ve
     Ok(objects)
 }
 
+/// The Pod Security labels of a namespace made for providers: baseline enforced, as the
+/// operator's release admission holds providers' pods to it (an operator started with
+/// `--allow-privileged-pods` needs the namespace relabelled too).
+pub const POD_SECURITY: [(&str, &str); 2] =
+    [("pod-security.kubernetes.io/enforce", "baseline"), ("pod-security.kubernetes.io/warn", "baseline")];
+
 /// A namespace that holds provider objects, labelled so that the operator honours them there
-/// (applied over an existing namespace, the label is all that changes).
+/// and Pod Security enforces baseline ([`POD_SECURITY`]); applied over an existing namespace,
+/// only the operator's label is added ([`apply`]): its Pod Security labels are its owner's.
 pub fn providers_namespace(name: &str) -> Value {
-    let labels = json!({crate::controller::wanted::policy::NAMESPACE_LABEL: "true"});
+    let mut labels = json!({crate::controller::wanted::policy::NAMESPACE_LABEL: "true"});
+    for (key, value) in POD_SECURITY {
+        labels[key] = json!(value);
+    }
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+}
+
+/// What is applied of `object`: a Namespace that exists keeps its Pod Security labels.
+fn over_existing(object: &Value) -> Value {
+    let mut kept = object.clone();
+    if let Some(labels) = kept.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
+        labels.retain(|key, _| !key.starts_with("pod-security.kubernetes.io/"));
+    }
+    kept
 }
 
 /// Builds what `init` applies; fails, before anything is applied, when a provider is unknown
@@ -257,7 +276,19 @@ pub async fn apply(
         };
         progress(&format!("Applying {what}..."));
         // The CRDs of an operator just installed may take a moment to be served.
-        applier.apply(object, true).await.map_err(GenerateError::Cluster)?;
+        if object["kind"] == "Namespace" && object["apiVersion"] == "v1" {
+            // Made here with its Pod Security labels; one that exists gets the operator's label.
+            let applied = match applier.create_only(object, false).await.map_err(GenerateError::Cluster)? {
+                Made::Created(..) => None,
+                Made::Exists(_) => Some(over_existing(object)),
+                Made::Gone => Some(object.clone()),
+            };
+            if let Some(applied) = applied {
+                applier.apply(&applied, false).await.map_err(GenerateError::Cluster)?;
+            }
+        } else {
+            applier.apply(object, true).await.map_err(GenerateError::Cluster)?;
+        }
         done.push_str(&format!("{what} applied\n"));
     }
     if let Some(waits) = waits {

@@ -120,6 +120,37 @@ async fn the_gitops_set_of_init_applies_wave_by_wave() {
     s.api::<InfrastructureProvider>().get("harvester").await.unwrap();
 }
 
+/// `butlerctl init` makes the providers' namespaces with Pod Security's baseline enforced (as
+/// release admission holds providers' pods to it); a namespace that exists only gets the
+/// operator's label, its own Pod Security labels left as its owner set them.
+#[tokio::test]
+async fn init_makes_provider_namespaces_with_baseline_enforced_and_keeps_an_existing_ones_labels() {
+    use butler_operator::cli::init::{InitPlan, apply, providers_namespace};
+    use k8s_openapi::api::core::v1::Namespace;
+    let s = Scenario::new("init-pod-security").await;
+    let made = s.cluster.unique("init-made");
+    s.cluster.clean_up_namespace(&made);
+    let existing = s.cluster.namespace("init-existing").await;
+    let namespaces: Api<Namespace> = Api::all(s.client.clone());
+    let privileged = json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}});
+    namespaces
+        .patch(&existing, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&privileged))
+        .await
+        .unwrap();
+    let plan = InitPlan {
+        operator: Vec::new(),
+        objects: vec![providers_namespace(&made), providers_namespace(&existing)],
+    };
+    apply(&s.client, &plan, None, &|_| {}).await.unwrap();
+    let labels = |ns: Namespace| ns.metadata.labels.unwrap_or_default();
+    let made = labels(namespaces.get(&made).await.unwrap());
+    assert_eq!(made.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("baseline"));
+    assert_eq!(made.get("operator.butlerlabs.dev/providers").map(String::as_str), Some("true"));
+    let existing = labels(namespaces.get(&existing).await.unwrap());
+    assert_eq!(existing.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("privileged"));
+    assert_eq!(existing.get("operator.butlerlabs.dev/providers").map(String::as_str), Some("true"));
+}
+
 /// A CRD of cert-manager's kind `kind` (`plural`), any fields allowed.
 fn cert_manager_crd(kind: &str, plural: &str) -> serde_json::Value {
     json!({

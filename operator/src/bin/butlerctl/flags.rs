@@ -217,7 +217,8 @@ pub(crate) struct InitFlags {
     #[command(flatten)]
     pub(crate) providers: ProviderList,
     /// The namespace of the provider objects and their Secrets; a namespace init puts providers
-    /// in is labelled operator.butlerlabs.dev/providers=true, so that the operator honours it.
+    /// in is labelled operator.butlerlabs.dev/providers=true, so that the operator honours it,
+    /// and one init makes enforces Pod Security's baseline (an existing one keeps its labels).
     #[arg(long, short = 'n', value_name = "NS", default_value = "butler-system")]
     pub(crate) target_namespace: String,
     /// The clusterctl config file (providers, variables, image overrides).
