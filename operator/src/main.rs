@@ -79,6 +79,11 @@ struct RunArgs {
     /// flag for more); any other kind is refused.
     #[arg(long = "allow-kind", value_name = "GROUP/KIND")]
     allow_kinds: Vec<String>,
+    /// A power that providers' Roles and ClusterRoles may grant (repeat the flag for more):
+    /// escalate, bind (on roles beyond their own), impersonate, token (create on
+    /// serviceaccounts/token), nodes-proxy, wildcard (every resource of every group).
+    #[arg(long = "allow-role-power", value_name = "POWER", value_parser = role_power)]
+    allow_role_powers: Vec<String>,
     /// Let providers' pods go beyond Pod Security's baseline (privileged containers, the
     /// node's namespaces, paths and ports, added capabilities); refused without it.
     #[arg(long = "allow-privileged-pods", default_value_t = false)]
@@ -183,6 +188,16 @@ fn network(text: &str) -> Result<butler_repository::IpNet, String> {
         .map_err(|_| format!("{text:?} is neither a network (10.20.0.0/16) nor an address"))
 }
 
+/// One of the powers `--allow-role-power` names.
+fn role_power(text: &str) -> Result<String, String> {
+    use butler_operator::controller::wanted::admission::ceiling::Power;
+    let names: Vec<&str> = Power::ALL.iter().map(|p| p.flag()).collect();
+    match names.contains(&text) {
+        true => Ok(text.to_string()),
+        false => Err(format!("{text:?} is not a power a role may be allowed; one of {}", names.join(", "))),
+    }
+}
+
 fn run(args: RunArgs) -> ExitCode {
     let settings = match args.process.settings(FIELD_MANAGER) {
         Ok(s) => s,
@@ -220,6 +235,7 @@ fn run(args: RunArgs) -> ExitCode {
                 policy: controller::wanted::policy::Policy {
                     cluster_roles: args.allow_cluster_roles,
                     kinds: args.allow_kinds,
+                    role_powers: args.allow_role_powers,
                     privileged_pods: args.allow_privileged_pods,
                     webhook_groups: args.allow_webhook_groups,
                     webhook_urls: args.allow_webhook_urls,

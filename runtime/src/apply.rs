@@ -69,6 +69,14 @@ pub fn replaceable(r: &ObjectRef) -> bool {
     REPLACEABLE.contains(&(r.group(), r.kind.as_str()))
 }
 
+/// Why an object whose immutable field would change is not replaced.
+fn never_made_anew(r: &ObjectRef) -> String {
+    format!(
+        "a {} is never deleted and made anew (that would delete what it holds): change the field back in the release, or replace the object by hand",
+        r.kind
+    )
+}
+
 /// Whether the API server refused a change of a field that cannot change.
 fn immutable(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status)
@@ -191,9 +199,11 @@ impl Applier {
         missing
     }
 
-    /// The objects of `objects` that are namespaced (by discovery, or by the scope a CRD among
-    /// them gives their group and kind) and not in `namespace`, each as a message: a release's
-    /// namespaced objects go to its provider's namespace, never another.
+    /// The objects of `objects` that are namespaced (by discovery, or, for a kind the server
+    /// does not serve yet, by the scope a CRD among them gives it) and not in `namespace`, each
+    /// as a message: a release's namespaced objects go to its provider's namespace, never
+    /// another. Discovery comes first: a CRD of the set that says a served kind is
+    /// cluster-wide changes nothing about where the server puts its objects.
     pub async fn outside(&self, objects: &[Value], namespace: &str) -> Vec<String> {
         // The scope of each kind the objects' own CRDs define, by `group/kind`.
         let defined: HashMap<String, bool> = objects
@@ -203,11 +213,11 @@ impl Applier {
         let mut found = Vec::new();
         for object in objects {
             let r = ObjectRef::of(object);
-            let namespaced = match defined.get(&format!("{}/{}", r.group(), r.kind)) {
-                Some(namespaced) => *namespaced,
-                None => match self.resource(&r.api_version, &r.kind, false).await {
-                    Ok((_, namespaced)) => namespaced,
-                    Err(_) => continue,
+            let namespaced = match self.resource(&r.api_version, &r.kind, false).await {
+                Ok((_, namespaced)) => namespaced,
+                Err(_) => match defined.get(&format!("{}/{}", r.group(), r.kind)) {
+                    Some(namespaced) => *namespaced,
+                    None => continue,
                 },
             };
             if namespaced && r.namespace.as_deref() != Some(namespace) {
@@ -220,6 +230,88 @@ impl Applier {
             }
         }
         found
+    }
+
+    /// The CRDs of `objects` that would define a kind the cluster serves already under another
+    /// resource, each as a message: another CRD's (a decoy `Certificate` in `cert-manager.io`
+    /// beside cert-manager's own), or Kubernetes' own APIs' or an aggregated API's (served,
+    /// with no CRD of that name). Discovery is the truth about what the server serves; a CRD is
+    /// read only when one collides.
+    pub async fn redefined(&self, objects: &[Value]) -> Vec<String> {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let mut found = Vec::new();
+        for crd in objects.iter().filter(|o| crate::objects::defined_kind(o).is_some()) {
+            let spec = &crd["spec"];
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            let (name, group) = (text(&crd["metadata"]["name"]), text(&spec["group"]));
+            let (kind, plural) = (text(&spec["names"]["kind"]), text(&spec["names"]["plural"]));
+            for version in spec["versions"].as_array().into_iter().flatten() {
+                let api_version = format!("{group}/{}", text(&version["name"]));
+                let served = self.served(&api_version).await;
+                // Another resource serving the kind (one of the CRD's own plural is this CRD,
+                // made before, whose ownership the applier's caller judges).
+                let Some((other, _)) = served.get(&kind).filter(|(r, _)| r.plural != plural) else {
+                    continue;
+                };
+                let resource = format!("{}.{group}", other.plural);
+                let by = match crds.get_metadata_opt(&resource).await {
+                    Ok(Some(_)) => format!("the CustomResourceDefinition {resource} defines it"),
+                    Ok(None) => "the API server serves it without a CustomResourceDefinition (Kubernetes' own API or an aggregated one)".to_string(),
+                    Err(e) => format!("the CustomResourceDefinition {resource} cannot be read: {}", describe(&e)),
+                };
+                found.push(format!(
+                    "CustomResourceDefinition {name} would define {kind} ({plural}) in {api_version}, which the cluster serves already: {by}; a provider's CRDs define kinds of their own"
+                ));
+            }
+        }
+        found
+    }
+
+    /// What the API server would refuse of `objects`, each as a message, asked with a
+    /// server-side dry run (`dryRun=All`: validation, admission webhooks and policies, quota;
+    /// nothing is stored). Objects of kinds that a CRD among `objects` defines are left to the
+    /// apply: their CRD (new, or changed by this release) is not served as it will be yet.
+    /// An immutable field that would change is left to the apply too, which makes an object
+    /// of a [`replaceable`] kind anew.
+    pub async fn dry_run(&self, objects: &[&Value]) -> Vec<String> {
+        let defined: std::collections::HashSet<String> =
+            objects.iter().filter_map(|o| crate::objects::defined_kind(o)).collect();
+        let params = PatchParams::apply(&self.field_manager).force().dry_run();
+        let mut refused = Vec::new();
+        for object in objects {
+            let r = ObjectRef::of(object);
+            if defined.contains(&format!("{}/{}", r.group(), r.kind)) {
+                continue;
+            }
+            let Ok((resource, namespaced)) = self.resource(&r.api_version, &r.kind, false).await else {
+                continue;
+            };
+            let api = self.api(&resource, namespaced, r.namespace.as_deref());
+            match api.patch(&r.name, &params, &Patch::Apply(object)).await {
+                Ok(_) => {}
+                Err(e) if immutable(&e) && replaceable(&r) => {}
+                Err(e) if immutable(&e) => refused.push(format!(
+                    "{} would be refused: {}; {}",
+                    r.describe(),
+                    describe(&e),
+                    never_made_anew(&r)
+                )),
+                Err(e) => refused.push(format!("{} would be refused: {}", r.describe(), describe(&e))),
+            }
+        }
+        refused
+    }
+
+    /// What the API server serves in a group version, from the cache while it is fresh.
+    async fn served(&self, api_version: &str) -> GroupVersionKinds {
+        let mut kinds = self.kinds.lock().await;
+        let stale = kinds.get(api_version).is_none_or(|(at, _)| at.elapsed() >= REDISCOVER_AFTER);
+        if stale {
+            let found = self.discover(api_version).await;
+            kinds.insert(api_version.to_string(), (Instant::now(), found));
+        }
+        kinds.get(api_version).map(|(_, k)| k.clone()).unwrap_or_default()
     }
 
     fn api(&self, resource: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -271,11 +363,9 @@ impl Applier {
                     false => Ok((applied, resource)),
                 }
             }
-            Err(e) if immutable(&e) && replace && !replaceable(&r) => Err(format!(
-                "{}; a {} is never deleted and made anew (that would delete what it holds): change the field back in the release, or replace the object by hand",
-                failed(&e),
-                r.kind
-            )),
+            Err(e) if immutable(&e) && replace && !replaceable(&r) => {
+                Err(format!("{}; {}", failed(&e), never_made_anew(&r)))
+            }
             Err(e) if replace && immutable(&e) => {
                 tracing::info!(object = %r.describe(), "a field that cannot change did: making the object anew");
                 self.delete(&r).await?;

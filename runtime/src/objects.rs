@@ -64,7 +64,9 @@ pub fn delete_order(object: &ObjectRef) -> u8 {
 
 /// `{group}/{kind}` of the kind a CRD (as JSON) defines; `None` for other objects.
 pub fn defined_kind(object: &Value) -> Option<String> {
-    (object["kind"] == "CustomResourceDefinition").then(|| {
+    let crd = object["kind"] == "CustomResourceDefinition"
+        && object["apiVersion"].as_str().is_some_and(|v| v.starts_with("apiextensions.k8s.io/"));
+    crd.then(|| {
         let spec = &object["spec"];
         format!(
             "{}/{}",

@@ -15,6 +15,7 @@ mod shapes;
 mod support;
 
 mod bundle;
+mod claims;
 mod exhaustion;
 mod fetch;
 mod immutable;

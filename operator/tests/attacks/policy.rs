@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::fixtures::{components, gadget_crd, publish, selector};
 use crate::support::{Scenario, condition, reason};
 
-fn spec(label: &str) -> String {
+pub(crate) fn spec(label: &str) -> String {
     let mut spec: serde_json::Value = serde_json::from_str(&selector(label)).unwrap();
     spec["version"] = json!("v1.0.0");
     spec.to_string()
@@ -18,7 +18,7 @@ fn spec(label: &str) -> String {
 
 /// Waits until `ProviderInstalled` of the InfrastructureProvider `name` says `why`: the
 /// provider and the condition's message.
-async fn refused(s: &Scenario, name: &str, why: &str) -> (InfrastructureProvider, String) {
+pub(crate) async fn refused(s: &Scenario, name: &str, why: &str) -> (InfrastructureProvider, String) {
     let refused =
         s.wait_for::<InfrastructureProvider>(name, why, |p| reason(p, "ProviderInstalled", why)).await;
     let message = condition(&refused, "ProviderInstalled").unwrap().message.clone();
@@ -28,7 +28,7 @@ async fn refused(s: &Scenario, name: &str, why: &str) -> (InfrastructureProvider
 /// A scenario whose cluster-wide objects are labelled `scenario.butlerlabs.dev/run={label}`
 /// (had anything been applied, it goes with the scenario, passed or failed), with Butler's core
 /// published: the scenario and the label.
-async fn attack(name: &str) -> (Scenario, String) {
+pub(crate) async fn attack(name: &str) -> (Scenario, String) {
     let s = Scenario::new(name).await;
     let run_label = s.cluster.unique("attack");
     s.cluster.remove_cluster_objects_labelled(&format!("scenario.butlerlabs.dev/run={run_label}"));
@@ -391,7 +391,7 @@ subjects:
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {{name: cluster-admin}}
-rules: [{{apiGroups: ['*'], resources: ['*'], verbs: ['*']}}]
+rules: [{{apiGroups: [''], resources: [configmaps], verbs: [get]}}]
 "
     ));
     publish(&s, "infrastructure-order", "infrastructure-components.yaml", "v1.0.0", &evil).await;

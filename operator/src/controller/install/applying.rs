@@ -123,26 +123,68 @@ async fn orphaned(
     key: &ProviderKey,
     existing: &kube::api::DynamicObject,
 ) -> Result<bool, String> {
-    use crate::api::KindNames;
     let Some(owner) = existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels) else {
         return Ok(false);
     };
-    if owner == *key {
-        return Ok(true);
-    }
+    Ok(owner == *key || !present(ctx, &owner).await?)
+}
+
+/// Whether a provider object is there, read live (being deleted or not): labels naming it
+/// are believed only while it is gone.
+async fn present(ctx: &Context, owner: &ProviderKey) -> Result<bool, String> {
+    use crate::api::KindNames;
     let api: kube::Api<kube::api::DynamicObject> =
         kube::Api::namespaced_with(ctx.client.clone(), &owner.namespace, &owner.kind.api_resource());
     match api.get_opt(&owner.name).await {
-        Ok(found) => Ok(found.is_none()),
+        Ok(found) => Ok(found.is_some()),
         Err(e) => Err(format!("reading {owner}: {}", butler_runtime::error::describe(&e))),
     }
 }
 
+/// What an existing CRD is to this provider.
+#[derive(Debug, PartialEq, Eq)]
+enum CrdClaim {
+    /// Made by this provider, or installed for it by clusterctl or cluster-api-operator: its
+    /// own from now on (its crdDeletionPolicy applies).
+    Own,
+    /// Made by someone else and taken over: recorded as adopted, so never deleted.
+    Adopted,
+}
+
+/// Whether this provider may apply over an existing CRD, read live; else why not (the inner
+/// error; the outer one is a failed read). Never one of a provider that is there, of this
+/// operator or another, being deleted or not (a release could otherwise rewrite its API); one
+/// made by anyone else only in the groups the policy lets providers take over, never the
+/// operator's own.
+async fn claim_crd(
+    ctx: &Context,
+    key: &ProviderKey,
+    wanted: &serde_json::Value,
+    existing: &kube::api::DynamicObject,
+    earlier: &EarlierInstall<'_>,
+) -> Result<Result<CrdClaim, String>, String> {
+    if key.labelled_on(&existing.metadata) {
+        return Ok(Ok(CrdClaim::Own));
+    }
+    let name = existing.metadata.name.as_deref().unwrap_or_default();
+    let group = existing.data["spec"]["group"].as_str().unwrap_or_default();
+    let owner = existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels);
+    match owner {
+        Some(owner) if present(ctx, &owner).await? => Ok(Err(anothers_crd(name, &owner))),
+        Some(owner) => Ok(ctx
+            .policy
+            .may_adopt(name, group)
+            .map(|()| CrdClaim::Adopted)
+            .map_err(|e| format!("{e} (it carries the labels of {owner}, which is gone)"))),
+        None if earlier.installed(ctx, wanted, existing).await?.is_some() => Ok(Ok(CrdClaim::Own)),
+        None => Ok(ctx.policy.may_adopt(name, group).map(|()| CrdClaim::Adopted)),
+    }
+}
+
 /// Makes a CRD the provider has not made before. A CRD is one API for the whole cluster: one
-/// that was there before is applied over, as clusterctl does, after the inventory records it
-/// as adopted, so the provider never deletes it; never one that another provider of this
-/// operator made and still has (a release could otherwise rewrite another provider's API),
-/// and one made outside the operator only in the groups the policy lets providers take over.
+/// that was there before is applied over, as clusterctl does, when [`claim_crd`] allows it;
+/// one made by someone else is first recorded in the inventory as adopted, so the provider
+/// never deletes it.
 async fn adopt_crd<K: ProviderObject>(
     ctx: &Context,
     object: &K,
@@ -152,26 +194,12 @@ async fn adopt_crd<K: ProviderObject>(
     adopted: &mut Vec<ObjectRef>,
     earlier: &EarlierInstall<'_>,
 ) -> Result<(kube::api::DynamicObject, kube::discovery::ApiResource), String> {
-    let theirs = match ctx.applier.create_only(wanted, waits).await? {
+    let existing = match ctx.applier.create_only(wanted, waits).await? {
         Made::Created(created, resource) => return Ok((created, resource)),
         Made::Gone => return ctx.applier.apply(wanted, waits).await,
-        Made::Exists(existing) => {
-            let owner = existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels);
-            if owner.is_none() {
-                let name = existing.metadata.name.as_deref().unwrap_or_default();
-                ctx.policy.may_adopt(name, existing.data["spec"]["group"].as_str().unwrap_or_default())?;
-            }
-            if let Some(owner) = owner.filter(|o| o != key)
-                && ctx.views().iter().any(|v| v.key == owner && !v.deleting)
-            {
-                return Err(anothers_crd(existing.metadata.name.as_deref().unwrap_or_default(), &owner));
-            }
-            // One clusterctl or cluster-api-operator installed for this provider is the
-            // provider's from now on, as if it had made it (its crdDeletionPolicy applies).
-            !key.labelled_on(&existing.metadata) && earlier.installed(ctx, wanted, &existing).await?.is_none()
-        }
+        Made::Exists(existing) => existing,
     };
-    if theirs {
+    if claim_crd(ctx, key, wanted, &existing, earlier).await?? == CrdClaim::Adopted {
         adopted.push(ObjectRef::of(wanted));
         let recorded = ctx.inventories.lock().expect("not poisoned").get(&uid_of(object)).cloned();
         let record = Inventory {
@@ -234,7 +262,9 @@ where
     }
     // Which objects are namespaced is the API server's to say (by group and kind): none of
     // them goes anywhere but the provider's namespace.
-    let outside = ctx.applier.outside(&plan.objects, &key.namespace).await;
+    let mut outside = ctx.applier.outside(&plan.objects, &key.namespace).await;
+    // A CRD of the set defines kinds of its own, never one the cluster serves already.
+    outside.extend(ctx.applier.redefined(&plan.objects).await);
     if !outside.is_empty() {
         return Err(format!("nothing is applied: {}", outside.join("; ")));
     }
@@ -244,14 +274,22 @@ where
         .map(|p| p.objects.iter().filter(|o| !pending_before.contains(o)).cloned().collect())
         .unwrap_or_default();
     let earlier = EarlierInstall::new(plan);
-    // The whole set against the cluster as it is, before the first write: an object that
-    // exists and is not this provider's (nor one it may take over) refuses the set whole, so
-    // that the order of a release never lets its first objects in before a later one is
-    // refused.
+    // What is to be written, against the cluster as it is, before the first write: an object
+    // that exists and is not this provider's (nor one it may take over) refuses the set whole,
+    // so that the order of a release never lets its first objects in before a later one is
+    // refused. Also when nothing changed: after a restart every object is applied again, and
+    // the inventory that says it was made before could be forged.
+    let wanted: Vec<&serde_json::Value> = to_apply.iter().map(|(o, _)| *o).collect();
+    let foreign = claimed_elsewhere(ctx, key, plan, &wanted, &made_before, &earlier).await?;
+    if !foreign.is_empty() {
+        return Err(format!("nothing is applied: {}", foreign.join("; ")));
+    }
+    // What Kubernetes itself would refuse (validation, admission, quota), asked of the new set
+    // before its first write.
     if plan.changed {
-        let foreign = claimed_elsewhere(ctx, key, plan, &made_before, &earlier).await?;
-        if !foreign.is_empty() {
-            return Err(format!("nothing is applied: {}", foreign.join("; ")));
+        let refused = ctx.applier.dry_run(&wanted).await;
+        if !refused.is_empty() {
+            return Err(format!("nothing is applied: {}", refused.join("; ")));
         }
     }
     if plan.changed {
@@ -277,7 +315,7 @@ where
         let waits = defined.contains(&format!("{}/{}", r.group(), r.kind));
         let applied = match before.contains(&r) || adopted.contains(&r) {
             true => ctx.applier.apply(wanted, waits).await,
-            false if r.kind == "CustomResourceDefinition" => {
+            false if r.group() == "apiextensions.k8s.io" && r.kind == "CustomResourceDefinition" => {
                 adopt_crd(ctx, object, key, wanted, waits, &mut adopted, &earlier).await
             }
             false => create_or_take_over(ctx, key, wanted, waits, &ours, &earlier).await,
@@ -357,30 +395,20 @@ async fn claimed_elsewhere(
     ctx: &Context,
     key: &ProviderKey,
     plan: &InstallPlan,
+    objects: &[&serde_json::Value],
     made_before: &[ObjectRef],
     earlier: &EarlierInstall<'_>,
 ) -> Result<Vec<String>, String> {
     let mut foreign = Vec::new();
-    for wanted in &plan.objects {
+    for &wanted in objects {
         let r = ObjectRef::of(wanted);
         let Some(existing) = ctx.applier.get(&r).await? else { continue };
         if key.labelled_on(&existing.metadata) {
             continue;
         }
         let listed = made_before.contains(&r) || plan.inventory.adopted.contains(&r);
-        let why = if r.kind == "CustomResourceDefinition" {
-            let owner = existing.metadata.labels.as_ref().and_then(ProviderKey::from_labels);
-            match owner {
-                Some(owner) if ctx.views().iter().any(|v| v.key == owner && !v.deleting) => {
-                    Some(anothers_crd(&r.name, &owner))
-                }
-                Some(_) => None,
-                None if earlier.installed(ctx, wanted, &existing).await?.is_some() => None,
-                None => {
-                    let group = existing.data["spec"]["group"].as_str().unwrap_or_default();
-                    ctx.policy.may_adopt(&r.name, group).err()
-                }
-            }
+        let why = if r.group() == "apiextensions.k8s.io" && r.kind == "CustomResourceDefinition" {
+            claim_crd(ctx, key, wanted, &existing, earlier).await?.err()
         } else if listed {
             Some(format!(
                 "{} is listed in the provider's inventory but does not carry its labels (the inventory may have been written by someone else); it is left alone: delete it (or rename it) if it should be made here",

@@ -12,6 +12,9 @@ pub struct Policy {
     /// Kinds beyond those providers ship that a release may create (`GROUP/KIND`, `KIND` for
     /// the core group).
     pub kinds: Vec<String>,
+    /// The powers a release's roles may grant ([`super::admission::ceiling::Power`] by its
+    /// flag name: `escalate`, `bind`, `impersonate`, `token`, `nodes-proxy`, `wildcard`).
+    pub role_powers: Vec<String>,
     /// Whether a release's pods may go beyond Pod Security's baseline (privileged, host
     /// namespaces, paths and ports, added capabilities).
     pub privileged_pods: bool,
@@ -103,6 +106,14 @@ impl Policy {
     /// operator made; else why not.
     pub fn may_adopt(&self, name: &str, group: &str) -> Result<(), String> {
         let under = |root: &str| group == root || group.ends_with(&format!(".{root}"));
+        // The operator's own API: a provider that held it could read and rewrite every
+        // provider object. No flag widens this.
+        if under(crate::api::GROUP) {
+            return Err(format!(
+                "CustomResourceDefinition {name} is of the operator's own group {}, which no provider takes over; it is left alone",
+                crate::api::GROUP
+            ));
+        }
         let allowed = self.adopt_crd_groups.iter().map(String::as_str);
         if ADOPTABLE_GROUPS.iter().copied().chain(allowed).any(under) {
             return Ok(());
@@ -131,6 +142,11 @@ mod tests {
         }
         for group in ["cert-manager.io", "evilcluster.x-k8s.io", "x-k8s.io", "notbutlerlabs.dev"] {
             assert!(policy.may_adopt("things.x", group).is_err(), "{group}");
+        }
+        // Under butlerlabs.dev, and named by the flag: still never the operator's own API.
+        let wide = Policy { adopt_crd_groups: vec!["operator.butlerlabs.dev".into()], ..Policy::default() };
+        for group in ["operator.butlerlabs.dev", "x.operator.butlerlabs.dev"] {
+            assert!(wide.may_adopt("coreproviders.operator.butlerlabs.dev", group).is_err(), "{group}");
         }
         assert_eq!(
             Policy::default().may_adopt("certificates.cert-manager.io", "cert-manager.io").unwrap_err(),

@@ -7,6 +7,8 @@
 //! - [`kinds`]: only the kinds providers ship, their own CRDs' kinds and what `--allow-kind`
 //!   adds.
 //! - [`rbac`]: bindings of the release's own roles to its own ServiceAccounts.
+//! - [`ceiling`]: no role grants escalate, bind, impersonate, tokens, `nodes/proxy` or `*` on
+//!   `*` unless `--allow-role-power` allows it.
 //! - [`hooks`]: webhooks, CRDs (never in Kubernetes' or the operator's groups), conversion
 //!   webhooks, admission policies, Services' external IPs, token Secrets.
 //! - [`pods`]: the release's own ServiceAccounts, and Pod Security's baseline.
@@ -21,6 +23,7 @@ use serde_json::Value;
 
 use crate::controller::wanted::policy::Policy;
 
+pub mod ceiling;
 pub mod hooks;
 pub mod kinds;
 pub mod pods;
@@ -135,6 +138,7 @@ pub fn admit(objects: &[Value], namespace: &str, policy: &Policy) -> Result<(), 
         }
     }
     rbac::check(&set, policy)?;
+    ceiling::check(&set, policy)?;
     hooks::check(&set, policy)?;
     pods::check_baseline(objects, policy.privileged_pods)
 }

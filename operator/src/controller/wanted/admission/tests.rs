@@ -309,8 +309,12 @@ fn allowed(kind: usize, i: usize) -> Value {
 /// An object no rule allows, made unique by `i`.
 fn forbidden(kind: usize, i: usize) -> Value {
     let name = format!("f{i}");
-    match kind % 8 {
+    match kind % 9 {
         0 => json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}}),
+        8 => {
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}]})
+        }
         1 => json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": name, "namespace": NS}}),
         2 => {
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
@@ -334,12 +338,33 @@ fn forbidden(kind: usize, i: usize) -> Value {
     }
 }
 
+#[test]
+fn a_role_granting_a_power_is_refused_unless_the_operator_allows_that_power() {
+    let mut objects = own();
+    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "wide"},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}));
+    let refused = admit(&objects, NS, &Policy::default()).unwrap_err();
+    assert!(refused.starts_with("ClusterRole wide is refused: its rule"), "{refused}");
+    assert!(
+        refused.ends_with("start the operator with --allow-role-power escalate if the provider needs it"),
+        "{refused}"
+    );
+    // Each power is allowed by its own name only.
+    let some = Policy { role_powers: vec!["escalate".into(), "bind".into()], ..Policy::default() };
+    assert!(admit(&objects, NS, &some).unwrap_err().contains("--allow-role-power impersonate"));
+    let all = Policy {
+        role_powers: super::ceiling::Power::ALL.iter().map(|p| p.flag().to_string()).collect(),
+        ..Policy::default()
+    };
+    assert_eq!(admit(&objects, NS, &all), Ok(()));
+}
+
 proptest::proptest! {
     /// Random releases mixing allowed and forbidden objects, in random order: admitted exactly
     /// when none is forbidden, wherever in the order the forbidden one stands.
     #[test]
     fn a_release_is_admitted_only_when_no_object_of_it_is_forbidden(
-        picks in proptest::collection::vec((proptest::bool::weighted(0.2), 0usize..8), 0..12),
+        picks in proptest::collection::vec((proptest::bool::weighted(0.2), 0usize..9), 0..12),
         order in proptest::collection::vec(0usize..1000, 24),
     ) {
         let mut objects = own();

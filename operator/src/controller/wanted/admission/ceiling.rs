@@ -1,0 +1,203 @@
+//! The ceiling of what a release's roles may grant. Rules are matched as Kubernetes' RBAC
+//! authorizer matches them (`*` for every verb, group or resource, `*/sub` for a subresource
+//! of every resource), so a rule is judged by what it grants, however it is written. The
+//! powers that reach beyond any provider's own work (granting rights the holder lacks,
+//! acting as someone else, minting tokens, a node's kubelet, everything everywhere) each need
+//! `--allow-role-power`; `escalate` and `bind` limited by `resourceNames` to roles of the
+//! release itself stay within it and pass (Butler's core binds its team roles so).
+
+use serde_json::Value;
+
+use super::{RBAC, Set, describe};
+use crate::controller::wanted::policy::Policy;
+
+/// A power a role may hold only when the operator allows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Power {
+    Escalate,
+    Bind,
+    Impersonate,
+    Token,
+    NodesProxy,
+    Wildcard,
+}
+
+impl Power {
+    pub const ALL: [Power; 6] =
+        [Power::Escalate, Power::Bind, Power::Impersonate, Power::Token, Power::NodesProxy, Power::Wildcard];
+
+    /// Its name in `--allow-role-power`.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Power::Escalate => "escalate",
+            Power::Bind => "bind",
+            Power::Impersonate => "impersonate",
+            Power::Token => "token",
+            Power::NodesProxy => "nodes-proxy",
+            Power::Wildcard => "wildcard",
+        }
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            Power::Escalate => "escalate on roles (granting rights its holder lacks)",
+            Power::Bind => "bind on roles (binding rights its holder lacks)",
+            Power::Impersonate => "impersonate (acting as another user, group or ServiceAccount)",
+            Power::Token => "create on serviceaccounts/token (minting any ServiceAccount's token)",
+            Power::NodesProxy => "nodes/proxy (the kubelet's API: running commands in any pod of a node)",
+            Power::Wildcard => "every resource of every API group",
+        }
+    }
+}
+
+/// Whether a list of a rule holds `item` or `*`.
+fn holds(list: &Value, item: &str) -> bool {
+    list.as_array().into_iter().flatten().any(|v| v == "*" || v == item)
+}
+
+/// Whether a rule's resources cover `resource` (`name` or `name/sub`), as RBAC matches them.
+fn covers(resources: &Value, resource: &str) -> bool {
+    let sub = resource.split_once('/').map(|(_, s)| format!("*/{s}"));
+    resources
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .any(|r| r == "*" || r == resource || sub.as_deref() == Some(r))
+}
+
+/// The powers a rule grants. `escalate` and `bind` count only when they reach roles beyond
+/// `own` (by `resourceNames`): none named means every role.
+pub fn powers(rule: &Value, own: &dyn Fn(&str) -> bool) -> Vec<Power> {
+    let (groups, resources, verbs) = (&rule["apiGroups"], &rule["resources"], &rule["verbs"]);
+    let names: Vec<&str> =
+        rule["resourceNames"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let beyond_own = names.is_empty() || names.iter().any(|n| !own(n));
+    let on_roles = holds(groups, RBAC) && (covers(resources, "roles") || covers(resources, "clusterroles"));
+    let core = holds(groups, "");
+    let mut found = Vec::new();
+    if on_roles && holds(verbs, "escalate") && beyond_own {
+        found.push(Power::Escalate);
+    }
+    if on_roles && holds(verbs, "bind") && beyond_own {
+        found.push(Power::Bind);
+    }
+    let identities = (core
+        && (covers(resources, "users")
+            || covers(resources, "groups")
+            || covers(resources, "serviceaccounts")))
+        || (holds(groups, "authentication.k8s.io")
+            && (covers(resources, "uids") || covers(resources, "userextras/scopes")));
+    if identities && holds(verbs, "impersonate") {
+        found.push(Power::Impersonate);
+    }
+    if core && covers(resources, "serviceaccounts/token") && holds(verbs, "create") {
+        found.push(Power::Token);
+    }
+    if core && covers(resources, "nodes/proxy") && !verbs.as_array().is_none_or(Vec::is_empty) {
+        found.push(Power::NodesProxy);
+    }
+    let literal = |list: &Value| list.as_array().into_iter().flatten().any(|v| v == "*");
+    if literal(groups) && literal(resources) {
+        found.push(Power::Wildcard);
+    }
+    found
+}
+
+/// Refuses a release whose Roles or ClusterRoles grant a power the operator does not allow.
+pub fn check(set: &Set<'_>, policy: &Policy) -> Result<(), String> {
+    for object in set.objects {
+        let r = butler_runtime::objects::ObjectRef::of(object);
+        if r.group() != RBAC || !matches!(r.kind.as_str(), "Role" | "ClusterRole") {
+            continue;
+        }
+        let namespace = (r.kind == "Role").then_some(r.namespace.as_deref().unwrap_or(set.namespace));
+        // Roles of the release: a Role binds Roles of its namespace, or ClusterRoles.
+        let own = |name: &str| {
+            set.defined(RBAC, "ClusterRole", None, name)
+                || namespace.is_some_and(|ns| set.defined(RBAC, "Role", Some(ns), name))
+        };
+        for rule in object["rules"].as_array().into_iter().flatten() {
+            let Some(power) =
+                powers(rule, &own).into_iter().find(|p| !policy.role_powers.iter().any(|a| a == p.flag()))
+            else {
+                continue;
+            };
+            return Err(format!(
+                "{} is refused: its rule {rule} grants {}, beyond what a provider's roles hold; start the operator with --allow-role-power {} if the provider needs it",
+                describe(object),
+                power.words(),
+                power.flag()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn found(rule: Value) -> Vec<Power> {
+        powers(&rule, &|name| name == "mine")
+    }
+
+    #[test]
+    fn each_power_is_found_however_the_rule_is_written() {
+        let cases = [
+            (
+                json!({"apiGroups": [RBAC], "resources": ["clusterroles"], "verbs": ["escalate"]}),
+                vec![Power::Escalate],
+            ),
+            (
+                json!({"apiGroups": ["*"], "resources": ["roles"], "verbs": ["*"]}),
+                vec![Power::Escalate, Power::Bind],
+            ),
+            (json!({"apiGroups": [RBAC], "resources": ["*"], "verbs": ["bind"]}), vec![Power::Bind]),
+            (
+                json!({"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}),
+                vec![Power::Impersonate],
+            ),
+            (
+                json!({"apiGroups": ["authentication.k8s.io"], "resources": ["uids"], "verbs": ["*"]}),
+                vec![Power::Impersonate],
+            ),
+            (
+                json!({"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}),
+                vec![Power::Token],
+            ),
+            (json!({"apiGroups": [""], "resources": ["*/token"], "verbs": ["*"]}), vec![Power::Token]),
+            (
+                json!({"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}),
+                vec![Power::NodesProxy],
+            ),
+            (
+                json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list"]}),
+                vec![Power::NodesProxy, Power::Wildcard],
+            ),
+        ];
+        for (rule, wanted) in cases {
+            assert_eq!(found(rule.clone()), wanted, "{rule}");
+        }
+    }
+
+    #[test]
+    fn what_providers_hold_grants_no_power() {
+        for rule in [
+            json!({"apiGroups": [""], "resources": ["secrets", "configmaps", "events"], "verbs": ["*"]}),
+            json!({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}),
+            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["*"], "verbs": ["*"]}),
+            json!({"apiGroups": [RBAC], "resources": ["clusterroles"], "verbs": ["get", "list", "create", "patch"]}),
+            json!({"apiGroups": [RBAC], "resources": ["clusterroles"], "resourceNames": ["mine"], "verbs": ["bind", "escalate"]}),
+            json!({"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["create", "get"]}),
+            json!({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}),
+        ] {
+            assert_eq!(found(rule.clone()), Vec::<Power>::new(), "{rule}");
+        }
+        // A name beyond the release's own roles is every role it could name.
+        let other = json!({"apiGroups": [RBAC], "resources": ["clusterroles"], "resourceNames": ["mine", "cluster-admin"], "verbs": ["bind"]});
+        assert_eq!(found(other), vec![Power::Bind]);
+    }
+}
