@@ -115,12 +115,12 @@ impl Http {
         &self,
         url: &str,
         headers: &HeaderMap,
-        authenticated: bool,
+        credential: Option<&str>,
     ) -> Result<Fetched, RepositoryError> {
         let client = self.client.clone();
         let limit = self.options.max_download;
         let policy = self.options.network.clone();
-        self.fetch(url, authenticated, |conditional| {
+        self.fetch(url, credential, |conditional| {
             let mut all = headers.clone();
             all.extend(conditional);
             let (client, policy, url) = (client.clone(), policy.clone(), url.to_string());
@@ -138,28 +138,33 @@ impl Http {
     }
 
     /// The cache, retry and error handling around any sender; `send` gets the conditional
-    /// headers to add.
+    /// headers to add. `credential` is what the request carries (a token), when anything: what
+    /// it fetched is cached apart, under a digest of it, so that the cache (offline mode above
+    /// all) never serves to one reader what only another's credentials could read.
     pub async fn fetch<F, Fut>(
         &self,
         url: &str,
-        authenticated: bool,
+        credential: Option<&str>,
         send: F,
     ) -> Result<Fetched, RepositoryError>
     where
         F: Fn(HeaderMap) -> Fut,
         Fut: Future<Output = Result<Answer, SendError>>,
     {
+        let authenticated = credential.is_some();
+        let key = cache_key(url, credential);
         let cache = self.options.cache.as_ref();
         if self.options.offline {
             let cache = cache.ok_or_else(|| RepositoryError::NotCached {
                 url: url.to_string(),
                 cache: "(no cache)".into(),
             })?;
-            return cache.lookup(url).map(|e| Fetched { body: e.body, link: e.link }).ok_or_else(|| {
+            return cache.lookup(&key).map(|e| Fetched { body: e.body, link: e.link }).ok_or_else(|| {
                 RepositoryError::NotCached { url: url.to_string(), cache: cache.dir().to_path_buf() }
             });
         }
-        let cached = cache.and_then(|c| c.lookup(url)).filter(|e| cache.is_some_and(|c| e.age < c.max_age()));
+        let cached =
+            cache.and_then(|c| c.lookup(&key)).filter(|e| cache.is_some_and(|c| e.age < c.max_age()));
         let mut conditional = HeaderMap::new();
         if let Some(entry) = &cached {
             if let Some(value) = entry.etag.as_deref().and_then(|e| HeaderValue::from_str(e).ok()) {
@@ -198,7 +203,7 @@ impl Http {
                     message: "Not Modified, but nothing is cached".into(),
                 })?;
                 if let Some(cache) = cache {
-                    cache.touch(url)?;
+                    cache.touch(&key)?;
                 }
                 Ok(Fetched { body: entry.body, link: entry.link })
             }
@@ -209,7 +214,7 @@ impl Http {
                     let modified = header_text(&answer.headers, "last-modified");
                     if etag.is_some() || modified.is_some() {
                         cache.store(
-                            url,
+                            &key,
                             &answer.body,
                             etag.as_deref(),
                             modified.as_deref(),
@@ -230,6 +235,15 @@ impl Http {
                 Err(RepositoryError::Http { url: url.to_string(), status, message: reason_phrase(status) })
             }
         }
+    }
+}
+
+/// Where the cache keeps what `url` answered to a request carrying `credential`: the URL alone
+/// for anonymous requests, else beside a digest of the credential (never the credential).
+pub(crate) fn cache_key(url: &str, credential: Option<&str>) -> String {
+    match credential {
+        None => url.to_string(),
+        Some(c) => format!("{url}#credential={}", &crate::digest::sha256_hex(c.as_bytes())[..16]),
     }
 }
 

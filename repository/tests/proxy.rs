@@ -37,7 +37,7 @@ fn the_environments_proxy_is_used_only_where_asked_for() {
         let http = Http::new(options);
         let url = format!("{}/file", target.uri());
         runtime.block_on(async move {
-            let fetched = http.get(&url, &Default::default(), false).await.unwrap();
+            let fetched = http.get(&url, &Default::default(), None).await.unwrap();
             String::from_utf8(fetched.body.clone()).unwrap()
         })
     };

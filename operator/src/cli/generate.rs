@@ -251,7 +251,7 @@ fn utf8(bytes: Vec<u8>, what: &str) -> Result<String, GenerateError> {
 async fn read_from(from: &str) -> Result<String, GenerateError> {
     if from.starts_with("https://") || from.starts_with("http://") {
         let http = Http::new(RemoteOptions::from_env().http);
-        let fetched = http.get(from, &Default::default(), false).await?;
+        let fetched = http.get(from, &Default::default(), None).await?;
         return utf8(fetched.body, from);
     }
     let path = from.strip_prefix("file://").unwrap_or(from);

@@ -101,7 +101,7 @@ impl GitHubSource {
     async fn api_get(&self, url: &str, accept: &'static str) -> Result<crate::http::Fetched> {
         let timeout = self.http.options.timeout;
         self.http
-            .fetch(url, self.options.token.is_some(), |conditional| async move {
+            .fetch(url, self.options.token.as_deref(), |conditional| async move {
                 let mut headers = conditional;
                 headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
                 headers.insert(header::USER_AGENT, HeaderValue::from_static(crate::http::USER_AGENT));
@@ -294,10 +294,13 @@ impl Source for GitHubSource {
             what: name.to_string(),
             location: format!("the GitHub release {tag} of {}/{}", self.owner, self.repo),
         };
-        match self.http.get(&url, &HeaderMap::new(), false).await {
+        match self.http.get(&url, &HeaderMap::new(), None).await {
             Ok(fetched) => Ok(fetched.body),
-            // A private repository's downloads need the API, with a token.
-            Err(RepositoryError::NotFound { .. }) if self.options.token.is_some() => {
+            // A private repository's downloads need the API, with a token (offline, what the
+            // API answered to that token is in the cache, apart from anonymous downloads).
+            Err(RepositoryError::NotFound { .. } | RepositoryError::NotCached { .. })
+                if self.options.token.is_some() =>
+            {
                 let release = self.release(&tag).await?.ok_or_else(missing)?;
                 let asset = release.assets.into_iter().find(|a| a.name == name).ok_or_else(missing)?;
                 Ok(self.api_get(&asset.url, "application/octet-stream").await?.body)

@@ -61,7 +61,7 @@ impl Source for GitLabSource {
         {
             headers.insert(header::AUTHORIZATION, value);
         }
-        match self.http.get(&url, &headers, self.token.is_some()).await {
+        match self.http.get(&url, &headers, self.token.as_deref()).await {
             Ok(fetched) => Ok(fetched.body),
             Err(RepositoryError::NotFound { .. }) => Err(RepositoryError::NotFound {
                 what: name.to_string(),

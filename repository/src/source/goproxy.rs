@@ -47,7 +47,7 @@ pub async fn list(http: &Http, proxy: &str, owner: &str, repo: &str) -> Result<V
     loop {
         let suffix = if major < 2 { String::new() } else { format!("/v{major}") };
         let url = format!("{proxy}/github.com/{owner}/{repo}{suffix}/@v/list");
-        let body = match http.get(&url, &HeaderMap::new(), false).await {
+        let body = match http.get(&url, &HeaderMap::new(), None).await {
             Ok(fetched) => fetched.body,
             Err(RepositoryError::NotFound { .. }) | Err(RepositoryError::Http { status: 410, .. })
                 if major > 1 =>

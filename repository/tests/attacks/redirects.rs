@@ -35,17 +35,17 @@ async fn a_loopback_repository_is_refused_before_any_request_unless_allowed() {
     let cache = tempfile::tempdir().unwrap();
     let url = format!("{}/components.yaml", server.uri());
     let why = refusal(
-        http(&cache, NetworkPolicy::refusing_local(Vec::new())).get(&url, &HeaderMap::new(), false).await,
+        http(&cache, NetworkPolicy::refusing_local(Vec::new())).get(&url, &HeaderMap::new(), None).await,
     );
     assert!(why.contains("loopback") && why.contains("--allow-network 127.0.0.1/32"), "{why}");
     assert_eq!(server.received_requests().await.unwrap().len(), 0, "nothing was sent");
     // A name that resolves there is refused as well.
     let by_name = url.replace("127.0.0.1", "localhost");
     let why = refusal(
-        http(&cache, NetworkPolicy::refusing_local(Vec::new())).get(&by_name, &HeaderMap::new(), false).await,
+        http(&cache, NetworkPolicy::refusing_local(Vec::new())).get(&by_name, &HeaderMap::new(), None).await,
     );
     assert!(why.contains("localhost resolves to") && why.contains("loopback"), "{why}");
-    let fetched = http(&cache, loopback_allowed()).get(&url, &HeaderMap::new(), false).await.unwrap();
+    let fetched = http(&cache, loopback_allowed()).get(&url, &HeaderMap::new(), None).await.unwrap();
     assert_eq!(fetched.body, b"x");
 }
 
@@ -60,7 +60,7 @@ async fn a_redirect_to_the_metadata_service_is_refused() {
         .await;
     let cache = tempfile::tempdir().unwrap();
     let url = format!("{}/components.yaml", server.uri());
-    let why = refusal(http(&cache, loopback_allowed()).get(&url, &HeaderMap::new(), false).await);
+    let why = refusal(http(&cache, loopback_allowed()).get(&url, &HeaderMap::new(), None).await);
     assert!(why.contains("169.254.169.254 is a link-local"), "{why}");
 }
 
@@ -81,7 +81,7 @@ async fn credentials_stay_with_their_host_across_a_redirect() {
     let mut headers = HeaderMap::new();
     headers.insert("PRIVATE-TOKEN", HeaderValue::from_static("glpat-secret"));
     let url = format!("{}/package", first.uri());
-    let fetched = http(&cache, loopback_allowed()).get(&url, &headers, true).await.unwrap();
+    let fetched = http(&cache, loopback_allowed()).get(&url, &headers, Some("secret")).await.unwrap();
     assert_eq!(fetched.body, b"bytes");
     let sent = first.received_requests().await.unwrap();
     assert!(sent[0].headers.get("private-token").is_some(), "the first host gets the token");
@@ -99,7 +99,7 @@ async fn a_redirect_loop_ends() {
         .await;
     let cache = tempfile::tempdir().unwrap();
     let why = refusal(
-        http(&cache, loopback_allowed()).get(&format!("{}/a", server.uri()), &HeaderMap::new(), false).await,
+        http(&cache, loopback_allowed()).get(&format!("{}/a", server.uri()), &HeaderMap::new(), None).await,
     );
     assert!(why.contains("more than 10 redirects"), "{why}");
 }

@@ -272,29 +272,49 @@ async fn private_downloads_go_through_the_api_with_the_token() {
     Mock::given(method("GET"))
         .and(path("/repos/o/r/releases/tags/v1.0.0"))
         .and(header("authorization", "Bearer secret"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(release(&github, "v1.0.0", false, false)))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(release(&github, "v1.0.0", false, false))
+                .insert_header("etag", "\"r1\""),
+        )
         .mount(&github)
         .await;
     Mock::given(method("GET"))
         .and(path("/repos/o/r/releases/assets/1"))
         .and(header("authorization", "Bearer secret"))
         .and(header("accept", "application/octet-stream"))
-        .respond_with(ResponseTemplate::new(200).set_body_string(METADATA))
+        .respond_with(ResponseTemplate::new(200).set_body_string(METADATA).insert_header("etag", "\"m1\""))
         .mount(&github)
         .await;
     let cache = tempfile::tempdir().unwrap();
-    let options = GitHubOptions {
-        api_base: github.uri(),
-        web_base: github.uri(),
-        token: Some("secret".into()),
-        goproxy: GoProxy::Disabled,
+    let source = |token: Option<&str>, offline: bool| {
+        let options = GitHubOptions {
+            api_base: github.uri(),
+            web_base: github.uri(),
+            token: token.map(String::from),
+            goproxy: GoProxy::Disabled,
+        };
+        let mut http = http_options(&cache);
+        http.offline = offline;
+        Repository::new(
+            "infrastructure-x",
+            GitHubSource::new("o", "r", options, Http::new(http)).unwrap(),
+            "c.yaml",
+        )
     };
-    let repo = Repository::new(
-        "infrastructure-x",
-        GitHubSource::new("o", "r", options, Http::new(http_options(&cache))).unwrap(),
-        "c.yaml",
-    );
+    let repo = source(Some("secret"), false);
     let metadata = repo.metadata(&"v1.0.0".parse().unwrap()).await.unwrap();
+    // What the token read is cached apart: offline, a reader without it (or with another
+    // token) is not served it; one with it is.
+    let v1 = "v1.0.0".parse().unwrap();
+    for other in [None, Some("another")] {
+        let refused = source(other, true).metadata(&v1).await.unwrap_err().to_string();
+        assert!(refused.starts_with("offline: "), "{other:?}: {refused}");
+    }
+    assert_eq!(
+        source(Some("secret"), true).metadata(&v1).await.unwrap().release_series[0].contract,
+        "v1beta1"
+    );
     assert_eq!(metadata.release_series[0].contract, "v1beta1");
     let downloads = github.received_requests().await.unwrap();
     assert!(

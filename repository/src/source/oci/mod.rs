@@ -46,6 +46,9 @@ const MAX_TAG_PAGES: usize = 50;
 /// registry must accept as a manifest).
 const MAX_DOCUMENT: u64 = 4 << 20;
 
+/// Artifacts a source keeps with their unpacked files at the most.
+const MOST_ARTIFACTS: usize = 4;
+
 /// Files by name.
 type Files = Arc<BTreeMap<String, Vec<u8>>>;
 
@@ -102,6 +105,15 @@ impl OciSource {
         format!("oci://{}/{}{suffix}", self.registry, self.repository)
     }
 
+    /// Where the cache keeps what the registry answered for [`OciSource::key`]: beside a
+    /// digest of the credentials it was read with, unless anonymous, so that offline mode
+    /// serves one reader nothing that only another's credentials could read.
+    fn cache_key(&self, suffix: &str) -> String {
+        let material = self.options.credential_material();
+        let credential = (material != "anonymous\0").then_some(material.as_str());
+        crate::http::cache_key(&self.key(suffix), credential)
+    }
+
     async fn session(&self) -> Result<&session::Session> {
         self.session
             .get_or_try_init(|| async {
@@ -120,9 +132,8 @@ impl OciSource {
 
     /// The tags of the repository, every page.
     async fn tags(&self) -> Result<Vec<String>> {
-        let key = self.key("/tags");
         if self.http.offline {
-            return self.cached_json(&key);
+            return self.cached_json("/tags");
         }
         let session = self.session().await?;
         let mut tags: Vec<String> = Vec::new();
@@ -175,6 +186,7 @@ impl OciSource {
         let mut seen = std::collections::HashSet::new();
         tags.retain(|t| seen.insert(t.clone()));
         if let Some(cache) = &self.http.cache {
+            let key = self.cache_key("/tags");
             cache.store(&key, &serde_json::to_vec(&tags).expect("tags serialize"), None, None, None)?;
         }
         Ok(tags)
@@ -199,21 +211,23 @@ impl OciSource {
         })
     }
 
-    fn cached_json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<T> {
+    /// What the cache holds for [`OciSource::key`]`(suffix)`, read with these credentials.
+    fn cached_json<T: serde::de::DeserializeOwned>(&self, suffix: &str) -> Result<T> {
+        let missing = || self.not_cached(&self.key(suffix));
         let entry =
-            self.http.cache.as_ref().and_then(|c| c.lookup(key)).ok_or_else(|| self.not_cached(key))?;
-        serde_json::from_slice(&entry.body).map_err(|_| self.not_cached(key))
+            self.http.cache.as_ref().and_then(|c| c.lookup(&self.cache_key(suffix))).ok_or_else(missing)?;
+        serde_json::from_slice(&entry.body).map_err(|_| missing())
     }
 
     /// Content named by its digest, from the cache when it is there (and still matches).
     fn cached_by_digest(&self, digest: &str) -> Option<Vec<u8>> {
-        let entry = self.http.cache.as_ref()?.lookup(&self.key(&format!("@{digest}")))?;
+        let entry = self.http.cache.as_ref()?.lookup(&self.cache_key(&format!("@{digest}")))?;
         (digest.strip_prefix("sha256:") == Some(sha256_hex(&entry.body).as_str())).then_some(entry.body)
     }
 
     fn keep_by_digest(&self, digest: &str, body: &[u8]) -> Result<()> {
         match &self.http.cache {
-            Some(cache) => cache.store(&self.key(&format!("@{digest}")), body, None, None, None),
+            Some(cache) => cache.store(&self.cache_key(&format!("@{digest}")), body, None, None, None),
             None => Ok(()),
         }
     }
@@ -229,10 +243,11 @@ impl OciSource {
         {
             return Ok((body, digest.clone()));
         }
-        let tag_key = self.key(&format!(":{tag}"));
+        let tag_suffix = format!(":{tag}");
         if self.http.offline {
-            let digest: String = self.cached_json(&tag_key)?;
-            let body = self.cached_by_digest(&digest).ok_or_else(|| self.not_cached(&tag_key))?;
+            let digest: String = self.cached_json(&tag_suffix)?;
+            let body =
+                self.cached_by_digest(&digest).ok_or_else(|| self.not_cached(&self.key(&tag_suffix)))?;
             return Ok((body, digest));
         }
         let session = self.session().await?;
@@ -261,7 +276,7 @@ impl OciSource {
         self.keep_by_digest(&digest, &body)?;
         if let Some(cache) = &self.http.cache {
             cache.store(
-                &tag_key,
+                &self.cache_key(&tag_suffix),
                 &serde_json::to_vec(&digest).expect("a digest serializes"),
                 None,
                 None,
@@ -313,7 +328,13 @@ impl OciSource {
             .map_err(|message| RepositoryError::Oci { reference: self.key(&format!(":{tag}")), message })?;
         let layout = artifact::layout(&manifest);
         let artifact = Arc::new(Artifact { digest, layout, unpacked: Mutex::new(None) });
-        self.artifacts.lock().expect("not poisoned").insert(key, artifact.clone());
+        let mut artifacts = self.artifacts.lock().expect("not poisoned");
+        // Bounded: each keeps its unpacked files (up to the download limit).
+        if artifacts.len() >= MOST_ARTIFACTS {
+            artifacts.clear();
+        }
+        artifacts.insert(key, artifact.clone());
+        drop(artifacts);
         Ok(artifact)
     }
 
