@@ -1,12 +1,14 @@
 //! Which namespaces the operators of a cluster honour, read from their Deployments as they run
 //! them (`--provider-namespace`, `--namespace`, `BUTLER_NAMESPACE`, their own namespace), so
 //! that `butlerctl describe` names the provider objects that no operator honours: nothing is
-//! installed for them, and no operator writes their status.
+//! installed for them, and no operator writes their status. A Deployment counts as an operator
+//! only when it runs as a ServiceAccount bound to the operator's ClusterRole.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
@@ -119,9 +121,11 @@ pub async fn operators(client: &kube::Client) -> Option<Operators> {
     let api: Api<Deployment> = Api::all(client.clone());
     let params = ListParams::default().labels(&format!("app.kubernetes.io/name={FIELD_MANAGER}"));
     let list = api.list(&params).await.ok()?;
+    let accounts = operator_accounts(client).await?;
     let found: Vec<Found> = list
         .items
         .iter()
+        .filter(|d| accounts.contains(&runs_as(d)))
         .map(|d| {
             let (namespaces, label) = honoured_by(d);
             Found {
@@ -139,6 +143,35 @@ pub async fn operators(client: &kube::Client) -> Option<Operators> {
         labelled.insert(label, listed.items.iter().map(|n| n.name_any()).collect());
     }
     Some(Operators { found, labelled })
+}
+
+/// The ServiceAccounts, as (namespace, name), that the cluster binds to the operator's
+/// ClusterRole. Only a Deployment that runs as one is taken for an operator: anyone who may
+/// write Deployments could label one as the operator, but only an administrator binds cluster
+/// roles.
+async fn operator_accounts(client: &kube::Client) -> Option<BTreeSet<(String, String)>> {
+    let api: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let bindings = api.list(&ListParams::default()).await.ok()?;
+    Some(
+        bindings
+            .items
+            .iter()
+            .filter(|b| b.role_ref.kind == "ClusterRole" && b.role_ref.name == FIELD_MANAGER)
+            .flat_map(|b| b.subjects.iter().flatten())
+            .filter(|s| s.kind == "ServiceAccount")
+            .map(|s| (s.namespace.clone().unwrap_or_default(), s.name.clone()))
+            .collect(),
+    )
+}
+
+/// The ServiceAccount a Deployment's pods run as, as (namespace, name).
+fn runs_as(deployment: &Deployment) -> (String, String) {
+    let spec = deployment.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+    let name = spec.and_then(|s| s.service_account_name.clone().or_else(|| s.service_account.clone()));
+    (
+        deployment.namespace().unwrap_or_default(),
+        name.filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into()),
+    )
 }
 
 /// The namespaces of `namespaces` that no operator honours, with why.

@@ -286,6 +286,10 @@ impl Context {
             .deployments
             .state()
             .iter()
+            // In the provider's namespace only, where its Deployments go: anyone may label a
+            // Deployment elsewhere as the provider's (one that never becomes available would
+            // hold a pause).
+            .filter(|d| d.metadata.namespace.as_deref() == Some(&key.namespace))
             .filter(|d| ProviderKey::from_labels(d.labels()).as_ref() == Some(key))
             .map(|d| live_deployment(d))
             .collect();

@@ -308,3 +308,28 @@ async fn a_namespace_is_honoured_once_labelled_for_providers_and_left_alone_once
     s.wait_gone::<CoreProvider>("butler").await;
     s.stop_operator().await;
 }
+
+/// Anyone who may write Deployments could label one as the operator, with flags that honour
+/// every namespace, so that `butlerctl describe` and `migrate` say provider objects are
+/// honoured where no operator looks: a Deployment is taken for an operator only when it runs
+/// as a ServiceAccount bound to the operator's ClusterRole, which only an administrator binds.
+#[tokio::test]
+async fn a_deployment_labelled_as_the_operator_is_not_taken_for_one() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let s = Scenario::new("attack-spoofed-operator").await;
+    let labels = json!({"app.kubernetes.io/name": "butler-operator"});
+    let spoof: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "butler-operator", "labels": labels},
+        "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "operator", "image": "registry.example.com/o:v1", "args": ["run", "--provider-namespace=*"]}]}}},
+    }))
+    .unwrap();
+    Api::<Deployment>::namespaced(s.client.clone(), &s.namespace)
+        .create(&PostParams::default(), &spoof)
+        .await
+        .unwrap();
+    let operators = butler_operator::cli::honoured::operators(&s.client).await.expect("readable");
+    let spoofed = format!("{}/butler-operator", s.namespace);
+    assert!(!operators.found.iter().any(|o| o.name == spoofed), "{:?}", operators.found);
+}

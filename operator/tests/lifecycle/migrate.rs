@@ -237,12 +237,27 @@ fn restarts(before: &Running, after: &Running) -> usize {
 /// which namespaces it honours.
 async fn operator_stand_in(s: &Scenario, args: &[&str]) {
     let labels = json!({"app.kubernetes.io/name": "butler-operator"});
+    // Bound to the operator's ClusterRole as its manifest binds the operator (its account is
+    // never made, so the binding grants nothing): a Deployment is taken for an operator only so.
+    let account = "butler-operator-stand-in";
+    s.cluster.remove_cluster_objects_labelled(&format!("{RUN_LABEL}={}", s.namespace));
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{}-operator-stand-in", s.namespace), "labels": {RUN_LABEL: s.namespace}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "butler-operator"},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": s.namespace}],
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(s.client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
     let deployment: Deployment = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "butler-operator", "namespace": s.namespace, "labels": labels},
         "spec": {"replicas": 0, "selector": {"matchLabels": labels},
                  "template": {"metadata": {"labels": labels},
-                              "spec": {"containers": [{"name": "operator", "image": "ghcr.io/butlerdotdev/butler-operator:v0.1.0", "args": args}]}}},
+                              "spec": {"serviceAccountName": account,
+                                       "containers": [{"name": "operator", "image": "ghcr.io/butlerdotdev/butler-operator:v0.1.0", "args": args}]}}},
     }))
     .unwrap();
     Api::<Deployment>::namespaced(s.client.clone(), &s.namespace)

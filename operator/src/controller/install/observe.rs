@@ -35,6 +35,10 @@ pub(super) struct Observed {
 /// Releases kept in memory at the most (each a components file, often a megabyte).
 const MOST_RELEASES: usize = 32;
 
+/// The most bytes of components the releases kept in memory hold together (a components file
+/// may hold 32 MiB).
+const MOST_RELEASE_BYTES: usize = 64 << 20;
+
 /// The operator's config file, read at every reconcile: a mounted ConfigMap that changes
 /// takes effect without a restart.
 pub(super) fn operator_config(ctx: &Context) -> Result<ClusterctlConfig, Stop> {
@@ -192,7 +196,8 @@ pub(super) async fn fetch_release(
     if let Some(k) = cache_key {
         let mut releases = ctx.releases.lock().expect("not poisoned");
         // Bounded: rotated credentials and old versions would otherwise pile up.
-        if releases.len() >= MOST_RELEASES {
+        let bytes: usize = releases.values().map(|r| r.components.len()).sum();
+        if releases.len() >= MOST_RELEASES || bytes + fetched.components.len() > MOST_RELEASE_BYTES {
             releases.clear();
         }
         releases.insert(k, fetched.clone());

@@ -66,8 +66,11 @@ where
     // Plan. The config Secret first, then the operator's config file (only what it names for
     // this provider); never the operator's own environment.
     let label = key.kind.label(&key.name);
+    let from_config =
+        crate::controller::wanted::fetch::operator_variables_reach(spec, &ctx.policy.credential_hosts);
     let variables = |name: &str| {
-        observed.values.variables.get(name).or_else(|| operator_config.variable_for(&label, name)).cloned()
+        let configured = || from_config.then(|| operator_config.variable_for(&label, name)).flatten();
+        observed.values.variables.get(name).or_else(configured).cloned()
     };
     let images =
         crate::controller::wanted::config::merged_images(&operator_config.images, &observed.values.images);

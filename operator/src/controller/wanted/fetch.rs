@@ -54,19 +54,7 @@ pub fn operator_credentials_for(
     base: &RemoteOptions,
     allowed: &[String],
 ) -> RemoteOptions {
-    let fetch = spec.fetch_config.as_ref();
-    let named = fetch
-        .and_then(|f| f.url.as_deref())
-        .and_then(|u| ProviderUrl::parse(u).ok())
-        .or_else(|| fetch.and_then(|f| f.oci.as_deref()).and_then(|o| ProviderUrl::parse_oci_field(o).ok()));
-    let Some(target) = named.as_ref().and_then(|u| credential_target(&u.location)) else {
-        return base.clone();
-    };
-    let listed = allowed
-        .iter()
-        .map(|a| a.trim().to_ascii_lowercase())
-        .any(|a| a == target || (a == "github.com" && target.starts_with("github.com/")));
-    if listed {
+    if !names_unlisted_repository(spec, allowed) {
         return base.clone();
     }
     let mut remote = base.clone();
@@ -75,6 +63,32 @@ pub fn operator_credentials_for(
     remote.oci.credentials = butler_repository::oci::OciCredentials::Anonymous;
     remote.oci.docker_config = None;
     remote
+}
+
+/// Whether the variables of the operator's config file (by `providerVariables`) may reach a
+/// provider: as its credentials, only when its release comes from where the operator's
+/// configuration says (the provider's label is its kind and name, which whoever writes a
+/// provider object picks, so a provider object `aws` naming its own repository would otherwise
+/// have `AWS_B64ENCODED_CREDENTIALS` rendered into what that repository serves).
+pub fn operator_variables_reach(spec: &ProviderSpec, allowed: &[String]) -> bool {
+    !names_unlisted_repository(spec, allowed)
+}
+
+/// Whether a provider object names its repository (`fetchConfig.url` or `.oci`) at a target
+/// `--credentials-for` does not list.
+fn names_unlisted_repository(spec: &ProviderSpec, allowed: &[String]) -> bool {
+    let fetch = spec.fetch_config.as_ref();
+    let named = fetch
+        .and_then(|f| f.url.as_deref())
+        .and_then(|u| ProviderUrl::parse(u).ok())
+        .or_else(|| fetch.and_then(|f| f.oci.as_deref()).and_then(|o| ProviderUrl::parse_oci_field(o).ok()));
+    let Some(target) = named.as_ref().and_then(|u| credential_target(&u.location)) else {
+        return false;
+    };
+    !allowed
+        .iter()
+        .map(|a| a.trim().to_ascii_lowercase())
+        .any(|a| a == target || (a == "github.com" && target.starts_with("github.com/")))
 }
 
 /// Whether a provider object may have a registry reached over plain HTTP (`http://`): only one
@@ -326,6 +340,22 @@ mod tests {
         // Without a fetchConfig the operator's own configuration chose the repository.
         let chosen = operator_credentials_for(&ProviderSpec::default(), &base, &[]);
         assert_eq!(chosen.github.token.as_deref(), Some("ghp_operator"));
+    }
+
+    #[test]
+    fn the_config_files_variables_reach_a_provider_only_from_where_the_configuration_says() {
+        let spec = |fetch: &str| -> ProviderSpec {
+            serde_json::from_str(&format!("{{\"fetchConfig\": {fetch}}}")).unwrap()
+        };
+        // A provider object named aws that names its own repository: no AWS credentials.
+        let own = spec(
+            r#"{"url": "https://github.com/someone/aws/releases/latest/infrastructure-components.yaml"}"#,
+        );
+        assert!(!operator_variables_reach(&own, &[]));
+        assert!(operator_variables_reach(&own, &["github.com/someone".into()]), "a listed target");
+        assert!(operator_variables_reach(&ProviderSpec::default(), &[]), "the configuration's repository");
+        let air_gapped = spec(r#"{"selector": {"matchLabels": {"provider.cluster.x-k8s.io/name": "aws"}}}"#);
+        assert!(operator_variables_reach(&air_gapped, &[]), "ConfigMaps of the provider's namespace");
     }
 
     #[test]
