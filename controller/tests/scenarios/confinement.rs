@@ -187,6 +187,53 @@ async fn the_controllers_token_writes_nothing_beyond_its_teams() {
         Api::<Namespace>::all(token.clone()).create(&PostParams::default(), &labelled).await,
         "a team namespace made labelled for the operator's providers",
     );
+    // Pod Security's labels of a team namespace: loosened, or removed.
+    let privileged =
+        Patch::Merge(json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}));
+    confined(
+        Api::<Namespace>::all(token.clone()).patch(&team_ns, &PatchParams::default(), &privileged).await,
+        "a team namespace's Pod Security loosened",
+    );
+    // Secrets in its own namespace: a token of any account there, or any Secret of its choosing.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(token.clone(), &s.home);
+    let minted = object(json!({"metadata": {"name": format!("{run}-token"),
+        "annotations": {"kubernetes.io/service-account.name": "default"}},
+        "type": "kubernetes.io/service-account-token"}));
+    confined(secrets.create(&PostParams::default(), &minted).await, "a token Secret of another account");
+    let planted = object(json!({"metadata": {"name": format!("{run}-planted")}, "stringData": {"k": "v"}}));
+    confined(secrets.create(&PostParams::default(), &planted).await, "a Secret of another name");
+    // Bindings of its own ClusterRole (it holds every right of it, so RBAC would allow them), and
+    // of team roles to Kubernetes' own users and groups.
+    let own_role = format!("butler-controller-{}", s.rbac);
+    confined(
+        Api::<RoleBinding>::namespaced(token.clone(), &team_ns)
+            .create(&PostParams::default(), &binding(&team_ns, "grab-own", &own_role, user.clone()))
+            .await,
+        "the controller's own ClusterRole bound to a team member",
+    );
+    let viewer = format!("butler-team-viewer-{}", s.rbac);
+    for (name, subject) in [
+        (
+            "everyone",
+            json!({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"}),
+        ),
+        (
+            "accounts",
+            json!({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:serviceaccounts"}),
+        ),
+        (
+            "as-account",
+            json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+            "name": format!("system:serviceaccount:{}:butler-controller", s.home)}),
+        ),
+    ] {
+        confined(
+            Api::<RoleBinding>::namespaced(token.clone(), &team_ns)
+                .create(&PostParams::default(), &binding(&team_ns, name, &viewer, subject))
+                .await,
+            &format!("a team role bound to a system: subject ({name})"),
+        );
+    }
     let still = Api::<Namespace>::all(s.client.clone()).get(&theirs).await.unwrap();
     assert!(still.metadata.deletion_timestamp.is_none(), "the namespace stays");
 

@@ -76,7 +76,8 @@ pub fn objects(namespace: &str, suffix: &str) -> Vec<Value> {
                 let text = object["spec"]
                     .to_string()
                     .replace(HOME, namespace)
-                    .replace("'butler-controller-secrets'", &format!("'butler-controller-secrets-{suffix}'"));
+                    .replace("'butler-controller-secrets'", &format!("'butler-controller-secrets-{suffix}'"))
+                    .replace("(viewer|operator|admin)$'", &format!("(viewer|operator|admin)-{suffix}$'"));
                 object["spec"] = serde_json::from_str(&text).expect("the policy stays JSON");
             }
             if object["kind"] == "ValidatingAdmissionPolicyBinding" {
