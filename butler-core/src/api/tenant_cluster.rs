@@ -43,8 +43,9 @@ pub struct TenantClusterSpec {
     /// Network settings of this cluster that override the ProviderConfig's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub networking: Option<TenantNetworking>,
-    /// Addons to install on the cluster. When empty, the team's default addons.
+    /// Addons to install on the cluster. When empty, the team's default addons. At most 64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub addons: Option<Vec<Addon>>,
 }
 
@@ -110,8 +111,9 @@ pub struct TenantNetworking {
 /// An addon to install on a tenant cluster.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct Addon {
-    /// Name of the addon (for example `cilium`).
-    #[schemars(length(min = 1))]
+    /// Name of the addon (for example `cilium`): a DNS label (lowercase letters, digits and
+    /// `-`, at most 63), so that a look-alike (`Cilium`, `cilium `) is no other addon.
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
     pub name: String,
     /// Version of the addon. When empty, the platform default.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -133,8 +133,14 @@ pub fn version_of(body: &[u8], at: VersionAt) -> Option<String> {
         VersionAt::ProxmoxData => json["data"]["version"].as_str(),
         VersionAt::Nowhere => None,
     }?;
-    Some(version.to_string()).filter(|v| !v.is_empty())
+    // A version is a short word; anything else is no version (status fields are bounded, and a
+    // status that cannot be written would be refused for ever).
+    let word = |v: &str| v.len() <= MAX_VERSION && v.chars().all(|c| c.is_ascii_graphic());
+    Some(version.to_string()).filter(|v| !v.is_empty() && word(v))
 }
+
+/// The longest version text a probe reports.
+const MAX_VERSION: usize = 64;
 
 /// Probes a target.
 pub async fn probe(target: &Target) -> Probed {
@@ -153,7 +159,10 @@ pub async fn probe(target: &Target) -> Probed {
             ));
         }
     };
+    // No proxy from the environment (HTTP(S)_PROXY): a proxy would reach what the probe's
+    // network policy refuses, on its own side.
     let mut builder = reqwest::Client::builder()
+        .no_proxy()
         .timeout(TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .danger_accept_invalid_certs(target.insecure);
@@ -292,6 +301,9 @@ mod tests {
             Some("8.1.4")
         );
         assert_eq!(version_of(b"<html>", VersionAt::GitVersion), None);
+        let long = format!(r#"{{"gitVersion": "v{}"}}"#, "1".repeat(5000));
+        assert_eq!(version_of(long.as_bytes(), VersionAt::GitVersion), None, "no version that long");
+        assert_eq!(version_of(br#"{"gitVersion": "v1 <b>"}"#, VersionAt::GitVersion), None);
         assert_eq!(next_probe_after(0), HEALTHY_INTERVAL);
         assert_eq!(next_probe_after(1), MIN_INTERVAL);
         assert_eq!(next_probe_after(2), Duration::from_secs(120));

@@ -75,6 +75,18 @@ pub fn validate(config: &ProviderConfig) -> Result<(), String> {
     {
         return Err("spec.scope.teamRef.name is required when spec.scope.type is team: name the Team".into());
     }
+    // A team's ProviderConfig reads credentials of its own namespace only: the controller reads
+    // them with its own rights, which reach the platform's and every team's namespaces.
+    let own = config.metadata.namespace.clone().unwrap_or_default();
+    let teams = crate::team::plan::team_of_namespace(&own).is_some()
+        || spec.scope.as_ref().is_some_and(|s| s.type_ == Some(ScopeType::Team));
+    if let Some(elsewhere) = spec.credentials_ref.namespace.as_deref().filter(|n| !n.is_empty() && *n != own)
+        && teams
+    {
+        return Err(format!(
+            "spec.credentialsRef.namespace {elsewhere}: a team's ProviderConfig reads credentials of its own namespace ({own}) only; put the Secret there and leave the namespace out"
+        ));
+    }
     if let Some(network) = &spec.network
         && network.mode == Some(NetworkMode::Ipam)
     {
@@ -113,6 +125,26 @@ mod tests {
             "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pc, namespace: butler-system}}\nspec:\n  credentialsRef: {{name: c}}\n{spec}"
         ))
         .unwrap()
+    }
+
+    #[test]
+    fn a_teams_provider_config_reads_credentials_of_its_own_namespace_only() {
+        let in_ns = |ns: &str, extra: &str| -> ProviderConfig {
+            serde_saphyr::from_str(&format!(
+                "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pc, namespace: {ns}}}\nspec:\n  provider: aws\n  aws: {{region: r}}\n{extra}"
+            ))
+            .unwrap()
+        };
+        let elsewhere = "  credentialsRef: {name: c, namespace: butler-system}\n";
+        let refused = validate(&in_ns("team-a", elsewhere)).unwrap_err();
+        assert_eq!(
+            refused,
+            "spec.credentialsRef.namespace butler-system: a team's ProviderConfig reads credentials of its own namespace (team-a) only; put the Secret there and leave the namespace out"
+        );
+        let scoped = format!("{elsewhere}  scope: {{type: team, teamRef: {{name: a}}}}\n");
+        assert!(validate(&in_ns("platform", &scoped)).is_err(), "team-scoped elsewhere");
+        assert_eq!(validate(&in_ns("team-a", "  credentialsRef: {name: c, namespace: team-a}\n")), Ok(()));
+        assert_eq!(validate(&in_ns("platform", elsewhere)), Ok(()), "the platform's may");
     }
 
     #[test]

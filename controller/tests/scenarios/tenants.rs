@@ -244,3 +244,29 @@ fn butler_rules(pool_verbs: &[&str]) -> Value {
         {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
     ])
 }
+
+/// Addons are named as DNS labels and at most 64 a cluster: a look-alike name (`Cilium`,
+/// `cilium `) is no other addon that a deny list would miss, and a TenantCluster of 150,000
+/// addons never reaches the webhooks.
+#[tokio::test]
+async fn addon_names_are_dns_labels_and_a_cluster_holds_at_most_64() {
+    let s = Scenario::start().await;
+    let team = s.namespace("addons-team").await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let with = |name: &str, addons: Value| -> TenantCluster {
+        serde_json::from_value(
+            json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+            "metadata": {"name": name, "namespace": team},
+            "spec": {"providerConfigRef": {"name": "pc"}, "addons": addons}}),
+        )
+        .unwrap()
+    };
+    for (name, addons) in [
+        ("upper", json!([{"name": "Cilium"}])),
+        ("spaced", json!([{"name": "cilium "}])),
+        ("many", Value::Array((0..65).map(|i| json!({"name": format!("a{i}")})).collect())),
+    ] {
+        let refused = clusters.create(&PostParams::default(), &with(name, addons)).await;
+        assert!(matches!(&refused, Err(kube::Error::Api(e)) if e.code == 422), "{name}: {refused:?}");
+    }
+}

@@ -92,12 +92,26 @@ pub fn validate(cluster: &TenantCluster, ctx: &Context<'_>) -> Result<(), String
     check(cluster, ctx, true, true)
 }
 
-/// A team-scoped ProviderConfig serves its own team's clusters only.
+/// A team-scoped ProviderConfig serves its own team's clusters only. One in another team's
+/// namespace is refused by that namespace, whether or not the webhook knows the config yet (the
+/// team could make it after, or the cache not have it yet).
 fn scope(cluster: &TenantCluster, ctx: &Context<'_>) -> Result<(), String> {
-    let Some(config) = ctx.config else { return Ok(()) };
     let namespace = cluster.namespace().unwrap_or_default();
-    crate::providerconfig::plan::scope_allows(config, crate::team::plan::team_of_namespace(&namespace))
-        .map_err(|why| format!("{}: {why}", who(cluster)))
+    let team = crate::team::plan::team_of_namespace(&namespace);
+    if let Some(r) = cluster.spec.provider_config_ref.as_ref() {
+        let target = r.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(&namespace);
+        if let Some(owner) = crate::team::plan::team_of_namespace(target)
+            && team != Some(owner)
+        {
+            return Err(format!(
+                "{}: the ProviderConfig {target}/{} is in the namespace of the team {owner:?}, and only that team's clusters may use it; point spec.providerConfigRef at a platform ProviderConfig (outside every team's namespace) or one of your team's",
+                who(cluster),
+                r.name
+            ));
+        }
+    }
+    let Some(config) = ctx.config else { return Ok(()) };
+    crate::providerconfig::plan::scope_allows(config, team).map_err(|why| format!("{}: {why}", who(cluster)))
 }
 
 /// The rules of an update, which must never lock a team out of its own clusters: sizes are

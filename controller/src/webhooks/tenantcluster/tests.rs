@@ -23,6 +23,24 @@ fn config(spec: &str) -> ProviderConfig {
 }
 
 #[test]
+fn a_provider_config_of_another_teams_namespace_is_refused_before_it_is_known() {
+    let theirs = serde_saphyr::from_str::<TenantCluster>("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {name: c, namespace: team-a}\nspec:\n  providerConfigRef: {name: pc, namespace: team-b}\n").unwrap();
+    let ctx = Context { config: None, ..Default::default() };
+    let refused = validate(&theirs, &ctx).unwrap_err();
+    assert!(
+        refused.contains("the ProviderConfig team-b/pc is in the namespace of the team \"b\""),
+        "{refused}"
+    );
+    // Re-pointed there on an update too.
+    let before = cluster("c", "");
+    assert!(validate_update(&before, &theirs, &ctx).is_err());
+    // The platform's, and the team's own, pass while unknown.
+    assert_eq!(validate(&cluster("c", ""), &ctx), Ok(()));
+    let own = serde_saphyr::from_str::<TenantCluster>("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {name: c, namespace: team-a}\nspec:\n  providerConfigRef: {name: pc}\n").unwrap();
+    assert_eq!(validate(&own, &ctx), Ok(()));
+}
+
+#[test]
 fn versions_match_patterns() {
     assert!(version_allowed("1.30.4", "1.30.x"));
     assert!(version_allowed("v1.30.4", "1.30.x"));
