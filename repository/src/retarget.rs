@@ -104,11 +104,16 @@ impl Retarget<'_> {
                         format!("system:serviceaccount:{original}:"),
                         format!("system:serviceaccount:{}:", self.target),
                     );
+                    // What a message says of an object of the namespace (`{original}/{name}`).
+                    let placed = (format!("{original}/"), format!("{}/", self.target));
                     for list in ["matchConditions", "validations"] {
                         for entry in spec.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
                             if let Some(text) = entry.get("expression").and_then(Value::as_str) {
                                 let moved = text.replace(&quoted.0, &quoted.1).replace(&user.0, &user.1);
                                 entry["expression"] = json!(moved);
+                            }
+                            if let Some(text) = entry.get("message").and_then(Value::as_str) {
+                                entry["message"] = json!(text.replace(&placed.0, &placed.1));
                             }
                         }
                     }

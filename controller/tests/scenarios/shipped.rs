@@ -39,7 +39,20 @@ const RUN_LABEL: &str = "scenario.butlerlabs.dev/run";
 /// The components' RBAC objects, moved to `namespace`, cluster-wide names ending in `suffix`
 /// (also where a rule names them).
 pub fn objects(namespace: &str, suffix: &str) -> Vec<Value> {
-    let documents: Vec<Value> = serde_saphyr::from_multiple(COMPONENTS).expect("the core components parse");
+    // Moved to the scenario's namespace as the operator moves them for a core installed
+    // elsewhere (the confinement policy's expressions included): what the scenarios check is
+    // what such an install gets.
+    let images = Default::default();
+    let options = butler_repository::ComponentsOptions {
+        what: "core-butler",
+        provider_label: "core-butler",
+        target_namespace: Some(namespace),
+        images: &images,
+        variables: &|_| None,
+    };
+    let processed =
+        butler_repository::process_components(COMPONENTS, &options).expect("the core components process");
+    let documents: Vec<Value> = processed.objects().expect("the core components parse");
     let documents: Vec<Value> =
         documents.into_iter().filter(|o| o["kind"].as_str().is_some_and(|k| KINDS.contains(&k))).collect();
     let renamed: Vec<Value> = documents
@@ -71,11 +84,20 @@ pub fn objects(namespace: &str, suffix: &str) -> Vec<Value> {
                     }
                 }
             }
-            // The confinement policy names the account and the Secrets role in its expressions.
+            // The confinement policy names the Secrets role and the team roles in its
+            // expressions, which the scenario renames (the namespace the processing moved).
             if object["kind"] == "ValidatingAdmissionPolicy" {
+                let expressions: Vec<&Value> = ["matchConditions", "validations"]
+                    .iter()
+                    .flat_map(|l| object["spec"][*l].as_array().into_iter().flatten())
+                    .map(|e| &e["expression"])
+                    .collect();
+                assert!(
+                    expressions.iter().all(|e| !e.as_str().unwrap_or_default().contains(HOME)),
+                    "the policy follows the namespace"
+                );
                 let text = object["spec"]
                     .to_string()
-                    .replace(HOME, namespace)
                     .replace("'butler-controller-secrets'", &format!("'butler-controller-secrets-{suffix}'"))
                     .replace("(viewer|operator|admin)$'", &format!("(viewer|operator|admin)-{suffix}$'"));
                 object["spec"] = serde_json::from_str(&text).expect("the policy stays JSON");

@@ -359,6 +359,7 @@ spec:
     expression: \"request.userInfo.username == 'system:serviceaccount:butler-system:butler-controller'\"
   validations:
   - expression: \"object.subjects.all(s, s.__namespace__ == 'butler-system' && s.name != 'butler-system-x')\"
+    message: \"binds butler-system/butler-controller only, not butler-system-x\"
 ";
     let images = ImageOverrides::default();
     let objects = process_components(text, &options(Some("platform"), &images)).unwrap().objects().unwrap();
@@ -371,5 +372,10 @@ spec:
         policy["spec"]["validations"][0]["expression"],
         "object.subjects.all(s, s.__namespace__ == 'platform' && s.name != 'butler-system-x')",
         "the quoted namespace alone moves"
+    );
+    assert_eq!(
+        policy["spec"]["validations"][0]["message"],
+        "binds platform/butler-controller only, not butler-system-x",
+        "and a message's namespace/name"
     );
 }
