@@ -42,6 +42,19 @@ pub struct ClusterctlConfig {
 /// Keys of the file that are not variables.
 const RESERVED: [&str; 5] = ["providers", "images", "overridesFolder", "cert-manager", PROVIDER_VARIABLES];
 
+/// clusterctl's names of the GitHub token: `github-token`, the key clusterctl reads from its
+/// config file (and cluster-api-operator from a provider's config Secret), and `GITHUB_TOKEN`,
+/// its environment form.
+pub const GITHUB_TOKEN: [&str; 2] = ["GITHUB_TOKEN", "github-token"];
+
+/// clusterctl's names of the GitLab token, as [`GITHUB_TOKEN`].
+pub const GITLAB_TOKEN: [&str; 2] = ["GITLAB_ACCESS_TOKEN", "gitlab-access-token"];
+
+/// The first of `names` that `lookup` finds set (not empty).
+pub fn token(names: &[&str], lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
+    names.iter().find_map(|name| lookup(name).filter(|t| !t.is_empty()))
+}
+
 /// The key of [`ClusterctlConfig::provider_variables`].
 pub const PROVIDER_VARIABLES: &str = "providerVariables";
 
@@ -191,6 +204,19 @@ impl ClusterctlConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_are_read_under_clusterctls_names() {
+        let file = BTreeMap::from([("github-token".to_string(), "ghp_file".to_string())]);
+        assert_eq!(token(&GITHUB_TOKEN, |k| file.get(k).cloned()).as_deref(), Some("ghp_file"));
+        let both = BTreeMap::from([
+            ("GITHUB_TOKEN".to_string(), "ghp_env".to_string()),
+            ("github-token".to_string(), "ghp_file".to_string()),
+        ]);
+        assert_eq!(token(&GITHUB_TOKEN, |k| both.get(k).cloned()).as_deref(), Some("ghp_env"));
+        let empty = BTreeMap::from([("GITLAB_ACCESS_TOKEN".to_string(), String::new())]);
+        assert_eq!(token(&GITLAB_TOKEN, |k| empty.get(k).cloned()), None);
+    }
 
     #[test]
     fn the_overrides_folder_is_clusterctls() {

@@ -35,7 +35,7 @@ pub use cache::Cache;
 pub use components::{
     CLUSTERCTL_LABEL, Components, ComponentsOptions, PROVIDER_LABEL, ProcessError, process_components,
 };
-pub use config::{ClusterctlConfig, ConfigError};
+pub use config::{ClusterctlConfig, ConfigError, GITHUB_TOKEN, GITLAB_TOKEN, token};
 pub use digest::{MAX_TAR_ENTRIES, gunzip, sha256_hex, sha256_json_hex, untar};
 pub use envsubst::{BadSubstitution, ExpandError, MissingVariables, VariableUse, expand, list_variables};
 pub use error::{RepositoryError, Result};

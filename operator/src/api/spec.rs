@@ -33,7 +33,8 @@ pub struct ProviderSpec {
     pub deployment: Option<DeploymentSpec>,
     /// The Secret whose keys are the provider's variables (credentials and settings that its
     /// components YAML uses as `${VARIABLE}`), and may hold `GITHUB_TOKEN` or
-    /// `GITLAB_ACCESS_TOKEN` for fetching. Changing its data re-renders the provider.
+    /// `GITLAB_ACCESS_TOKEN` (or clusterctl's `github-token`, `gitlab-access-token`) for
+    /// fetching. Changing its data re-renders the provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_secret: Option<ConfigSecretReference>,
     /// Where the provider's components and metadata come from. When empty, Butler's embedded

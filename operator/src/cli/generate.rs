@@ -104,8 +104,9 @@ pub struct ClusterArgs {
 /// environment, then the config file).
 fn remote_options(variables: &Variables, config: &ClusterctlConfig) -> RemoteOptions {
     let mut remote = RemoteOptions::from_env();
-    remote.github.token = variables.lookup("GITHUB_TOKEN").filter(|t| !t.is_empty());
-    remote.gitlab_token = variables.lookup("GITLAB_ACCESS_TOKEN").filter(|t| !t.is_empty());
+    // As clusterctl: `GITHUB_TOKEN` in the environment or `github-token` in its config file.
+    remote.github.token = butler_repository::token(&butler_repository::GITHUB_TOKEN, |k| variables.lookup(k));
+    remote.gitlab_token = butler_repository::token(&butler_repository::GITLAB_TOKEN, |k| variables.lookup(k));
     remote.oci.apply_variables(|key| variables.lookup(key));
     remote.oci.mirrors = config.images.clone();
     remote

@@ -246,3 +246,52 @@ async fn a_repository_that_answers_slowly_meets_the_whole_fetchs_deadline() {
     assert!(message.contains("did not finish within 3 s (--fetch-deadline"), "{message}");
     s.stop_operator().await;
 }
+
+/// cluster-api-operator's docs put a provider's GitHub token in its config Secret as
+/// `github-token` (clusterctl's name): it is sent to that provider's repository, as
+/// `GITHUB_TOKEN` is, instead of falling back to 60 anonymous requests an hour.
+#[tokio::test]
+async fn a_config_secrets_github_token_under_clusterctls_name_is_used() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, PostParams};
+    use wiremock::matchers::any;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let github = MockServer::start().await;
+    Mock::given(any()).respond_with(ResponseTemplate::new(404)).mount(&github).await;
+    let mut s = Scenario::new("capi-operator-token").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "reader-variables"}, "stringData": {"github-token": "ghp_providers_own"},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(s.client.clone(), &s.namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let base = github.uri();
+    s.start_operator_with_options(|o| {
+        o.remote.github.api_base = base.clone();
+        o.remote.github.web_base = base.clone();
+        o.remote.github.token = None;
+    });
+    let mut core: serde_json::Value = serde_json::from_str(&selector("butler")).unwrap();
+    core["version"] = json!("v1.0.0");
+    s.create::<CoreProvider>("butler", &core.to_string()).await;
+    let url = "https://github.com/someone/private-reader/releases/latest/infrastructure-components.yaml";
+    let spec = json!({"fetchConfig": {"url": url}, "configSecret": {"name": "reader-variables"}});
+    s.create::<InfrastructureProvider>("reader", &spec.to_string()).await;
+    s.wait_for::<InfrastructureProvider>("reader", "the fetch failed", |p| {
+        reason(p, "ProviderInstalled", "FetchFailed")
+    })
+    .await;
+    let requests = github.received_requests().await.unwrap();
+    let authorized = requests.iter().any(|r| {
+        r.headers.get("authorization").and_then(|v| v.to_str().ok()) == Some("Bearer ghp_providers_own")
+    });
+    assert!(
+        authorized,
+        "the token was never sent: {:?}",
+        requests.iter().map(|r| r.url.to_string()).collect::<Vec<_>>()
+    );
+    s.stop_operator().await;
+}

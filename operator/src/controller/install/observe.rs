@@ -70,7 +70,11 @@ pub(super) async fn observe(
         &ctx.secrets,
         &key.namespace,
         spec,
-        &fetch::operator_credentials_for(spec, &ctx.remote, &ctx.policy.credential_hosts),
+        &fetch::operator_credentials_for(
+            spec,
+            &fetch::operator_remote(&ctx.remote, operator_config),
+            &ctx.policy.credential_hosts,
+        ),
     )
     .await
     .map_err(|config::Unreadable(message)| {

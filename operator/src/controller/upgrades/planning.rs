@@ -223,7 +223,7 @@ pub(super) async fn repository_of(
 ) -> Result<Repository, String> {
     let base = crate::controller::wanted::fetch::operator_credentials_for(
         &row.spec,
-        &ctx.remote,
+        &crate::controller::wanted::fetch::operator_remote(&ctx.remote, config),
         &ctx.policy.credential_hosts,
     );
     let remote =

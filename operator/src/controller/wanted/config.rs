@@ -141,11 +141,13 @@ pub async fn load(
     config.variables = variables(&secret).map_err(|key| {
         Unreadable(format!("key {key:?} of {what} is not UTF-8 text; variables must be text"))
     })?;
-    if let Some(token) = config.variables.get("GITHUB_TOKEN").filter(|t| !t.is_empty()) {
-        config.remote.github.token = Some(token.clone());
+    // Under clusterctl's names too: cluster-api-operator's config Secrets hold `github-token`.
+    let lookup = |key: &str| config.variables.get(key).cloned();
+    if let Some(token) = butler_repository::token(&butler_repository::GITHUB_TOKEN, lookup) {
+        config.remote.github.token = Some(token);
     }
-    if let Some(token) = config.variables.get("GITLAB_ACCESS_TOKEN").filter(|t| !t.is_empty()) {
-        config.remote.gitlab_token = Some(token.clone());
+    if let Some(token) = butler_repository::token(&butler_repository::GITLAB_TOKEN, lookup) {
+        config.remote.gitlab_token = Some(token);
     }
     // Which registries are reached over plain HTTP is the operator's to say, never a config
     // Secret's (whoever may write one would move a fetch, and its credentials, off TLS).

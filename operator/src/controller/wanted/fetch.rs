@@ -44,6 +44,21 @@ fn credential_target(location: &Location) -> Option<String> {
     }
 }
 
+/// The operator's own repository access: the tokens of its environment, else those its config
+/// file holds under clusterctl's names (`github-token`, `gitlab-access-token`; `GITHUB_TOKEN`,
+/// `GITLAB_ACCESS_TOKEN`), as clusterctl reads its own.
+pub fn operator_remote(base: &RemoteOptions, config: &ClusterctlConfig) -> RemoteOptions {
+    let mut remote = base.clone();
+    let lookup = |key: &str| config.variables.get(key).cloned();
+    if remote.github.token.is_none() {
+        remote.github.token = butler_repository::token(&butler_repository::GITHUB_TOKEN, lookup);
+    }
+    if remote.gitlab_token.is_none() {
+        remote.gitlab_token = butler_repository::token(&butler_repository::GITLAB_TOKEN, lookup);
+    }
+    remote
+}
+
 /// The operator's own repository access for a provider: its tokens and registry credentials
 /// go only where the operator's configuration sends them. A provider object that names its
 /// repository (`fetchConfig.url` or `.oci`) gets them only for a target listed with
@@ -356,6 +371,25 @@ mod tests {
         assert!(operator_variables_reach(&ProviderSpec::default(), &[]), "the configuration's repository");
         let air_gapped = spec(r#"{"selector": {"matchLabels": {"provider.cluster.x-k8s.io/name": "aws"}}}"#);
         assert!(operator_variables_reach(&air_gapped, &[]), "ConfigMaps of the provider's namespace");
+    }
+
+    #[test]
+    fn the_operators_config_file_gives_its_tokens_under_clusterctls_names() {
+        let config = ClusterctlConfig::parse(
+            "github-token: ghp_file\ngitlab-access-token: glpat-file\n",
+            std::path::Path::new("clusterctl.yaml"),
+        )
+        .unwrap();
+        let remote = operator_remote(&RemoteOptions::default(), &config);
+        assert_eq!(remote.github.token.as_deref(), Some("ghp_file"));
+        assert_eq!(remote.gitlab_token.as_deref(), Some("glpat-file"));
+        let mut from_env = RemoteOptions::default();
+        from_env.github.token = Some("ghp_env".into());
+        assert_eq!(
+            operator_remote(&from_env, &config).github.token.as_deref(),
+            Some("ghp_env"),
+            "the environment first"
+        );
     }
 
     #[test]
