@@ -377,6 +377,7 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
         dry_run,
         leave_unsupported: false,
         copy_secrets: true,
+        gitops_paused: false,
         waits: Waits {
             timeout: std::time::Duration::from_secs(60),
             poll: std::time::Duration::from_millis(100),
@@ -581,7 +582,9 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
     old_provider(&s, "InfrastructureProvider", "widget", spec).await;
     let old_operator: Deployment = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "old-operator", "namespace": ns},
+        // Argo CD manages it (annotation tracking): it would scale it back up.
+        "metadata": {"name": "old-operator", "namespace": ns,
+                     "annotations": {"argocd.argoproj.io/tracking-id": "capi:apps/Deployment:x/old-operator"}},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-operator"}},
                  "template": {"metadata": {"labels": {"app": "old-operator"}},
                               "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0"}]}}},
@@ -598,6 +601,7 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
         dry_run: false,
         leave_unsupported: false,
         copy_secrets: false,
+        gitops_paused: false,
         waits: Waits {
             timeout: std::time::Duration::from_secs(5),
             poll: std::time::Duration::from_millis(100),
@@ -605,6 +609,12 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
     };
     let refused = migrate::migrate(&s.client, &options, &|_| {}).await.unwrap_err();
     assert!(refused.contains("nothing was changed"), "{refused}");
+    assert!(
+        refused.contains(&format!("cluster-api-operator's Deployment {ns}/old-operator is managed by Argo CD (application capi), which would undo the move"))
+            && refused.contains("argocd app set APP --sync-policy none")
+            && refused.contains("--gitops-paused"),
+        "{refused}"
+    );
     assert!(
         refused.contains(&format!("InfrastructureProvider {ns}/widget: its spec.configSecret kube-system/widget-variables is in another namespace"))
             && refused.contains("give --copy-secrets"),

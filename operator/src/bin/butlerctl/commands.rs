@@ -161,6 +161,7 @@ pub(crate) async fn migrate(f: MigrateFlags) -> Result<cli::Output, cli::Generat
         dry_run: f.dry_run,
         leave_unsupported: f.leave_unsupported,
         copy_secrets: f.copy_secrets,
+        gitops_paused: f.gitops_paused,
         waits: cli::apply::Waits {
             timeout: std::time::Duration::from_secs(f.timeout),
             poll: std::time::Duration::from_millis(500),

@@ -169,6 +169,10 @@ pub(crate) struct MigrateFlags {
     /// the copies. Without it such a provider stops the move.
     #[arg(long)]
     pub(crate) copy_secrets: bool,
+    /// Go on although Argo CD or Flux manages cluster-api-operator or its provider objects:
+    /// give it once their automated sync is off (suspended), or they would undo the move.
+    #[arg(long)]
+    pub(crate) gitops_paused: bool,
     /// Convert cluster-api-operator's provider objects in these files (as kept in Git) into
     /// this operator's, printed on stdout with the files' other documents as they are, without
     /// a cluster; what changed and what is left behind goes to stderr (repeat for more files,

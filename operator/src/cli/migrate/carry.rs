@@ -119,16 +119,23 @@ pub fn carry(old: &OldProvider, schema: &Value) -> Carried {
     }
 
     let mut annotations = Map::new();
+    // Never what ties the old object to a GitOps tool or a Helm release: with it, the tool
+    // would take the new object for its own (and prune it).
     for (key, value) in old.object["metadata"]["annotations"].as_object().into_iter().flatten() {
-        if !key.starts_with(THEIR_ANNOTATION_PREFIX)
-            && key != "kubectl.kubernetes.io/last-applied-configuration"
-        {
+        if !key.starts_with(THEIR_ANNOTATION_PREFIX) && !super::gitops::tracking(key, value) {
             annotations.insert(key.clone(), value.clone());
         }
     }
     annotations.insert(MIGRATED_FROM.into(), json!(old.mark()));
     let mut metadata = json!({"name": old.name, "namespace": old.namespace, "annotations": annotations});
-    if let Some(labels) = old.object["metadata"]["labels"].as_object().filter(|l| !l.is_empty()) {
+    let labels: Map<String, Value> = old.object["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, value)| !super::gitops::tracking(key, value))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    if !labels.is_empty() {
         metadata["labels"] = json!(labels);
     }
     let object = json!({
@@ -195,8 +202,10 @@ mod tests {
             name: name.into(),
             uid: "u-1".into(),
             object: json!({
-                "metadata": {"name": name, "namespace": "capa-system", "labels": {"team": "platform"},
-                             "annotations": {"operator.cluster.x-k8s.io/applied-spec-hash": "abc", "owner": "ops"}},
+                "metadata": {"name": name, "namespace": "capa-system",
+                             "labels": {"team": "platform", "app.kubernetes.io/instance": "capi", "kustomize.toolkit.fluxcd.io/name": "infra"},
+                             "annotations": {"operator.cluster.x-k8s.io/applied-spec-hash": "abc", "owner": "ops",
+                                             "argocd.argoproj.io/tracking-id": "capi:x", "meta.helm.sh/release-name": "capi"}},
                 "spec": spec,
                 "status": {"installedVersion": installed},
             }),

@@ -9,6 +9,7 @@
 pub mod cached;
 pub mod carry;
 pub mod files;
+pub mod gitops;
 pub mod images;
 mod old;
 pub mod secrets;
@@ -46,6 +47,9 @@ pub struct Options {
     /// Copy config Secrets of other namespaces into the providers' (this operator reads only
     /// a provider's own).
     pub copy_secrets: bool,
+    /// The GitOps tools that manage cluster-api-operator or its provider objects (Argo CD,
+    /// Flux) are paused: the move may go on although their labels are there.
+    pub gitops_paused: bool,
     pub waits: Waits,
 }
 
@@ -149,6 +153,29 @@ pub async fn migrate(
         ),
     };
     blockers.extend(unhonoured);
+    // A GitOps tool that manages the old operator or its objects would undo the move.
+    if !options.gitops_paused {
+        let old_operator = operator.as_ref().map(|d| {
+            let meta = serde_json::to_value(&d.metadata).unwrap_or_default();
+            (
+                format!(
+                    "cluster-api-operator's Deployment {}/{}",
+                    d.metadata.namespace.as_deref().unwrap_or_default(),
+                    d.metadata.name.as_deref().unwrap_or_default()
+                ),
+                meta,
+            )
+        });
+        let objects = steps.iter().map(|s| (s.old.describe(), s.old.object["metadata"].clone()));
+        for (what, metadata) in old_operator.into_iter().chain(objects) {
+            if let Some(owner) = gitops::owner(&metadata) {
+                blockers.push(format!(
+                    "{what} is managed by {owner}, which would undo the move (it would put back what the move scales down and prune what it makes); {} first, then run migrate again with --gitops-paused",
+                    gitops::how_to_pause(&owner)
+                ));
+            }
+        }
+    }
     copies.sort_by_key(secrets::Copy::describe);
     copies.dedup();
     for copy in &copies {
