@@ -684,3 +684,54 @@ async fn every_provider_object_of_their_users_files_is_taken_after_from_file() {
     println!("{taken} of their {theirs} provider objects taken after migrate --from-file");
     assert_eq!(taken, theirs);
 }
+
+/// cluster-api-operator's objects as Git keeps them often name no version. Converted as they
+/// are and applied from Git, this operator would install the newest release once it honours
+/// their namespace; `--from-file --versions-from-cluster` writes the versions that run, and
+/// `migrate` sets it on an object Git applied without one before it labels the namespace.
+#[tokio::test]
+async fn objects_kept_in_git_without_a_version_get_the_one_that_runs() {
+    let s = Scenario::new("migrate-git").await;
+    install_old_crds(&s).await;
+    let ns = s.namespace.clone();
+    old_provider(&s, "CoreProvider", "cluster-api", json!({})).await;
+    let file = format!(
+        "apiVersion: operator.cluster.x-k8s.io/v1alpha2\nkind: CoreProvider\nmetadata: {{name: cluster-api, namespace: {ns}}}\n"
+    );
+    let files = vec![("git.yaml".to_string(), file)];
+    let plain = migrate::files::convert(&files).unwrap();
+    assert_eq!(
+        plain.unversioned,
+        vec![format!("CoreProvider {ns}/cluster-api")],
+        "said, for the command to refuse"
+    );
+    let running = migrate::files::running_versions(&s.client).await.unwrap();
+    let filled = migrate::files::convert_with(&files, &running).unwrap();
+    assert!(filled.unversioned.is_empty());
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&filled.yaml).unwrap();
+    assert_eq!(documents[0]["spec"]["version"], "v1.0.0", "the version that runs");
+
+    // Applied from Git as the plain conversion wrote it, before migrate ran.
+    let applied: Vec<Value> = serde_saphyr::from_multiple(&plain.yaml).unwrap();
+    let object: CoreProvider = serde_json::from_value(applied[0].clone()).unwrap();
+    s.api::<CoreProvider>().create(&PostParams::default(), &object).await.unwrap();
+    let options = Options {
+        namespace: Some(ns.clone()),
+        old_operator: None,
+        dry_run: true,
+        leave_unsupported: false,
+        copy_secrets: false,
+        gitops_paused: false,
+        waits: Waits {
+            timeout: std::time::Duration::from_secs(5),
+            poll: std::time::Duration::from_millis(100),
+        },
+    };
+    let plan = migrate::migrate(&s.client, &options, &|_| {}).await.unwrap_or_else(|refused| refused);
+    assert!(
+        plan.contains(&format!(
+            "CoreProvider {ns}/cluster-api: carried over already (from a file), with no version: set to v1.0.0, the version that runs"
+        )),
+        "{plan}"
+    );
+}

@@ -137,7 +137,21 @@ pub(crate) async fn migrate(f: MigrateFlags) -> Result<cli::Output, cli::Generat
             .map_err(|e| cli::GenerateError::Usage(format!("cannot read {}: {e}", path.display())))?;
             files.push((path.display().to_string(), text));
         }
-        let converted = cli::migrate::files::convert(&files).map_err(cli::GenerateError::Usage)?;
+        let running = match f.versions_from_cluster {
+            true => {
+                let client = f.cluster.client().await?;
+                cli::migrate::files::running_versions(&client).await.map_err(cli::GenerateError::Cluster)?
+            }
+            false => Default::default(),
+        };
+        let converted =
+            cli::migrate::files::convert_with(&files, &running).map_err(cli::GenerateError::Usage)?;
+        if !converted.unversioned.is_empty() {
+            return Err(cli::GenerateError::Usage(format!(
+                "these provider objects say no version: {}; applied from Git as they are, this operator would install the newest release (across contracts, unpaused). Run again with --versions-from-cluster to write the versions that run (read with the kubeconfig), or set spec.version in the files",
+                converted.unversioned.join(", ")
+            )));
+        }
         let mut stderr = converted.report;
         stderr.push(format!("{} provider objects converted", converted.providers));
         return Ok(cli::Output { stdout: converted.yaml, stderr });

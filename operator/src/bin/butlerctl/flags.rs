@@ -179,6 +179,12 @@ pub(crate) struct MigrateFlags {
     /// `-` for stdin).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["dry_run", "namespace", "old_operator"])]
     pub(crate) from_file: Vec<PathBuf>,
+    /// With --from-file: give each object without a version the one that runs in the cluster
+    /// (read from cluster-api-operator's objects with the kubeconfig). Without it, an object
+    /// with no version stops the conversion: applied from Git, it would install the newest
+    /// release.
+    #[arg(long, requires = "from_file")]
+    pub(crate) versions_from_cluster: bool,
     /// How long each step may take, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub(crate) timeout: u64,

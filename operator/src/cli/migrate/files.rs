@@ -20,6 +20,27 @@ pub struct Converted {
     pub report: Vec<String>,
     /// How many provider objects were converted.
     pub providers: usize,
+    /// The converted objects that say no version (`Kind namespace/name`): applied as they are
+    /// where the operator honours them, the newest release would install.
+    pub unversioned: Vec<String>,
+}
+
+/// The versions that run, by (kind, namespace, name) of cluster-api-operator's objects.
+pub type Running = std::collections::BTreeMap<(String, String, String), String>;
+
+/// The versions cluster-api-operator's objects run in the cluster (`status.installedVersion`,
+/// else `spec.version`).
+pub async fn running_versions(client: &kube::Client) -> Result<Running, String> {
+    let olds = super::old::old_providers(client, None).await?;
+    Ok(olds
+        .into_iter()
+        .filter_map(|old| {
+            let text = |v: &Value| v.as_str().filter(|v| !v.is_empty()).map(String::from);
+            let version = text(&old.object["status"]["installedVersion"])
+                .or_else(|| text(&old.object["spec"]["version"]))?;
+            Some(((old.kind, old.namespace, old.name), version))
+        })
+        .collect())
 }
 
 /// Whether a document is one of cluster-api-operator's provider objects.
@@ -75,7 +96,8 @@ fn convert_one(
     documents: &[Value],
     schemas: &[(ProviderKind, Value)],
     source: &str,
-) -> (Vec<Value>, Vec<String>) {
+    running: &Running,
+) -> (Vec<Value>, Vec<String>, bool) {
     let mut report = Vec::new();
     let kind_name = document["kind"].as_str().unwrap_or_default();
     let namespace = document["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
@@ -101,7 +123,7 @@ fn convert_one(
     let Some(mut object) = object else {
         report.push(format!("{source}: {kind_name} {shown}: left out"));
         report.extend(dropped.into_iter().map(|d| format!("  not carried: {d}")));
-        return (Vec::new(), report);
+        return (Vec::new(), report, false);
     };
     // Tied to the old object by its kind, namespace and name (a file has no UID): `migrate` in
     // the cluster knows it as its own work.
@@ -130,21 +152,30 @@ fn convert_one(
             )),
         }
     }
+    let mut unversioned = false;
     if object.pointer("/spec/version").and_then(Value::as_str).is_none_or(str::is_empty) {
-        notes.push(
-            "spec.version is empty: the newest release of the core provider's contract is installed (in a cluster, butlerctl migrate sets the version that runs)"
-                .into(),
-        );
+        match running.get(&(kind_name.to_string(), namespace.clone(), name.clone())) {
+            Some(version) => {
+                object["spec"]["version"] = json!(version);
+                notes.push(format!("spec.version set to {version}, the version that runs in the cluster"));
+            }
+            None => unversioned = true,
+        }
     }
     report.push(format!("{source}: {kind_name} {shown}: converted"));
     report.extend(notes.into_iter().map(|n| format!("  changed: {n}")));
     report.extend(dropped.into_iter().map(|d| format!("  not carried: {d}")));
     out.insert(0, object);
-    (out, report)
+    (out, report, unversioned)
 }
 
 /// Converts the documents of `files` (`(name, text)`), in their order.
 pub fn convert(files: &[(String, String)]) -> Result<Converted, String> {
+    convert_with(files, &Running::new())
+}
+
+/// [`convert`], giving each object without a version the one that runs (`running`).
+pub fn convert_with(files: &[(String, String)], running: &Running) -> Result<Converted, String> {
     let mut all: Vec<(String, Value)> = Vec::new();
     for (source, text) in files {
         let documents: Vec<Value> =
@@ -160,10 +191,36 @@ pub fn convert(files: &[(String, String)]) -> Result<Converted, String> {
             out.push(document.clone());
             continue;
         }
-        let (objects, report) = convert_one(document, &documents, &schemas, source);
+        let (objects, report, unversioned) = convert_one(document, &documents, &schemas, source, running);
+        if unversioned {
+            let meta = &document["metadata"];
+            let shown = |key: &str| meta[key].as_str().unwrap_or_default().to_string();
+            converted.unversioned.push(format!(
+                "{} {}/{}",
+                document["kind"].as_str().unwrap_or_default(),
+                shown("namespace"),
+                shown("name")
+            ));
+        }
         converted.providers += usize::from(!objects.is_empty());
         converted.report.extend(report);
         out.extend(objects);
+    }
+    // Where the providers go: migrate labels these namespaces once cluster-api-operator is
+    // down; the files' Namespace documents are left without the label until then.
+    let mut namespaces: Vec<&str> = all
+        .iter()
+        .filter(|(_, d)| theirs(d))
+        .filter_map(|(_, d)| d["metadata"]["namespace"].as_str().filter(|n| !n.is_empty()))
+        .collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    if !namespaces.is_empty() {
+        converted.report.push(format!(
+            "namespaces {}: butlerctl migrate labels them {}=true once cluster-api-operator is scaled down (so that this operator takes the objects over only then); add the label to their Namespace documents in Git after the move",
+            namespaces.join(", "),
+            crate::controller::wanted::policy::NAMESPACE_LABEL
+        ));
     }
     converted.yaml = out
         .iter()

@@ -19,7 +19,9 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use self::carry::{Carried, MIGRATED_FROM, OldProvider, carry};
-use self::old::{create, existing, old_operator, old_providers, remove_old, replicas, scale_down};
+use self::old::{
+    create, existing, old_operator, old_providers, remove_old, replicas, scale_down, set_version,
+};
 use super::apply::{Waits, wait_ready};
 use crate::api::{KindNames, ProviderKind};
 use crate::upgrade::moves::Move;
@@ -59,6 +61,9 @@ struct Step {
     carried: Carried,
     /// Carried over by an earlier run: the new object exists with this one's mark.
     made: bool,
+    /// Made so but with no `spec.version` (converted from Git by `--from-file`, whose files
+    /// know no running version): set to the version that runs before the operator honours it.
+    unversioned: bool,
 }
 
 /// Runs the migration (or with `dry_run` only plans it); returns the report.
@@ -78,6 +83,7 @@ pub async fn migrate(
         let schema =
             schemas.iter().find(|(k, _)| k.kind() == old.kind).map(|(_, s)| s.clone()).unwrap_or_default();
         let carried = carry(&old, &schema);
+        let mut unversioned = false;
         let made = match &carried.object {
             Some(object) => match existing(client, object).await? {
                 None => false,
@@ -90,6 +96,7 @@ pub async fn migrate(
                         .and_then(|a| a.get(MIGRATED_FROM))
                         .is_some_and(|mark| *mark == old.mark() || *mark == old.file_mark()) =>
                 {
+                    unversioned = found.data["spec"]["version"].as_str().is_none_or(str::is_empty);
                     true
                 }
                 Some(_) => {
@@ -125,7 +132,7 @@ pub async fn migrate(
                 false => blockers.push(secret_elsewhere(&old, &copy)),
             }
         }
-        steps.push(Step { old, carried, made });
+        steps.push(Step { old, carried, made, unversioned });
     }
     // cluster-api-operator's own image overrides, which it applied to every provider.
     let mounted = match &operator {
@@ -227,10 +234,8 @@ pub async fn migrate(
         progress(line);
     }
 
-    for (namespace, label) in &labels {
-        progress(&format!("Labelling namespace {namespace} {label}=true..."));
-        label_namespace(client, namespace, label).await?;
-    }
+    // cluster-api-operator stops first: objects Git applied are taken over only once nothing
+    // else acts on them.
     if let Some(deployment) = &operator {
         scale_down(client, deployment, options.waits, progress).await?;
     }
@@ -251,6 +256,17 @@ pub async fn migrate(
             progress(&format!("{}...", carry.describe(&mounted.source)));
             carry.make(client, mounted).await?;
         }
+    }
+    // Objects Git made without a version get the one that runs, before this operator honours
+    // their namespace: else it would install the newest release, across contracts unpaused.
+    for step in steps.iter().filter(|s| s.unversioned) {
+        let (Some(object), Some(version)) = (&step.carried.object, &step.carried.version) else { continue };
+        progress(&format!("Setting {} to {version}, the version that runs...", describe_new(object)));
+        set_version(client, object, version).await?;
+    }
+    for (namespace, label) in &labels {
+        progress(&format!("Labelling namespace {namespace} {label}=true..."));
+        label_namespace(client, namespace, label).await?;
     }
     let mut done = Vec::new();
     for step in steps.iter().filter(|s| s.carried.object.is_some()) {
@@ -344,6 +360,10 @@ fn describe(step: &Step) -> Vec<String> {
     let version = step.carried.version.as_deref().unwrap_or("the newest");
     lines.push(match (&step.carried.object, step.made) {
         (None, _) => format!("{}: left behind", step.old.describe()),
+        (Some(_), true) if step.unversioned => format!(
+            "{}: carried over already (from a file), with no version: set to {version}, the version that runs",
+            step.old.describe()
+        ),
         (Some(_), true) => {
             format!("{}: carried over already (by an earlier run), {version}", step.old.describe())
         }

@@ -188,6 +188,25 @@ pub(super) async fn create(client: &kube::Client, object: &Value) -> Result<(), 
         .map_err(|e| format!("creating {}: {}", describe_new(object), butler_runtime::error::describe(&e)))
 }
 
+/// Sets `spec.version` of this operator's provider object `object` names.
+pub(super) async fn set_version(client: &kube::Client, object: &Value, version: &str) -> Result<(), String> {
+    let kind = kind_of(object);
+    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let patch = kube::api::Patch::Merge(serde_json::json!({"spec": {"version": version}}));
+    provider_api(client, kind, namespace)
+        .patch(name, &kube::api::PatchParams::default(), &patch)
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "setting the version of {}: {}",
+                describe_new(object),
+                butler_runtime::error::describe(&e)
+            )
+        })
+}
+
 /// Removes cluster-api-operator's object: its finalizer first (its operator is down, and must
 /// not delete what this operator now runs), then the object, orphaning what it owned, and
 /// waits until it is gone: the garbage collector disowns its dependents and lets it go a
