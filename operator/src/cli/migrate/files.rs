@@ -274,7 +274,15 @@ spec:
             report.contains("providers.yaml: CoreProvider capi-system/cluster-api: converted"),
             "{report}"
         );
-        assert!(report.contains("spec.version is empty"), "{report}");
+        assert_eq!(
+            result.unversioned,
+            ["CoreProvider capi-system/cluster-api"],
+            "said, for the command to refuse"
+        );
+        assert!(
+            report.contains("namespaces capi-system, capz-system: butlerctl migrate labels them"),
+            "{report}"
+        );
     }
 
     #[test]
