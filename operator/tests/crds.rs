@@ -50,9 +50,25 @@ fn provider_crds_share_one_shape_and_differ_only_in_names() {
     );
     let shorts: Vec<String> =
         crds.iter().flat_map(|c| c.spec.names.short_names.clone().unwrap_or_default()).collect();
+    // Each ours, then cluster-api-operator's, which its users type.
     assert_eq!(
         shorts,
-        ["coreprov", "infraprov", "bootprov", "cplaneprov", "addonprov", "ipamprov", "rtextprov"]
+        [
+            "coreprov",
+            "cacp",
+            "infraprov",
+            "caip",
+            "bootprov",
+            "cabp",
+            "cplaneprov",
+            "cacpp",
+            "addonprov",
+            "caap",
+            "ipamprov",
+            "caipamp",
+            "rtextprov",
+            "carep"
+        ]
     );
     let spec_schema = |i: usize| {
         let schema = serde_json::to_value(&crds[i].spec.versions[0].schema).unwrap();
@@ -70,7 +86,8 @@ fn provider_crds_share_one_shape_and_differ_only_in_names() {
             .flatten()
             .map(|c| c.name.as_str())
             .collect();
-        assert_eq!(columns, ["Version", "Installed", "Contract", "Paused", "Ready", "Age"]);
+        // cluster-api-operator's column name of the installed version, which its users read.
+        assert_eq!(columns, ["Version", "InstalledVersion", "Contract", "Paused", "Ready", "Age"]);
     }
 }
 

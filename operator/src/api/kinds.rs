@@ -64,7 +64,7 @@ pub trait Provider {
 
 macro_rules! provider_kinds {
     ($( $root:ident, $spec:ident, $variant:ident, $kind:literal, $plural:literal, $short:literal,
-        $doc:literal; )*) => {$(
+        $theirs:literal, $doc:literal; )*) => {$(
         #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
         #[kube(
             group = "operator.butlerlabs.dev",
@@ -72,13 +72,15 @@ macro_rules! provider_kinds {
             kind = $kind,
             plural = $plural,
             shortname = $short,
+            // cluster-api-operator's short name of the kind, which its users type.
+            shortname = $theirs,
             namespaced,
             status = "ProviderStatus",
             category = "butler",
             category = "butler-providers",
             doc = $doc,
             printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),
-            printcolumn(name = "Installed", type_ = "string", json_path = ".status.installedVersion"),
+            printcolumn(name = "InstalledVersion", type_ = "string", json_path = ".status.installedVersion"),
             printcolumn(name = "Contract", type_ = "string", json_path = ".status.contract"),
             printcolumn(name = "Paused", type_ = "boolean", json_path = ".spec.paused"),
             printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
@@ -120,18 +122,18 @@ macro_rules! provider_kinds {
 }
 
 provider_kinds! {
-    CoreProvider, CoreProviderSpec, Core, "CoreProvider", "coreproviders", "coreprov",
+    CoreProvider, CoreProviderSpec, Core, "CoreProvider", "coreproviders", "coreprov", "cacp",
         "The core provider: Butler's core controller (or Cluster API's), which every other provider builds on and which is installed first.";
-    InfrastructureProvider, InfrastructureProviderSpec, Infrastructure, "InfrastructureProvider", "infrastructureproviders", "infraprov",
+    InfrastructureProvider, InfrastructureProviderSpec, Infrastructure, "InfrastructureProvider", "infrastructureproviders", "infraprov", "caip",
         "An infrastructure provider: the controller that creates machines and networks on one platform (Harvester, Nutanix, Proxmox, AWS, Azure, GCP, ...).";
-    BootstrapProvider, BootstrapProviderSpec, Bootstrap, "BootstrapProvider", "bootstrapproviders", "bootprov",
+    BootstrapProvider, BootstrapProviderSpec, Bootstrap, "BootstrapProvider", "bootstrapproviders", "bootprov", "cabp",
         "A bootstrap provider: the controller that turns a machine into a Kubernetes node.";
-    ControlPlaneProvider, ControlPlaneProviderSpec, ControlPlane, "ControlPlaneProvider", "controlplaneproviders", "cplaneprov",
+    ControlPlaneProvider, ControlPlaneProviderSpec, ControlPlane, "ControlPlaneProvider", "controlplaneproviders", "cplaneprov", "cacpp",
         "A control-plane provider: the controller that runs the control plane of workload clusters.";
-    AddonProvider, AddonProviderSpec, Addon, "AddonProvider", "addonproviders", "addonprov",
+    AddonProvider, AddonProviderSpec, Addon, "AddonProvider", "addonproviders", "addonprov", "caap",
         "An addon provider: the controller that installs addons on workload clusters.";
-    IPAMProvider, IPAMProviderSpec, Ipam, "IPAMProvider", "ipamproviders", "ipamprov",
+    IPAMProvider, IPAMProviderSpec, Ipam, "IPAMProvider", "ipamproviders", "ipamprov", "caipamp",
         "An IPAM provider: the controller that hands out IP addresses to machines.";
-    RuntimeExtensionProvider, RuntimeExtensionProviderSpec, RuntimeExtension, "RuntimeExtensionProvider", "runtimeextensionproviders", "rtextprov",
+    RuntimeExtensionProvider, RuntimeExtensionProviderSpec, RuntimeExtension, "RuntimeExtensionProvider", "runtimeextensionproviders", "rtextprov", "carep",
         "A runtime extension provider: a server of Cluster API's runtime hooks (lifecycle hooks, topology mutation), as Nutanix's runtime extensions.";
 }
