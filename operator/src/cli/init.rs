@@ -29,6 +29,9 @@ pub struct InitArgs {
     /// with it.
     pub operator_rules: Vec<Value>,
     pub explicit: BTreeMap<String, String>,
+    /// The CoreProviders the cluster has already (`namespace/name`): a cluster runs one core,
+    /// so none is added, and naming one is refused (as clusterctl skips an installed core).
+    pub existing_cores: Vec<String>,
 }
 
 /// What `init` would apply: the operator's manifest when it is missing, Secrets, providers.
@@ -170,8 +173,16 @@ pub async fn plan(
 ) -> Result<InitPlan, GenerateError> {
     let variables: Variables = config.variables(args.explicit.clone());
     let mut providers = args.providers.clone();
-    if !providers.iter().any(|(t, _)| *t == ProviderType::Core) {
-        providers.insert(0, (ProviderType::Core, "butler".into()));
+    let named_core = providers.iter().find(|(t, _)| *t == ProviderType::Core);
+    match (named_core, args.existing_cores.is_empty()) {
+        (Some((_, core)), false) => {
+            return Err(GenerateError::Usage(format!(
+                "the cluster has a core provider already ({}), and a cluster runs one: leave --core {core} out (the other providers join the one there), or delete that CoreProvider first",
+                args.existing_cores.join(", ")
+            )));
+        }
+        (None, true) => providers.insert(0, (ProviderType::Core, "butler".into())),
+        _ => {}
     }
     providers.sort_by_key(|(t, _)| *t != ProviderType::Core);
     let ns = &args.target_namespace;
@@ -239,6 +250,30 @@ pub async fn plan(
             .extend(crate::manifest::extra_rbac(butler_repository::EMBEDDED_VERSION, &args.operator_rules));
     }
     Ok(InitPlan { operator, objects })
+}
+
+/// The CoreProviders of the cluster (`namespace/name`); none when the operator's CRDs are not
+/// served yet.
+pub async fn existing_cores(client: &kube::Client) -> Result<Vec<String>, GenerateError> {
+    let api: kube::Api<crate::api::CoreProvider> = kube::Api::all(client.clone());
+    match api.list_metadata(&Default::default()).await {
+        Ok(list) => Ok(list
+            .items
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}/{}",
+                    c.metadata.namespace.as_deref().unwrap_or_default(),
+                    c.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
+            .collect()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(GenerateError::Cluster(format!(
+            "cannot list the CoreProviders: {}",
+            butler_runtime::error::describe(&e)
+        ))),
+    }
 }
 
 /// Whether the operator is installed: the CoreProvider CRD is there.

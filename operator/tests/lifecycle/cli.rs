@@ -438,6 +438,21 @@ async fn init_makes_providers_and_their_secrets_and_a_second_run_changes_nothing
         secrets.get("infrastructure-aws-variables").await.unwrap().metadata.resource_version,
     );
     assert_eq!(before, after, "a second init changes nothing");
+
+    // A core runs now: a later init adds none, and naming one is refused (a cluster runs one).
+    let cores = butler_operator::cli::init::existing_cores(&s.client).await.unwrap();
+    assert!(cores.contains(&format!("{}/butler", s.namespace)), "{cores:?}");
+    let joining = InitArgs { existing_cores: cores.clone(), ..args.clone() };
+    let planned = plan(&joining, &config, true).await.unwrap();
+    assert!(!planned.objects.iter().any(|o| o["kind"] == "CoreProvider"), "no second core");
+    let mut second = joining.clone();
+    second.providers.push((ProviderType::Core, "cluster-api".into()));
+    let refused = plan(&second, &config, true).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("the cluster has a core provider already")
+            && refused.contains("leave --core cluster-api out"),
+        "{refused}"
+    );
     marker.abort();
     s.stop_operator().await;
 }

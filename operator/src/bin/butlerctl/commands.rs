@@ -227,6 +227,7 @@ pub(crate) async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError
             operator_image: f.operator_image,
             operator_rules: operator_rules.clone(),
             explicit: Default::default(),
+            existing_cores: Vec::new(),
         };
         let plan = cli::init::plan(&args, &config, false).await?;
         let yaml = plan.to_gitops_yaml();
@@ -245,12 +246,17 @@ pub(crate) async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError
     }
     let client = f.cluster.client().await?;
     let present = cli::init::operator_present(&client).await?;
+    let existing_cores = match present {
+        true => cli::init::existing_cores(&client).await?,
+        false => Vec::new(),
+    };
     let args = cli::init::InitArgs {
         providers,
         target_namespace: f.target_namespace,
         operator_image: f.operator_image,
         operator_rules,
         explicit: Default::default(),
+        existing_cores,
     };
     let plan = cli::init::plan(&args, &config, present).await?;
     if f.dry_run {
