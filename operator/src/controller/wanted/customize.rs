@@ -97,14 +97,22 @@ fn apply_settings(
         if let Some(secrets) = &deployment.image_pull_secrets {
             pod["imagePullSecrets"] = serde_json::to_value(secrets).expect("references serialize");
         }
-        for container in pod.get_mut("containers").and_then(Value::as_array_mut).into_iter().flatten() {
+        // The manager is the container named `manager`, else the first, as cluster-api-operator
+        // picks it.
+        let manager = pod["containers"]
+            .as_array()
+            .and_then(|cs| cs.iter().position(|c| c["name"] == "manager"))
+            .unwrap_or(0);
+        for (index, container) in
+            pod.get_mut("containers").and_then(Value::as_array_mut).into_iter().flatten().enumerate()
+        {
             let name = container["name"].as_str().unwrap_or_default().to_string();
             known.push(name.clone());
             if let Some(wanted) = containers.iter().find(|c| c.name == name) {
                 seen.push(name.clone());
                 apply_container(container, wanted, component)?;
             }
-            if name == "manager" && !manager_flags.is_empty() {
+            if index == manager && !manager_flags.is_empty() {
                 let mut args = container["args"].as_array().cloned().unwrap_or_default();
                 let flags = for_release(with_own_gates(&manager_flags, &args), &args);
                 set_flags(&mut args, &flags);
@@ -268,6 +276,17 @@ mod tests {
         customize(&mut older, &spec("manager:\n  metrics: {bindAddress: ':9090'}\n"), "c").unwrap();
         let args = older[0]["spec"]["template"]["spec"]["containers"][0]["args"].as_array().unwrap().clone();
         assert!(args.contains(&json!("--metrics-bind-addr=:9090")), "{args:?}");
+    }
+
+    #[test]
+    fn manager_settings_go_to_the_first_container_when_none_is_named_manager() {
+        let mut objects = vec![deployment()];
+        objects[0]["spec"]["template"]["spec"]["containers"] =
+            json!([{"name": "controller", "args": []}, {"name": "sidecar", "args": []}]);
+        customize(&mut objects, &spec("manager: {verbosity: 3}\n"), "c").unwrap();
+        let containers = &objects[0]["spec"]["template"]["spec"]["containers"];
+        assert_eq!(containers[0]["args"], json!(["--v=3"]), "as cluster-api-operator picks the manager");
+        assert_eq!(containers[1]["args"], json!([]));
     }
 
     #[test]
