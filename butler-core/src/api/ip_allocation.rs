@@ -106,6 +106,7 @@ pub struct IPAllocationStatus {
     /// Every allocated address; omitted for blocks of more than 4,096 addresses (`cidr` is the
     /// record).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
     pub addresses: Option<Vec<String>>,
     /// Number of allocated addresses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -125,6 +126,7 @@ pub struct IPAllocationStatus {
     /// Standard conditions, among them `Ready`, whose message says why an allocation failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(length(max = 16))]
     pub conditions: Vec<Condition>,
 }
 

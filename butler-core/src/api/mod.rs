@@ -91,21 +91,24 @@ fn bounded(
 
 #[cfg(test)]
 mod bounds {
-    #[test]
-    fn every_string_of_butlers_kinds_has_a_bound() {
-        fn open(node: &serde_json::Value, path: &str, found: &mut Vec<String>) {
+    /// The paths of the schema nodes of Butler's CRDs that `unbounded` says lack a bound.
+    fn unbounded(unbounded: fn(&serde_json::Map<String, serde_json::Value>) -> bool) -> Vec<String> {
+        fn walk(
+            node: &serde_json::Value,
+            path: &str,
+            unbounded: fn(&serde_json::Map<String, serde_json::Value>) -> bool,
+            found: &mut Vec<String>,
+        ) {
             match node {
                 serde_json::Value::Object(map) => {
-                    if map.get("type").is_some_and(|t| t == "string")
-                        && !["maxLength", "enum", "format"].iter().any(|k| map.contains_key(*k))
-                    {
+                    if unbounded(map) {
                         found.push(path.to_string());
                     }
                     for (key, value) in map {
-                        open(value, &format!("{path}.{key}"), found);
+                        walk(value, &format!("{path}.{key}"), unbounded, found);
                     }
                 }
-                serde_json::Value::Array(items) => items.iter().for_each(|i| open(i, path, found)),
+                serde_json::Value::Array(items) => items.iter().for_each(|i| walk(i, path, unbounded, found)),
                 _ => {}
             }
         }
@@ -114,12 +117,30 @@ mod bounds {
             let value = serde_json::to_value(&crd).unwrap();
             let name = crd.metadata.name.unwrap_or_default();
             for version in value["spec"]["versions"].as_array().into_iter().flatten() {
-                open(&version["schema"], &name, &mut found);
+                walk(&version["schema"], &name, unbounded, &mut found);
             }
         }
+        found
+    }
+
+    #[test]
+    fn every_string_of_butlers_kinds_has_a_bound() {
+        let found = unbounded(|map| {
+            map.get("type").is_some_and(|t| t == "string")
+                && !["maxLength", "enum", "format"].iter().any(|k| map.contains_key(*k))
+        });
         assert_eq!(found, Vec::<String>::new(), "strings without a bound");
         let tenants = super::crds().into_iter().find(|c| c.spec.names.kind == "TenantCluster").unwrap();
         let text = serde_json::to_string(&tenants).unwrap();
         assert!(text.contains(&format!("\"maxLength\":{}", super::MAX_STRING)), "{text}");
+    }
+
+    /// A team writes these objects, and the admission webhooks decode what the API server
+    /// passes them: no list is longer than its field says (each chooses its own bound).
+    #[test]
+    fn every_array_of_butlers_kinds_has_a_bound() {
+        let found =
+            unbounded(|map| map.get("type").is_some_and(|t| t == "array") && !map.contains_key("maxItems"));
+        assert_eq!(found, Vec::<String>::new(), "arrays without maxItems");
     }
 }

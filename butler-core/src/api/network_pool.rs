@@ -47,6 +47,7 @@ pub struct NetworkPoolSpec {
     pub cidr: String,
     /// Ranges inside the block that are never given to tenants (gateways, management nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub reserved: Option<Vec<ReservedRange>>,
     /// Restricts tenant allocations to a sub-range of the block, and sets per-tenant defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -129,11 +130,13 @@ pub struct NetworkPoolStatus {
     /// `CapacityCritical` (85%) and `CapacityExhausted` (95%).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(length(max = 16))]
     pub conditions: Vec<Condition>,
     /// The allocator's journal: blocks being written to IPAllocations. Each stays taken until its
     /// write has landed or can no longer land, so that no other replica or restart hands it out
     /// again. Written by the NetworkPool controller only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024))]
     pub in_flight: Vec<InFlightAllocation>,
     /// When each capacity tier (`CapacityWarning`, `CapacityCritical`, `CapacityExhausted`) last
     /// had an event, so that a restart does not repeat one within 10 minutes.

@@ -69,7 +69,7 @@ pub struct ProxmoxConfig {
     #[schemars(extend("default" = false))]
     pub insecure: Option<bool>,
     /// Proxmox nodes on which VMs may be placed; at least one.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 256))]
     pub nodes: Vec<String>,
     /// Storage identifier for VM disks (for example `local-lvm`).
     #[schemars(length(min = 1))]
@@ -140,9 +140,11 @@ pub struct AwsConfig {
     pub vpc_id: Option<String>,
     /// Subnets in which VMs are placed.
     #[serde(rename = "subnetIDs", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub subnet_ids: Option<Vec<String>>,
     /// Security groups attached to the VMs.
     #[serde(rename = "securityGroupIDs", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub security_group_ids: Option<Vec<String>>,
 }
 
@@ -183,5 +185,6 @@ pub struct GcpConfig {
     pub service_account: Option<String>,
     /// Network tags put on the VM instances, for firewall rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub tags: Option<Vec<String>>,
 }

@@ -156,6 +156,7 @@ pub struct NetworkConfig {
     pub mode: Option<NetworkMode>,
     /// NetworkPools to allocate from, lowest priority value first; required in ipam mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
     pub pool_refs: Option<Vec<PoolRef>>,
     /// Subnet of the node addresses, in CIDR form.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,6 +166,7 @@ pub struct NetworkConfig {
     pub gateway: Option<String>,
     /// DNS servers of the nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
     pub dns_servers: Option<Vec<String>>,
     /// How many load-balancer addresses each tenant cluster gets, and whether that grows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -261,6 +263,7 @@ pub struct ProviderConfigStatus {
     /// Standard conditions, among them `Ready` and `Validated`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(length(max = 16))]
     pub conditions: Vec<Condition>,
     /// The generation of the spec that this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -53,9 +53,11 @@ pub struct TeamSpec {
 pub struct TeamAccess {
     /// Members named one by one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
     pub users: Option<Vec<TeamUser>>,
     /// Identity-provider groups whose members belong to the team.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
     pub groups: Option<Vec<TeamGroup>>,
 }
 
@@ -153,15 +155,19 @@ pub struct TeamResourceLimits {
     pub default_memory_per_node: Option<Quantity>,
     /// Kubernetes versions the team may use (for example `1.30.x`); empty allows every version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub allowed_kubernetes_versions: Option<Vec<String>>,
     /// Infrastructure providers the team may use (for example `harvester`); empty allows all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
     pub allowed_providers: Option<Vec<String>>,
     /// Addons the team may install; empty allows all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub allowed_addons: Option<Vec<String>>,
     /// Addons the team may not install; wins over allowedAddons.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub denied_addons: Option<Vec<String>>,
 }
 
@@ -190,6 +196,7 @@ pub struct ClusterDefaults {
     pub worker_disk_gi: Option<i32>,
     /// Addons installed on every new cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub default_addons: Option<Vec<String>>,
 }
 
@@ -200,6 +207,7 @@ pub struct TeamStatus {
     /// Standard conditions: `NamespaceReady`, `RBACReady`, `QuotaExceeded` and `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(length(max = 16))]
     pub conditions: Vec<Condition>,
     /// Where the team is in its life.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -130,6 +130,7 @@ pub struct TenantClusterStatus {
     /// Standard conditions, among them `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(length(max = 16))]
     pub conditions: Vec<Condition>,
     /// The generation of the spec that this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +143,7 @@ pub struct TenantClusterStatus {
     pub ip_allocation_ref: Option<NamespacedObjectReference>,
     /// Load-balancer address ranges the cluster holds, as given to MetalLB (`start-end`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub load_balancer_addresses: Option<Vec<String>>,
     /// The tenant API servers whose MetalLB was given the cluster's addresses (a digest of
     /// each one's URL and CA, recorded before the first write to it): a deleted cluster's
