@@ -181,15 +181,37 @@ pub async fn call(
         builder = builder.resolve(&host, address);
     }
     let client = builder.build().map_err(|e| e.to_string())?;
-    let answer = client.post(&url).json(body).send().await.map_err(|e| {
-        let mut text = format!("Post \"{url}\": {e}");
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            text.push_str(&format!(": {cause}"));
-            source = cause.source();
+    // As client-go's REST client, which the API server calls webhooks with: an answer of 429
+    // (or 5xx) with Retry-After is tried again after that many seconds, at most 10 times and
+    // within the webhook's timeout.
+    let deadline = tokio::time::Instant::now() + hook.timeout;
+    let mut attempt = 0;
+    let answer = loop {
+        let answer = client.post(&url).json(body).send().await.map_err(|e| {
+            let mut text = format!("Post \"{url}\": {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
+        })?;
+        let status = answer.status().as_u16();
+        let wait = answer
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|_| status == 429 || status >= 500)
+            .map(std::time::Duration::from_secs);
+        match wait {
+            Some(wait) if attempt < 10 && tokio::time::Instant::now() + wait < deadline => {
+                attempt += 1;
+                tokio::time::sleep(wait).await;
+            }
+            _ => break answer,
         }
-        text
-    })?;
+    };
     let status = answer.status();
     let review: Value = answer
         .json()
@@ -251,6 +273,68 @@ pub fn mutate(object: &mut Value, hook: &str, response: &Value) -> Result<(), Ap
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A webhook that sheds load (429 with Retry-After, as Butler's does past its places) is
+    /// called again, as client-go's REST client calls it again for kube-apiserver.
+    #[tokio::test]
+    async fn a_webhook_answering_429_with_retry_after_is_called_again() {
+        use base64::Engine;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let now = jiff::Timestamp::now();
+        let ca = butler_runtime::webhook::certificates::new_ca("test-ca", now, 1).unwrap();
+        let serving =
+            butler_runtime::webhook::certificates::issue(&ca, &["localhost".into()], now, 1).unwrap();
+        let tls = butler_runtime::webhook::Tls::from_pem(&serving.cert, &serving.key).unwrap();
+        let calls = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let router = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |axum::Json(review): axum::Json<Value>| {
+                let calls = counted.clone();
+                async move {
+                    use axum::response::IntoResponse;
+                    match calls.fetch_add(1, Ordering::SeqCst) {
+                        0 => (
+                            axum::http::StatusCode::TOO_MANY_REQUESTS,
+                            [(axum::http::header::RETRY_AFTER, "1")],
+                            "busy",
+                        )
+                            .into_response(),
+                        _ => {
+                            axum::Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                            "response": {"uid": review["request"]["uid"], "allowed": true}}))
+                            .into_response()
+                        }
+                    }
+                }
+            }),
+        );
+        let (stop, shutdown) = butler_runtime::shutdown::shutdown_switch();
+        let (address, task) = butler_runtime::webhook::serve_https(
+            "test",
+            "127.0.0.1:0".parse().unwrap(),
+            &tls,
+            router,
+            shutdown,
+        )
+        .await
+        .unwrap();
+        let hook = Hook {
+            name: "retried.example.com".into(),
+            mutating: false,
+            client_config: json!({"url": format!("https://localhost:{}/hook", address.port()),
+                "caBundle": base64::engine::general_purpose::STANDARD.encode(&ca.cert)}),
+            fail: true,
+            timeout: Duration::from_secs(10),
+        };
+        let body = json!({"request": {"uid": "u-1"}});
+        let response = call(&hook, &body, &HashMap::new()).await.unwrap();
+        assert_eq!(response["allowed"], true);
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "called again after its Retry-After");
+        stop.send(true).unwrap();
+        task.await.unwrap();
+    }
 
     fn attributes(operation: &'static str) -> Attributes {
         Attributes {

@@ -105,3 +105,48 @@ async fn reviews_are_answered_over_verified_https_and_the_certificate_renews_in_
     stop.send(true).unwrap();
     tokio::time::timeout(std::time::Duration::from_secs(10), task).await.unwrap().unwrap();
 }
+
+/// A review decoded and decided holds one of the server's places; past them, one more is shed
+/// with 429 and `Retry-After` (the API server retries it) before its body is decoded, so that a
+/// few large reviews at once never hold many times their size in memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviews_past_the_servers_places_are_shed_with_429() {
+    let now = jiff::Timestamp::now();
+    let ca = new_ca("butler-test-ca", now, 365).unwrap();
+    let serving = issue(&ca, &["localhost".into()], now, 30).unwrap();
+    let tls = Tls::from_pem(&serving.cert, &serving.key).unwrap();
+    let (entered, mut inside) = tokio::sync::mpsc::unbounded_channel::<()>();
+    // Dropped, the sender lets every decision go (each waits on the channel until then).
+    let (let_go, wait) = std::sync::mpsc::channel::<()>();
+    let gate = std::sync::Mutex::new(wait);
+    let webhooks = Webhooks::at_once(1).route(
+        "/slow",
+        Arc::new(move |request| {
+            entered.send(()).unwrap();
+            // Decides only once the test lets it: the one place stays taken meanwhile (the
+            // worker's other tasks move to another thread while this one waits).
+            tokio::task::block_in_place(|| {
+                let _ = gate.lock().unwrap().recv();
+            });
+            AdmissionResponse::from(request)
+        }),
+    );
+    let (stop, shutdown) = shutdown_switch();
+    let (address, task) = serve("127.0.0.1:0".parse().unwrap(), &tls, webhooks, shutdown).await.unwrap();
+    let url = format!("https://localhost:{}/slow", address.port());
+    let client = client_trusting(&ca.cert);
+    let first = tokio::spawn({
+        let (client, url) = (client.clone(), url.clone());
+        async move { client.post(&url).json(&review("u-1", json!({}))).send().await.unwrap().status() }
+    });
+    inside.recv().await.unwrap();
+    let shed = client.post(&url).json(&review("u-2", json!({}))).send().await.unwrap();
+    assert_eq!(shed.status(), 429);
+    assert_eq!(shed.headers()["retry-after"], "1");
+    drop(let_go);
+    assert_eq!(first.await.unwrap(), 200, "the one in its place is answered");
+    let after = client.post(&url).json(&review("u-3", json!({}))).send().await.unwrap();
+    assert_eq!(after.status(), 200, "the place is free again");
+    stop.send(true).unwrap();
+    task.await.unwrap();
+}

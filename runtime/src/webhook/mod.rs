@@ -32,10 +32,21 @@ pub enum WebhookError {
 /// What a webhook decides for one request.
 pub type Decide = Arc<dyn Fn(&AdmissionRequest<DynamicObject>) -> AdmissionResponse + Send + Sync>;
 
+/// The reviews a server decodes and decides at once, by default. Each holds its request
+/// decoded (a review may be 2 MiB, many times that once decoded); more are shed.
+pub const MAX_REVIEWS_AT_ONCE: usize = 4;
+
 /// The webhooks of a server, by path.
-#[derive(Default)]
 pub struct Webhooks {
     router: Router,
+    /// Reviews under way, shared by every route.
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Webhooks {
+    fn default() -> Webhooks {
+        Webhooks::at_once(MAX_REVIEWS_AT_ONCE)
+    }
 }
 
 impl Webhooks {
@@ -43,12 +54,33 @@ impl Webhooks {
         Webhooks::default()
     }
 
+    /// Webhooks that decode and decide at most `reviews` requests at once; one more is
+    /// answered 429 with `Retry-After`, which the API server retries, before its body is
+    /// decoded.
+    pub fn at_once(reviews: usize) -> Webhooks {
+        Webhooks { router: Router::new(), permits: Arc::new(tokio::sync::Semaphore::new(reviews)) }
+    }
+
     /// Serves `decide` at `path` (for example `/validate-teams`). A review without a request,
     /// or one that does not parse, is answered 400 with the reason, as the API server expects.
     pub fn route(mut self, path: &str, decide: Decide) -> Webhooks {
-        let handler = move |Json(review): Json<AdmissionReview<DynamicObject>>| {
-            let decide = decide.clone();
-            async move { Json(review_answer(review, &decide)) }
+        let permits = self.permits.clone();
+        let handler = move |body: axum::body::Bytes| {
+            let (decide, permits) = (decide.clone(), permits.clone());
+            async move {
+                use axum::response::IntoResponse;
+                let Ok(_permit) = permits.try_acquire_owned() else {
+                    return busy().into_response();
+                };
+                match serde_json::from_slice::<AdmissionReview<DynamicObject>>(&body) {
+                    Ok(review) => Json(review_answer(review, &decide)).into_response(),
+                    Err(e) => (
+                        axum::http::StatusCode::BAD_REQUEST,
+                        format!("not an AdmissionReview: {}", e.classify_text()),
+                    )
+                        .into_response(),
+                }
+            }
         };
         self.router = self.router.route(path, post(handler));
         self
@@ -56,6 +88,31 @@ impl Webhooks {
 
     pub fn router(self) -> Router {
         self.router
+    }
+}
+
+/// The answer to a review over [`MAX_REVIEWS_AT_ONCE`]: 429, retried by the API server.
+fn busy() -> (axum::http::StatusCode, [(axum::http::HeaderName, &'static str); 1], &'static str) {
+    (
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+        [(axum::http::header::RETRY_AFTER, "1")],
+        "too many reviews at once; retry",
+    )
+}
+
+/// What kind of JSON error, without the text it quotes.
+trait Classified {
+    fn classify_text(&self) -> &'static str;
+}
+
+impl Classified for serde_json::Error {
+    fn classify_text(&self) -> &'static str {
+        match self.classify() {
+            serde_json::error::Category::Io => "unreadable",
+            serde_json::error::Category::Syntax => "not JSON",
+            serde_json::error::Category::Data => "not of the shape of an AdmissionReview",
+            serde_json::error::Category::Eof => "cut short",
+        }
     }
 }
 
