@@ -71,10 +71,7 @@ async fn a_provider_object_cannot_switch_a_registry_to_plain_http() {
 /// token only where the operator's configuration sends it.
 #[tokio::test]
 async fn the_operators_token_does_not_follow_a_provider_objects_url() {
-    use wiremock::matchers::any;
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let github = MockServer::start().await;
-    Mock::given(any()).respond_with(ResponseTemplate::new(404)).mount(&github).await;
+    let github = github_of_nothing().await;
     let mut s = Scenario::new("attack-token").await;
     publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
     let base = github.uri();
@@ -254,10 +251,7 @@ async fn a_repository_that_answers_slowly_meets_the_whole_fetchs_deadline() {
 async fn a_config_secrets_github_token_under_clusterctls_name_is_used() {
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::{Api, PostParams};
-    use wiremock::matchers::any;
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let github = MockServer::start().await;
-    Mock::given(any()).respond_with(ResponseTemplate::new(404)).mount(&github).await;
+    let github = github_of_nothing().await;
     let mut s = Scenario::new("capi-operator-token").await;
     publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
     let secret: Secret = serde_json::from_value(json!({
@@ -294,4 +288,13 @@ async fn a_config_secrets_github_token_under_clusterctls_name_is_used() {
         requests.iter().map(|r| r.url.to_string()).collect::<Vec<_>>()
     );
     s.stop_operator().await;
+}
+
+/// A stand-in GitHub on 127.0.0.1 that has nothing (every request 404), to see what is sent.
+async fn github_of_nothing() -> wiremock::MockServer {
+    use wiremock::matchers::any;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let github = MockServer::start().await;
+    Mock::given(any()).respond_with(ResponseTemplate::new(404)).mount(&github).await;
+    github
 }

@@ -266,6 +266,23 @@ async fn operator_stand_in(s: &Scenario, args: &[&str]) {
         .unwrap();
 }
 
+/// A migration of the providers of `namespace` from the old operator's Deployment `old` (of that
+/// namespace), each step waiting at most `seconds`; no flag given.
+fn moving(namespace: &str, old: Option<&str>, seconds: u64) -> Options {
+    Options {
+        namespace: Some(namespace.to_string()),
+        old_operator: old.map(|name| (namespace.to_string(), name.to_string())),
+        dry_run: false,
+        leave_unsupported: false,
+        copy_secrets: false,
+        gitops_paused: false,
+        waits: Waits {
+            timeout: std::time::Duration::from_secs(seconds),
+            poll: std::time::Duration::from_millis(100),
+        },
+    }
+}
+
 /// The labels of the scenario's namespace.
 async fn namespace_labels(s: &Scenario) -> BTreeMap<String, String> {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(s.client.clone());
@@ -372,16 +389,9 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     });
     let marking = crate::cli::keep_marking_available(&s);
     let options = |dry_run: bool| Options {
-        namespace: Some(ns.clone()),
-        old_operator: Some((ns.clone(), "capi-operator-cluster-api-operator".into())),
         dry_run,
-        leave_unsupported: false,
         copy_secrets: true,
-        gitops_paused: false,
-        waits: Waits {
-            timeout: std::time::Duration::from_secs(60),
-            poll: std::time::Duration::from_millis(100),
-        },
+        ..moving(&ns, Some("capi-operator-cluster-api-operator"), 60)
     };
 
     // The dry run says it all and changes nothing.
@@ -595,18 +605,7 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
     // An operator that honours butler-system alone, by name.
     operator_stand_in(&s, &["run", "--provider-namespace=butler-system", "--provider-namespace-label="])
         .await;
-    let options = Options {
-        namespace: Some(ns.clone()),
-        old_operator: Some((ns.clone(), "old-operator".into())),
-        dry_run: false,
-        leave_unsupported: false,
-        copy_secrets: false,
-        gitops_paused: false,
-        waits: Waits {
-            timeout: std::time::Duration::from_secs(5),
-            poll: std::time::Duration::from_millis(100),
-        },
-    };
+    let options = moving(&ns, Some("old-operator"), 5);
     let refused = migrate::migrate(&s.client, &options, &|_| {}).await.unwrap_err();
     assert!(refused.contains("nothing was changed"), "{refused}");
     assert!(
@@ -715,18 +714,7 @@ async fn objects_kept_in_git_without_a_version_get_the_one_that_runs() {
     let applied: Vec<Value> = serde_saphyr::from_multiple(&plain.yaml).unwrap();
     let object: CoreProvider = serde_json::from_value(applied[0].clone()).unwrap();
     s.api::<CoreProvider>().create(&PostParams::default(), &object).await.unwrap();
-    let options = Options {
-        namespace: Some(ns.clone()),
-        old_operator: None,
-        dry_run: true,
-        leave_unsupported: false,
-        copy_secrets: false,
-        gitops_paused: false,
-        waits: Waits {
-            timeout: std::time::Duration::from_secs(5),
-            poll: std::time::Duration::from_millis(100),
-        },
-    };
+    let options = Options { dry_run: true, ..moving(&ns, None, 5) };
     let plan = migrate::migrate(&s.client, &options, &|_| {}).await.unwrap_or_else(|refused| refused);
     assert!(
         plan.contains(&format!(
