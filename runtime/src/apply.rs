@@ -248,12 +248,13 @@ impl Applier {
             let (kind, plural) = (text(&spec["names"]["kind"]), text(&spec["names"]["plural"]));
             for version in spec["versions"].as_array().into_iter().flatten() {
                 let api_version = format!("{group}/{}", text(&version["name"]));
-                let served = self.served(&api_version).await;
                 // Another resource serving the kind (one of the CRD's own plural is this CRD,
-                // made before, whose ownership the applier's caller judges).
-                let Some((other, _)) = served.get(&kind).filter(|(r, _)| r.plural != plural) else {
+                // made before, whose ownership the applier's caller judges); asked as every kind
+                // is, from discovery's cache.
+                let Ok((other, _)) = self.resource(&api_version, &kind, false).await else { continue };
+                if other.plural == plural {
                     continue;
-                };
+                }
                 let resource = format!("{}.{group}", other.plural);
                 let by = match crds.get_metadata_opt(&resource).await {
                     Ok(Some(_)) => format!("the CustomResourceDefinition {resource} defines it"),
@@ -301,17 +302,6 @@ impl Applier {
             }
         }
         refused
-    }
-
-    /// What the API server serves in a group version, from the cache while it is fresh.
-    async fn served(&self, api_version: &str) -> GroupVersionKinds {
-        let mut kinds = self.kinds.lock().await;
-        let stale = kinds.get(api_version).is_none_or(|(at, _)| at.elapsed() >= REDISCOVER_AFTER);
-        if stale {
-            let found = self.discover(api_version).await;
-            kinds.insert(api_version.to_string(), (Instant::now(), found));
-        }
-        kinds.get(api_version).map(|(_, k)| k.clone()).unwrap_or_default()
     }
 
     fn api(&self, resource: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {

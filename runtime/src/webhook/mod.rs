@@ -76,7 +76,7 @@ impl Webhooks {
                     Ok(review) => Json(review_answer(review, &decide)).into_response(),
                     Err(e) => (
                         axum::http::StatusCode::BAD_REQUEST,
-                        format!("not an AdmissionReview: {}", e.classify_text()),
+                        format!("not an AdmissionReview: {}", json_error_kind(&e)),
                     )
                         .into_response(),
                 }
@@ -101,18 +101,12 @@ fn busy() -> (axum::http::StatusCode, [(axum::http::HeaderName, &'static str); 1
 }
 
 /// What kind of JSON error, without the text it quotes.
-trait Classified {
-    fn classify_text(&self) -> &'static str;
-}
-
-impl Classified for serde_json::Error {
-    fn classify_text(&self) -> &'static str {
-        match self.classify() {
-            serde_json::error::Category::Io => "unreadable",
-            serde_json::error::Category::Syntax => "not JSON",
-            serde_json::error::Category::Data => "not of the shape of an AdmissionReview",
-            serde_json::error::Category::Eof => "cut short",
-        }
+fn json_error_kind(error: &serde_json::Error) -> &'static str {
+    match error.classify() {
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax => "not JSON",
+        serde_json::error::Category::Data => "not of the shape of an AdmissionReview",
+        serde_json::error::Category::Eof => "cut short",
     }
 }
 

@@ -97,7 +97,7 @@ fn convert_one(
     schemas: &[(ProviderKind, Value)],
     source: &str,
     running: &Running,
-) -> (Vec<Value>, Vec<String>, bool) {
+) -> (Vec<Value>, Vec<String>, Option<String>) {
     let mut report = Vec::new();
     let kind_name = document["kind"].as_str().unwrap_or_default();
     let namespace = document["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
@@ -123,7 +123,7 @@ fn convert_one(
     let Some(mut object) = object else {
         report.push(format!("{source}: {kind_name} {shown}: left out"));
         report.extend(dropped.into_iter().map(|d| format!("  not carried: {d}")));
-        return (Vec::new(), report, false);
+        return (Vec::new(), report, None);
     };
     // Tied to the old object by its kind, namespace and name (a file has no UID): `migrate` in
     // the cluster knows it as its own work.
@@ -152,14 +152,14 @@ fn convert_one(
             )),
         }
     }
-    let mut unversioned = false;
+    let mut unversioned = None;
     if object.pointer("/spec/version").and_then(Value::as_str).is_none_or(str::is_empty) {
         match running.get(&(kind_name.to_string(), namespace.clone(), name.clone())) {
             Some(version) => {
                 object["spec"]["version"] = json!(version);
                 notes.push(format!("spec.version set to {version}, the version that runs in the cluster"));
             }
-            None => unversioned = true,
+            None => unversioned = Some(format!("{kind_name} {shown}")),
         }
     }
     report.push(format!("{source}: {kind_name} {shown}: converted"));
@@ -192,16 +192,7 @@ pub fn convert_with(files: &[(String, String)], running: &Running) -> Result<Con
             continue;
         }
         let (objects, report, unversioned) = convert_one(document, &documents, &schemas, source, running);
-        if unversioned {
-            let meta = &document["metadata"];
-            let shown = |key: &str| meta[key].as_str().unwrap_or_default().to_string();
-            converted.unversioned.push(format!(
-                "{} {}/{}",
-                document["kind"].as_str().unwrap_or_default(),
-                shown("namespace"),
-                shown("name")
-            ));
-        }
+        converted.unversioned.extend(unversioned);
         converted.providers += usize::from(!objects.is_empty());
         converted.report.extend(report);
         out.extend(objects);

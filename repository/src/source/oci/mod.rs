@@ -109,9 +109,10 @@ impl OciSource {
     /// digest of the credentials it was read with, unless anonymous, so that offline mode
     /// serves one reader nothing that only another's credentials could read.
     fn cache_key(&self, suffix: &str) -> String {
+        let anonymous =
+            self.options.credentials == OciCredentials::Anonymous && self.options.docker_config.is_none();
         let material = self.options.credential_material();
-        let credential = (material != "anonymous\0").then_some(material.as_str());
-        crate::http::cache_key(&self.key(suffix), credential)
+        crate::http::cache_key(&self.key(suffix), (!anonymous).then_some(material.as_str()))
     }
 
     async fn session(&self) -> Result<&session::Session> {
