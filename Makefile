@@ -57,10 +57,10 @@ e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBE
 	$(CARGO) test -p butler-operator --test attacks
 	$(CARGO) test -p butler-controller --test scenarios
 
-crds: ## Regenerate crds/ and the book's API reference from the API types
-	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds --dir crds --reference docs/src/reference/api.md
+crds: ## Regenerate crds/, the book's API reference and the Helm chart's generated files from the API types
+	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds --dir crds --reference docs/src/reference/api.md --chart charts/butler-operator
 
-release: ## Write the release shapes into out/release (VERSION=vX.Y.Z, the version of this build); with OCI=REGISTRY/PREFIX also push one artifact per provider
+release: ## Write the release shapes and the packaged Helm chart into out/release (VERSION=vX.Y.Z, the version of this build); with OCI=REGISTRY/PREFIX also push one artifact per provider
 	@test -n "$(VERSION)" || { echo "give the version: make release VERSION=vX.Y.Z"; exit 2; }
 	$(CARGO) run -q -p butler-operator --bin butler-operator -- release --version $(VERSION) --out out/release
 	@if [ -n "$(OCI)" ]; then $(CARGO) run -q -p butler-operator --bin butlerctl -- publish oci://$(OCI):$(VERSION) --all; fi

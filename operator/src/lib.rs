@@ -2,6 +2,7 @@
 //! CustomResourceDefinitions, and the `butlerctl` command line.
 
 pub mod api;
+pub mod chart;
 pub mod cli;
 pub mod controller;
 pub mod crds;

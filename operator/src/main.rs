@@ -34,6 +34,10 @@ enum Command {
         /// Also write the book's API reference, generated from the CRDs, into this file.
         #[arg(long, value_name = "FILE")]
         reference: Option<PathBuf>,
+        /// Also write the generated files of the Helm chart in this folder (its CRDs, RBAC
+        /// rules, values schema and version).
+        #[arg(long, value_name = "DIR")]
+        chart: Option<PathBuf>,
     },
     /// Write the release shapes of Butler's provider repository (GitHub assets, a clusterctl
     /// local repository, air-gap ConfigMaps) from the repository this build carries.
@@ -44,6 +48,20 @@ enum Command {
         /// The folder to write into.
         #[arg(long, value_name = "DIR", default_value = "out/release")]
         out: PathBuf,
+        /// The Helm chart to package beside the release (`operator/butler-operator-X.Y.Z.tgz`).
+        #[arg(long, value_name = "DIR", default_value = butler_operator::chart::DIR)]
+        chart: PathBuf,
+    },
+    /// Delete the provider objects a Helm release declared, every other kind before the core,
+    /// each waited for until the operator has removed its components: the chart's pre-delete
+    /// hook, so that the operator goes only after its providers.
+    Uninstall {
+        /// A provider object, as KIND/NAMESPACE/NAME (repeat the flag for more).
+        #[arg(long = "provider", value_name = "KIND/NAMESPACE/NAME", required = true)]
+        providers: Vec<String>,
+        /// How long each provider may take to go, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+        timeout: u64,
     },
 }
 
@@ -266,37 +284,74 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(*args),
-        Command::Crds { reference: Some(file), .. }
-            if let Err(e) = std::fs::write(
-                &file,
-                butler_operator::reference::api_reference(&butler_operator::crds::all()),
-            ) =>
-        {
-            eprintln!("error: cannot write the API reference into {}: {e}", file.display());
+        Command::Crds { dir, reference, chart } => finish(crds(dir, reference, chart)),
+        Command::Release { version, out, chart } => finish(release(&version, &out, &chart)),
+        Command::Uninstall { providers, timeout } => finish(uninstall(&providers, timeout)),
+    }
+}
+
+/// The exit code of a one-shot command, its error printed.
+fn finish(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
-        Command::Crds { dir: None, .. } => {
-            print!("{}", butler_runtime::crds::render_all(&butler_operator::crds::all()));
-            ExitCode::SUCCESS
-        }
-        Command::Release { version, out } => match butler_operator::release::write_release(&out, &version) {
-            Ok(files) => {
-                println!("wrote {} files into {}", files.len(), out.display());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Crds { dir: Some(dir), .. } => match butler_operator::crds::write_dir(&dir) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: cannot write the CRD files into {}: {e}", dir.display());
-                ExitCode::FAILURE
-            }
-        },
     }
+}
+
+fn crds(dir: Option<PathBuf>, reference: Option<PathBuf>, chart: Option<PathBuf>) -> Result<(), String> {
+    use butler_operator::crds;
+    if let Some(file) = reference {
+        std::fs::write(&file, butler_operator::reference::api_reference(&crds::all()))
+            .map_err(|e| format!("cannot write the API reference into {}: {e}", file.display()))?;
+    }
+    if let Some(chart) = chart {
+        butler_operator::chart::write_generated(&chart)
+            .map_err(|e| format!("cannot write the chart's generated files into {}: {e}", chart.display()))?;
+    }
+    match dir {
+        Some(dir) => crds::write_dir(&dir)
+            .map_err(|e| format!("cannot write the CRD files into {}: {e}", dir.display())),
+        None => {
+            print!("{}", butler_runtime::crds::render_all(&crds::all()));
+            Ok(())
+        }
+    }
+}
+
+fn release(version: &str, out: &std::path::Path, chart: &std::path::Path) -> Result<(), String> {
+    let files = butler_operator::release::write_release(out, version).map_err(|e| e.to_string())?;
+    let (name, bytes) = butler_operator::chart::package(chart, version)
+        .map_err(|e| format!("cannot package the chart in {}: {e}", chart.display()))?;
+    let path = out.join("operator").join(name);
+    std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!("wrote {} files and the chart {} into {}", files.len(), path.display(), out.display());
+    Ok(())
+}
+
+fn uninstall(providers: &[String], timeout: u64) -> Result<(), String> {
+    let keys = providers
+        .iter()
+        .map(|text| butler_operator::cli::delete::parse_key(text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let client =
+            kube::Client::try_default().await.map_err(|e| format!("cannot reach the cluster: {e}"))?;
+        let waits = butler_operator::cli::apply::Waits {
+            timeout: std::time::Duration::from_secs(timeout),
+            poll: std::time::Duration::from_millis(500),
+        };
+        let done = butler_operator::cli::delete::delete_these(&client, &keys, waits, &|line: &str| {
+            println!("{line}")
+        })
+        .await?;
+        print!("{done}");
+        Ok(())
+    })
 }
 
 #[cfg(test)]

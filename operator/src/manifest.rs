@@ -194,23 +194,31 @@ pub fn service_monitor(version: &str) -> Value {
     })
 }
 
-fn crds() -> Vec<Value> {
+/// The operator's CRDs, as the manifest and the chart carry them.
+pub fn crd_objects() -> Vec<Value> {
     crate::crds::operator()
         .into_iter()
         .map(|crd| serde_json::to_value(crd).expect("CRDs serialize"))
         .collect()
 }
 
+/// The rules of the operator's ClusterRole: what it does itself, then what Butler's providers
+/// need.
+pub fn cluster_rules() -> Vec<Value> {
+    let mut rules = operator_rules();
+    rules.extend(provider_rules());
+    rules
+}
+
 /// Every object of the install manifest, in the order to apply them.
 pub fn objects(version: &str) -> Vec<Value> {
     let labels = json!({"app.kubernetes.io/name": FIELD_MANAGER, "app.kubernetes.io/version": version});
-    let mut cluster_rules = operator_rules();
-    cluster_rules.extend(provider_rules());
+    let cluster_rules = cluster_rules();
     let mut objects = vec![json!({
         "apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": NAMESPACE, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}},
     })];
-    objects.extend(crds());
+    objects.extend(crd_objects());
     objects.extend([
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": FIELD_MANAGER, "namespace": NAMESPACE, "labels": labels}}),
     ]);

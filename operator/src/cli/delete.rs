@@ -9,7 +9,8 @@ use kube::api::{DeleteParams, DynamicObject};
 use serde_json::json;
 
 use super::apply::{Waits, patch, provider_api};
-use crate::api::ProviderKind;
+use crate::api::{KindNames, ProviderKind};
+use crate::controller::vocabulary::ProviderKey;
 use crate::upgrade::providers::{self, ProviderRow};
 
 /// Which providers to delete.
@@ -68,8 +69,56 @@ pub async fn delete(
     if chosen.is_empty() {
         return Err("no providers to delete".into());
     }
+    delete_rows(client, &chosen, include_crd, waits, progress).await
+}
+
+/// A provider object named as `KIND/NAMESPACE/NAME` (`InfrastructureProvider/capd-system/docker`).
+pub fn parse_key(text: &str) -> Result<ProviderKey, String> {
+    let parts: Vec<&str> = text.split('/').collect();
+    let [kind, namespace, name] = parts[..] else {
+        return Err(format!(
+            "{text:?} is not KIND/NAMESPACE/NAME (InfrastructureProvider/capd-system/docker)"
+        ));
+    };
+    let kind = ProviderKind::from_kind(kind).ok_or_else(|| {
+        let kinds: Vec<&str> = ProviderKind::ALL.map(KindNames::kind).to_vec();
+        format!("{text:?}: {kind:?} is not a provider kind; one of {}", kinds.join(", "))
+    })?;
+    if namespace.is_empty() || name.is_empty() {
+        return Err(format!("{text:?}: give the namespace and the name"));
+    }
+    Ok(ProviderKey { kind, namespace: namespace.to_string(), name: name.to_string() })
+}
+
+/// Deletes exactly the provider objects `keys` names (those already gone are done), every other
+/// kind before the core, each waited for: what a Helm release declared, and nothing else.
+pub async fn delete_these(
+    client: &kube::Client,
+    keys: &[ProviderKey],
+    waits: Waits,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<String, String> {
+    let rows = providers::list(client, None).await?;
+    let named = |r: &ProviderRow| {
+        keys.iter().any(|k| k.kind == r.provider_kind && k.namespace == r.namespace && k.name == r.name)
+    };
+    let chosen = order(&rows.into_iter().filter(named).collect::<Vec<_>>(), &Which::All)?;
+    if chosen.is_empty() {
+        return Ok("no provider of this release is left\n".into());
+    }
+    delete_rows(client, &chosen, false, waits, progress).await
+}
+
+/// Deletes `chosen` in their order, each waited for until it is gone.
+async fn delete_rows(
+    client: &kube::Client,
+    chosen: &[ProviderRow],
+    include_crd: bool,
+    waits: Waits,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<String, String> {
     let mut done = String::new();
-    for row in &chosen {
+    for row in chosen {
         let what = format!("{} {}/{}", row.kind, row.namespace, row.name);
         let api = provider_api(client, row.provider_kind, &row.namespace);
         if include_crd {
@@ -128,7 +177,6 @@ async fn crds_gone(
     waits: Waits,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<(), String> {
-    use crate::controller::vocabulary::ProviderKey;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let key = ProviderKey { kind, namespace: namespace.to_string(), name: name.to_string() };
     let selector: Vec<String> = key.labels().iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -168,5 +216,26 @@ async fn crds_gone(
             ));
         }
         tokio::time::sleep(waits.poll).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_provider_is_named_by_kind_namespace_and_name() {
+        let key = parse_key("InfrastructureProvider/capd-system/docker").unwrap();
+        assert_eq!(
+            (key.kind, key.namespace.as_str(), key.name.as_str()),
+            (ProviderKind::Infrastructure, "capd-system", "docker")
+        );
+        assert!(parse_key("docker").unwrap_err().contains("is not KIND/NAMESPACE/NAME"));
+        assert!(
+            parse_key("Widget/ns/x")
+                .unwrap_err()
+                .contains("\"Widget\" is not a provider kind; one of CoreProvider")
+        );
+        assert!(parse_key("CoreProvider//x").unwrap_err().contains("give the namespace and the name"));
     }
 }
