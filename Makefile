@@ -58,7 +58,7 @@ e2e: ## Run the end-to-end scenarios against the real cluster in BUTLER_E2E_KUBE
 	$(CARGO) test -p butler-controller --test scenarios
 
 crds: ## Regenerate crds/, the book's API reference and the Helm chart's generated files from the API types
-	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds --dir crds --reference docs/src/reference/api.md --chart charts/butler-operator
+	$(CARGO) run -q -p butler-operator --bin butler-operator -- crds --dir crds --reference docs/src/reference/api.md --chart charts/butler-operator --values-reference docs/src/reference/chart-values.md
 
 release: ## Write the release shapes and the packaged Helm chart into out/release (VERSION=vX.Y.Z, the version of this build); with OCI=REGISTRY/PREFIX also push one artifact per provider
 	@test -n "$(VERSION)" || { echo "give the version: make release VERSION=vX.Y.Z"; exit 2; }

@@ -43,8 +43,8 @@ fn add<T: JsonSchema>(
 /// `definitions/`).
 fn generate(definitions_path: &str) -> Schemas {
     use k8s_openapi::api::{
-        admissionregistration as adm, apps, authentication, authorization, autoscaling, coordination, core,
-        events, policy, rbac,
+        admissionregistration as adm, apps, authentication, authorization, autoscaling, batch, coordination,
+        core, events, policy, rbac,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let mut settings = schemars::generate::SchemaSettings::openapi3();
@@ -66,6 +66,7 @@ fn generate(definitions_path: &str) -> Schemas {
     add::<apps::v1::DaemonSet>(g, k, "apps", "DaemonSet");
     add::<apps::v1::ReplicaSet>(g, k, "apps", "ReplicaSet");
     add::<apps::v1::StatefulSet>(g, k, "apps", "StatefulSet");
+    add::<batch::v1::Job>(g, k, "batch", "Job");
     add::<policy::v1::PodDisruptionBudget>(g, k, "policy", "PodDisruptionBudget");
     add::<rbac::v1::Role>(g, k, "rbac.authorization.k8s.io", "Role");
     add::<rbac::v1::RoleBinding>(g, k, "rbac.authorization.k8s.io", "RoleBinding");

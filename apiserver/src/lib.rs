@@ -10,7 +10,8 @@
 //! - Discovery (legacy form): `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}`,
 //!   `/apis/{group}/{version}`, for Namespace, ConfigMap, Secret, ResourceQuota (object counts
 //!   held at creation), Service, ServiceAccount, Pod, Event
-//!   (core and `events.k8s.io`), Deployment, DaemonSet, ReplicaSet, StatefulSet, Role, RoleBinding, ClusterRole,
+//!   (core and `events.k8s.io`), Deployment, DaemonSet, ReplicaSet, StatefulSet, Job (stored,
+//!   never run), Role, RoleBinding, ClusterRole,
 //!   ClusterRoleBinding, Validating/MutatingWebhookConfiguration, Lease and
 //!   CustomResourceDefinition, and every kind a CRD registers (all served versions, scope,
 //!   names, status subresource) while it exists.

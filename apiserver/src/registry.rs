@@ -193,6 +193,8 @@ const BUILTINS: &[Builtin] = &[
     Builtin("apps", "v1", "DaemonSet", "daemonsets", true, true, true, &["ds"]),
     Builtin("apps", "v1", "ReplicaSet", "replicasets", true, true, true, &["rs"]),
     Builtin("apps", "v1", "StatefulSet", "statefulsets", true, true, true, &["sts"]),
+    // Jobs are stored and served (helm's hooks run as Jobs); no controller runs them here.
+    Builtin("batch", "v1", "Job", "jobs", true, true, true, &[]),
     Builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, true, true, &["pdb"]),
     Builtin("rbac.authorization.k8s.io", "v1", "Role", "roles", true, false, false, &[]),
     Builtin("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true, false, false, &[]),

@@ -38,6 +38,9 @@ enum Command {
         /// rules, values schema and version).
         #[arg(long, value_name = "DIR")]
         chart: Option<PathBuf>,
+        /// Also write the book's page of the chart's values (with --chart) into this file.
+        #[arg(long, value_name = "FILE", requires = "chart")]
+        values_reference: Option<PathBuf>,
     },
     /// Write the release shapes of Butler's provider repository (GitHub assets, a clusterctl
     /// local repository, air-gap ConfigMaps) from the repository this build carries.
@@ -284,7 +287,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(*args),
-        Command::Crds { dir, reference, chart } => finish(crds(dir, reference, chart)),
+        Command::Crds { dir, reference, chart, values_reference } => {
+            finish(crds(dir, reference, chart, values_reference))
+        }
         Command::Release { version, out, chart } => finish(release(&version, &out, &chart)),
         Command::Uninstall { providers, timeout } => finish(uninstall(&providers, timeout)),
     }
@@ -301,7 +306,12 @@ fn finish(result: Result<(), String>) -> ExitCode {
     }
 }
 
-fn crds(dir: Option<PathBuf>, reference: Option<PathBuf>, chart: Option<PathBuf>) -> Result<(), String> {
+fn crds(
+    dir: Option<PathBuf>,
+    reference: Option<PathBuf>,
+    chart: Option<PathBuf>,
+    values_reference: Option<PathBuf>,
+) -> Result<(), String> {
     use butler_operator::crds;
     if let Some(file) = reference {
         std::fs::write(&file, butler_operator::reference::api_reference(&crds::all()))
@@ -310,6 +320,12 @@ fn crds(dir: Option<PathBuf>, reference: Option<PathBuf>, chart: Option<PathBuf>
     if let Some(chart) = chart {
         butler_operator::chart::write_generated(&chart)
             .map_err(|e| format!("cannot write the chart's generated files into {}: {e}", chart.display()))?;
+        if let Some(file) = values_reference {
+            let values = std::fs::read_to_string(chart.join("values.yaml"))
+                .map_err(|e| format!("cannot read {}: {e}", chart.join("values.yaml").display()))?;
+            std::fs::write(&file, butler_operator::chart::values_reference(&values))
+                .map_err(|e| format!("cannot write the values reference into {}: {e}", file.display()))?;
+        }
     }
     match dir {
         Some(dir) => crds::write_dir(&dir)

@@ -78,6 +78,25 @@ fn the_charts_generated_files_match_the_code() {
 }
 
 #[test]
+fn the_books_values_reference_matches_the_chart() {
+    let values = std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap();
+    let wanted = chart::values_reference(&values);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/reference/chart-values.md");
+    let found = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        found == wanted,
+        "docs/src/reference/chart-values.md is out of date with the chart: run `make crds`"
+    );
+    for row in [
+        "| `infrastructure` | InfrastructureProvider | `{name}-infrastructure-system` |",
+        "| `uninstall.deleteProviders` | boolean | `true` |",
+        "| `version` | string |",
+    ] {
+        assert!(wanted.contains(row), "{row} is missing:\n{wanted}");
+    }
+}
+
+#[test]
 fn helm_lint_strict_passes() {
     let dir = chart_dir();
     let Some((ok, stdout, stderr)) = helm(&["lint", "--strict", dir.to_str().unwrap()]) else { return };
@@ -210,4 +229,42 @@ fn the_packaged_chart_is_the_chart_at_the_releases_version() {
         "the image follows the version"
     );
     assert!(stdout.contains("name: coreproviders.operator.butlerlabs.dev"), "the CRDs are packaged");
+}
+
+#[test]
+fn the_packaged_chart_is_pushed_to_an_oci_registry_and_installs_from_there() {
+    if butler_e2e::clients::find("helm").is_none() {
+        return;
+    }
+    let registry = butler_e2e::registry::Registry::start_tls(Some(("pusher", "secret")));
+    let folder = tempfile::tempdir().unwrap();
+    let ca = folder.path().join("ca.pem");
+    std::fs::write(&ca, registry.ca_pem.as_deref().unwrap()).unwrap();
+    let (name, bytes) = chart::package(&chart_dir(), "v1.2.3").unwrap();
+    let package = folder.path().join(&name);
+    std::fs::write(&package, &bytes).unwrap();
+    // One helm home for the whole session: the login is kept there, as a user's is.
+    let home = folder.path().join("home");
+    let run = |args: &[&str]| {
+        let out = Command::new(butler_e2e::clients::find("helm").unwrap())
+            .args(args)
+            .env_clear()
+            .env("HOME", &home)
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "helm {args:?}: {text}");
+        text
+    };
+    let ca = ca.to_str().unwrap();
+    run(&["registry", "login", &registry.addr, "-u", "pusher", "-p", "secret", "--ca-file", ca]);
+    let repository = format!("oci://{}/charts", registry.addr);
+    let pushed = run(&["push", package.to_str().unwrap(), &repository, "--ca-file", ca]);
+    assert!(pushed.contains("butler-operator:1.2.3"), "{pushed}");
+    let reference = format!("{repository}/butler-operator");
+    let shown = run(&["show", "chart", &reference, "--version", "1.2.3", "--ca-file", ca]);
+    assert!(shown.contains("appVersion: v1.2.3"), "{shown}");
+    let rendered = run(&["template", "butler", &reference, "--version", "1.2.3", "--ca-file", ca]);
+    assert!(rendered.contains("image: ghcr.io/butlerdotdev/butler-operator:v1.2.3"), "{rendered}");
 }

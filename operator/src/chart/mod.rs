@@ -6,6 +6,7 @@
 //! a real helm and compares it object by object with the install manifest.
 
 mod package;
+mod reference;
 mod schema;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use crate::api::{KindNames, ProviderKind};
 use crate::manifest;
 
 pub use package::package;
+pub use reference::values_reference;
 pub use schema::values_schema;
 
 /// Where the chart lives in the repository.

@@ -122,9 +122,18 @@ pub fn values_schema() -> Value {
         object("", json!({"manager": {"type": "array", "description": "Environment variables added to the operator's (HTTPS_PROXY, NO_PROXY, ...)."}})),
     );
     properties.insert("imagePullSecrets".into(), json!({"type": ["array", "object"], "description": "Secrets to pull the operator's image with, as a list of {name}."}));
-    properties.insert("nodeSelector".into(), json!({"type": "object"}));
-    properties.insert("affinity".into(), json!({"type": "object"}));
-    properties.insert("tolerations".into(), json!({"type": "array"}));
+    properties.insert(
+        "nodeSelector".into(),
+        json!({"type": "object", "description": "Where the operator's pods may run."}),
+    );
+    properties.insert(
+        "affinity".into(),
+        json!({"type": "object", "description": "The operator's pods' affinity."}),
+    );
+    properties.insert(
+        "tolerations".into(),
+        json!({"type": "array", "description": "The operator's pods' tolerations."}),
+    );
     properties.insert("containerSecurityContext".into(), json!({"type": "object", "description": "Replaces the operator container's security context (restricted by default) when given."}));
     properties.insert("providerNamespaces".into(), json!({"type": "array", "items": {"type": "string"}, "description": "Namespaces whose provider objects the operator honours (--provider-namespace), besides the namespaces of the providers declared here and those labelled."}));
     properties.insert("providerNamespaceLabel".into(), json!({"type": "string", "description": "The label that honours a namespace when true (--provider-namespace-label); empty for none."}));
@@ -165,19 +174,19 @@ pub fn values_schema() -> Value {
         "manager".into(),
         object(
             "Settings for every provider, as cluster-api-operator's chart has them.",
-            json!({"featureGates": {"type": "object", "description": "Feature gates by provider name (core for the core provider).", "additionalProperties": {"type": "object", "additionalProperties": {"type": "boolean"}}}}),
+            json!({"featureGates": {"type": "object", "description": "Feature gates by provider name, for control-plane, infrastructure and IPAM providers, and `core` for the core provider (as cluster-api-operator's chart gives them).", "additionalProperties": {"type": "object", "additionalProperties": {"type": "boolean"}}}}),
         ),
     );
-    properties.insert("fetchConfig".into(), json!({"type": "object", "description": "A fetchConfig by provider name (cluster-api-operator's older form; a provider's own fetchConfig wins).", "additionalProperties": spec_of("fetchConfig")}));
+    properties.insert("fetchConfig".into(), json!({"type": "object", "description": "A fetchConfig by provider name, for infrastructure and IPAM providers (cluster-api-operator's older form; a provider's own wins).", "additionalProperties": spec_of("fetchConfig")}));
     properties.insert("configSecret".into(), {
         let mut secret = spec_of("configSecret");
-        secret["description"] = json!("The config Secret of every provider without its own.");
+        secret["description"] = json!("The config Secret of every provider without its own, addons aside (as cluster-api-operator's chart gives it).");
         secret.as_object_mut().expect("an object").remove("required");
         secret
     });
     properties.insert("additionalDeployments".into(), {
         let mut deployments = spec_of("additionalDeployments");
-        deployments["description"] = json!("additionalDeployments of every infrastructure provider without its own, as cluster-api-operator's chart copies them.");
+        deployments["description"] = json!("additionalDeployments of every infrastructure and IPAM provider without its own, as cluster-api-operator's chart copies them.");
         deployments
     });
     for (key, kind, why) in ACCEPTED {

@@ -3,6 +3,7 @@
 
 mod binary;
 mod changes;
+mod chart;
 mod cli;
 mod cluster_api;
 mod contract;

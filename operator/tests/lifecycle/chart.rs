@@ -1,0 +1,177 @@
+//! The Helm chart, installed with a real helm (v4.1.4) as a user installs it: the operator runs
+//! under the chart's ServiceAccount and RBAC, the providers the values declare become Ready,
+//! `helm upgrade` moves one, and `helm uninstall` removes the providers (every other kind before
+//! the core, through the chart's pre-delete Job) before the operator, keeping the CRDs.
+
+use std::sync::{Arc, Mutex};
+
+use butler_e2e::clients::Client as Helm;
+use butler_operator::api::{CoreProvider, InfrastructureProvider};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::cli::keep_marking_available;
+use crate::fixtures::selector;
+use crate::support::{OPERATOR_AGENT, Scenario, is};
+use crate::upgrade::{installed, publish_releases};
+
+/// The values of the scenario's release: Butler's core and the test provider `widget`, from the
+/// scenario's ConfigMaps, in the scenario's namespace (which the chart does not create).
+fn values(namespace: &str, widget: &str) -> String {
+    let provider = |label: &str, version: &str| {
+        let mut spec: serde_json::Value = serde_json::from_str(&selector(label)).unwrap();
+        spec["version"] = json!(version);
+        spec["namespace"] = json!(namespace);
+        spec["createNamespace"] = json!(false);
+        spec
+    };
+    let values = json!({
+        "core": {"butler": provider("butler", "v1.0.0")},
+        "infrastructure": {"widget": provider("infrastructure-widget", widget)},
+        // No kubelet here: the scenario runs the operator itself, as the chart's account.
+        "replicaCount": 0,
+        "uninstall": {"timeout": 60},
+    });
+    serde_json::to_string_pretty(&values).unwrap()
+}
+
+/// Plays kube-controller-manager and the kubelet for the release's Jobs (none run here): each
+/// new Job's container runs as the operator's binary with the Job's arguments, under the Job's
+/// ServiceAccount, and the Job is marked Complete or Failed by how it ended. What each run
+/// printed is kept.
+fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<String>>>) {
+    let server = s.cluster.server().expect("in memory");
+    let (namespace, client) = (s.namespace.clone(), s.client.clone());
+    let token = server.service_account_token(&namespace, "butler-operator-uninstall");
+    let kubeconfig = std::env::temp_dir().join(format!("{namespace}-uninstall.kubeconfig"));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{}'}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: '{token}'}}\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let printed = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&printed);
+    let task = tokio::spawn(async move {
+        let jobs: Api<Job> = Api::namespaced(client, &namespace);
+        loop {
+            for job in jobs.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default() {
+                if job.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some() {
+                    continue;
+                }
+                let spec = job.spec.as_ref().and_then(|s| s.template.spec.clone()).expect("a pod spec");
+                assert_eq!(spec.service_account_name.as_deref(), Some("butler-operator-uninstall"));
+                let args = spec.containers[0].args.clone().unwrap_or_default();
+                let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_butler-operator"))
+                    .args(&args)
+                    .env("KUBECONFIG", &kubeconfig)
+                    .output()
+                    .await
+                    .expect("the operator's binary runs");
+                let text =
+                    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+                kept.lock().unwrap().push(text);
+                let now = "2026-01-01T00:00:00Z";
+                let conditions = match out.status.success() {
+                    true => json!([
+                        {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now},
+                        {"type": "Complete", "status": "True", "lastTransitionTime": now},
+                    ]),
+                    false => {
+                        json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "lastTransitionTime": now}])
+                    }
+                };
+                let counts =
+                    if out.status.success() { json!({"succeeded": 1}) } else { json!({"failed": 1}) };
+                let mut status = json!({"startTime": now, "conditions": conditions});
+                status.as_object_mut().unwrap().extend(counts.as_object().unwrap().clone());
+                if out.status.success() {
+                    status["completionTime"] = json!(now);
+                }
+                let name = job.metadata.name.clone().unwrap();
+                let _ = jobs
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status})))
+                    .await;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    });
+    (task, printed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_installs_the_operator_and_its_providers_upgrades_one_and_uninstalls_them_in_order() {
+    let mut s = Scenario::new("chart").await;
+    if !s.cluster.is_in_memory() {
+        println!("skipped: the chart would install the operator's cluster-wide RBAC into the real cluster");
+        return;
+    }
+    let Some(helm) = Helm::new("helm", &s.cluster).await else { return };
+    publish_releases(&s).await;
+    let chart = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(butler_operator::chart::DIR);
+    let chart = chart.to_str().unwrap();
+    let file = helm.home().join("values.yaml");
+    std::fs::write(&file, values(&s.namespace, "v1.0.0")).unwrap();
+    let namespace = s.namespace.clone();
+    // The scenario's cluster has the provider CRDs already (every scenario installs them).
+    let release = ["-n", &namespace, "-f", file.to_str().unwrap(), "--skip-crds"];
+
+    let out = tokio::task::block_in_place(|| {
+        helm.ok(&[&["install", "butler", chart][..], &release[..]].concat(), None)
+    });
+    assert!(out.contains("STATUS: deployed") && out.contains("CoreProvider"), "{out}");
+    // The operator as the chart runs it: its ServiceAccount, its RBAC.
+    let server = s.cluster.server().expect("in memory");
+    let account = server.client_as_service_account(OPERATOR_AGENT, &s.namespace, "butler-operator");
+    s.start_operator_as(account);
+    let marker = keep_marking_available(&s);
+    s.wait_for::<CoreProvider>("butler", "Ready", |p| is(p, "Ready", "True")).await;
+    s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+    assert!(!s.deployments("InfrastructureProvider", "widget").await.is_empty(), "the widget runs");
+
+    // helm upgrade with a new provider version upgrades through the operator.
+    std::fs::write(&file, values(&s.namespace, "v1.1.0")).unwrap();
+    let out = tokio::task::block_in_place(|| {
+        helm.ok(&[&["upgrade", "butler", chart][..], &release[..]].concat(), None)
+    });
+    assert!(out.contains("REVISION: 2"), "{out}");
+    s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
+
+    // helm uninstall: the providers go first, the core last, each waited for.
+    let (jobs, printed) = run_jobs(&s);
+    let out = tokio::task::block_in_place(|| {
+        helm.ok(&["uninstall", "butler", "-n", &s.namespace, "--timeout", "120s"], None)
+    });
+    assert!(out.contains("uninstalled"), "{out}");
+    jobs.abort();
+    let printed = printed.lock().unwrap().join("\n");
+    let widget = printed.find(&format!("Deleting InfrastructureProvider {}/widget", s.namespace));
+    let core = printed.find(&format!("Deleting CoreProvider {}/butler", s.namespace));
+    assert!(
+        matches!((widget, core), (Some(w), Some(c)) if w < c),
+        "infrastructure first, core last:\n{printed}"
+    );
+    assert!(s.api::<CoreProvider>().list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(s.api::<InfrastructureProvider>().list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(s.deployments("InfrastructureProvider", "widget").await.is_empty(), "components removed");
+    assert!(s.deployments("CoreProvider", "butler").await.is_empty(), "components removed");
+    // What stays is what the page says stays: the CRDs; the chart's RBAC and hook are gone.
+    let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
+    assert!(crds.get_opt("coreproviders.operator.butlerlabs.dev").await.unwrap().is_some(), "CRDs kept");
+    let roles: Api<ClusterRole> = Api::all(s.client.clone());
+    for name in ["butler-operator", "butler-operator-upstream", "butler-operator-uninstall"] {
+        assert!(roles.get_opt(name).await.unwrap().is_none(), "ClusterRole {name} is left");
+    }
+    let accounts: Api<ServiceAccount> = Api::namespaced(s.client.clone(), &s.namespace);
+    for name in ["butler-operator", "butler-operator-uninstall"] {
+        assert!(accounts.get_opt(name).await.unwrap().is_none(), "ServiceAccount {name} is left");
+    }
+    marker.abort();
+    s.stop_operator().await;
+}
