@@ -61,13 +61,16 @@ pub struct Components {
 impl Components {
     /// Every object, parsed whole.
     pub fn objects(&self) -> Result<Vec<Value>, ProcessError> {
-        self.documents
-            .iter()
-            .map(|d| {
-                d.to_value()
-                    .map_err(|message| ProcessError::Invalid { what: "processed components".into(), message })
-            })
-            .collect()
+        self.each_object().collect()
+    }
+
+    /// Every object, parsed one at a time: a caller that keeps each in a smaller form never
+    /// holds the whole release as a tree (Cluster API's core is tens of MB of values).
+    pub fn each_object(&self) -> impl Iterator<Item = Result<Value, ProcessError>> + '_ {
+        self.documents.iter().map(|d| {
+            d.to_value()
+                .map_err(|message| ProcessError::Invalid { what: "processed components".into(), message })
+        })
     }
 
     /// The objects as one YAML stream.

@@ -143,6 +143,13 @@ async fn helm_installs_the_operator_and_its_providers_upgrades_one_and_uninstall
     assert!(out.contains("REVISION: 2"), "{out}");
     s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
 
+    // Every object the release holds, to find none of them after the uninstall.
+    let manifest =
+        tokio::task::block_in_place(|| helm.ok(&["get", "manifest", "butler", "-n", &namespace], None));
+    let made: Vec<serde_json::Value> = serde_saphyr::from_multiple(&manifest).unwrap();
+    let made: Vec<serde_json::Value> = made.into_iter().filter(|o| !o.is_null()).collect();
+    assert!(made.len() > 10, "{manifest}");
+
     // helm uninstall: the providers go first, the core last, each waited for.
     let (jobs, printed) = run_jobs(&s);
     let out = tokio::task::block_in_place(|| {
@@ -169,8 +176,28 @@ async fn helm_installs_the_operator_and_its_providers_upgrades_one_and_uninstall
         assert!(roles.get_opt(name).await.unwrap().is_none(), "ClusterRole {name} is left");
     }
     let accounts: Api<ServiceAccount> = Api::namespaced(s.client.clone(), &s.namespace);
-    for name in ["butler-operator", "butler-operator-uninstall"] {
-        assert!(accounts.get_opt(name).await.unwrap().is_none(), "ServiceAccount {name} is left");
+    assert!(
+        accounts.get_opt("butler-operator-uninstall").await.unwrap().is_none(),
+        "the hook's account is left"
+    );
+    let discovery = kube::discovery::Discovery::new(s.client.clone()).run().await.unwrap();
+    for object in &made {
+        let (kind, name) = (object["kind"].as_str().unwrap(), object["metadata"]["name"].as_str().unwrap());
+        let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", object["apiVersion"].as_str().unwrap()),
+        };
+        let (resource, caps) = discovery
+            .resolve_gvk(&kube::api::GroupVersionKind::gvk(group, version, kind))
+            .unwrap_or_else(|| panic!("{kind} is served"));
+        let api: Api<kube::api::DynamicObject> = match caps.scope {
+            kube::discovery::Scope::Namespaced => {
+                let ns = object["metadata"]["namespace"].as_str().unwrap_or(&namespace);
+                Api::namespaced_with(s.client.clone(), ns, &resource)
+            }
+            kube::discovery::Scope::Cluster => Api::all_with(s.client.clone(), &resource),
+        };
+        assert!(api.get_opt(name).await.unwrap().is_none(), "{kind} {name} of the release is left");
     }
     marker.abort();
     s.stop_operator().await;

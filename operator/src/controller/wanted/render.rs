@@ -24,10 +24,14 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    fn new(objects: Vec<Value>, warnings: Vec<String>) -> Rendered {
-        // One value at a time: the tree and its text are never both whole.
-        let packed = objects.into_iter().map(|o| o.to_string().into_boxed_str()).collect::<Vec<_>>();
-        Rendered { packed, warnings }
+    /// Each object packed as soon as it is parsed: the release is never whole as a tree.
+    fn new(
+        objects: impl Iterator<Item = Result<Value, ProcessError>>,
+        warnings: Vec<String>,
+    ) -> Result<Rendered, ProcessError> {
+        let packed =
+            objects.map(|o| o.map(|o| o.to_string().into_boxed_str())).collect::<Result<Vec<_>, _>>()?;
+        Ok(Rendered { packed, warnings })
     }
 
     /// The objects, as rendered (a copy of its own for the caller to change).
@@ -80,7 +84,7 @@ impl Renders {
             return Ok(Arc::clone(rendered));
         }
         let components = process_components(text, options)?;
-        let rendered = Arc::new(Rendered::new(components.objects()?, components.warnings.clone()));
+        let rendered = Arc::new(Rendered::new(components.each_object(), components.warnings.clone())?);
         let inputs = Inputs {
             text: digest,
             what: options.what.to_string(),
