@@ -359,7 +359,8 @@ async fn elastic_latency() {
         .await
         .unwrap();
     let secret: Secret = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "app-kubeconfig", "namespace": "bench"},
+        "metadata": {"name": "app-kubeconfig", "namespace": "bench", "labels": {"cluster.x-k8s.io/cluster-name": "app"}},
+        "type": "cluster.x-k8s.io/secret",
         "stringData": {"value": std::fs::read_to_string(tenant.kubeconfig()).unwrap()}}))
     .unwrap();
     Api::<Secret>::namespaced(client.clone(), "bench").create(&PostParams::default(), &secret).await.unwrap();

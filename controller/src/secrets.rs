@@ -73,6 +73,28 @@ impl Default for SecretReader {
     }
 }
 
+/// The label and type Cluster API gives the kubeconfig Secret it makes for a cluster.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+pub const CLUSTER_SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
+
+/// The name of a cluster's kubeconfig Secret.
+pub fn kubeconfig_name(cluster: &str) -> String {
+    format!("{cluster}-kubeconfig")
+}
+
+/// Whether `secret` is the kubeconfig Cluster API made for `cluster` (its type and its
+/// cluster-name label), not another Secret that merely has its name: a TenantCluster named
+/// `harvester` must not open `harvester-kubeconfig`, a ProviderConfig's credentials. Writing
+/// that label and type takes write access to the namespace's Secrets, which a team's operators
+/// and viewers lack (its admins hold it, and may read every Secret there anyway).
+pub fn owns_kubeconfig(secret: &k8s_openapi::api::core::v1::Secret, cluster: &str) -> bool {
+    let labelled =
+        secret.metadata.labels.as_ref().and_then(|l| l.get(CLUSTER_NAME_LABEL)).map(String::as_str);
+    secret.metadata.name.as_deref() == Some(kubeconfig_name(cluster).as_str())
+        && secret.type_.as_deref() == Some(CLUSTER_SECRET_TYPE)
+        && labelled == Some(cluster)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

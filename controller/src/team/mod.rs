@@ -66,6 +66,7 @@ async fn reconcile_live(team: &Team, ctx: &Context) -> Result<Action, Error> {
     let namespace = ctx.teams.namespaces.get(&kube::runtime::reflector::ObjectRef::new(&ns));
     let clusters = ctx.teams.clusters_in(&ns);
     let existing = |kind: &str, name: &str| ctx.teams.existing(&ns, kind, name);
+    let kubeconfigs = owned_kubeconfigs(ctx, &ns, &clusters).await;
     // Plan.
     let plan = plan::plan(&Observed {
         team,
@@ -74,6 +75,7 @@ async fn reconcile_live(team: &Team, ctx: &Context) -> Result<Action, Error> {
         quota: &ctx.team_quota,
         namespace: namespace.as_deref(),
         clusters: clusters.iter().map(Arc::as_ref).collect(),
+        kubeconfigs: &kubeconfigs,
         existing: &existing,
     });
     // Apply.
@@ -97,6 +99,30 @@ async fn reconcile_live(team: &Team, ctx: &Context) -> Result<Action, Error> {
     let event = plan.refused.clone();
     write_status(ctx, team, &plan, plan.phase, &[], event).await?;
     Ok(Action::requeue(RESYNC))
+}
+
+/// The clusters of `namespace` whose kubeconfig Secret is Cluster API's for them, read live by
+/// name (the controller may `get` Secrets of team namespaces, not list them). One not there
+/// yet, or not readable yet (the controller's binding comes with the first apply), is left out
+/// until a later reconcile finds it.
+async fn owned_kubeconfigs(
+    ctx: &Context,
+    namespace: &str,
+    clusters: &[Arc<butler_core::api::TenantCluster>],
+) -> Vec<String> {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut owned = Vec::new();
+    for cluster in clusters {
+        let name = cluster.name_any();
+        match secrets.get_opt(&crate::secrets::kubeconfig_name(&name)).await {
+            Ok(Some(secret)) if crate::secrets::owns_kubeconfig(&secret, &name) => owned.push(name),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(namespace, cluster = %name, error = %e, "cannot read the kubeconfig Secret yet")
+            }
+        }
+    }
+    owned
 }
 
 /// Applies what the plan wants: bindings whose role changed are deleted first (made anew

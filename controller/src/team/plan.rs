@@ -55,6 +55,9 @@ pub struct Observed<'a> {
     pub namespace: Option<&'a Namespace>,
     /// The TenantClusters of the team namespace.
     pub clusters: Vec<&'a TenantCluster>,
+    /// The names of those whose kubeconfig Secret is the one Cluster API made for them
+    /// ([`crate::secrets::owns_kubeconfig`], read live): the only ones the team's operators may read.
+    pub kubeconfigs: &'a [String],
     /// The cached copy of each object the plan wants, as JSON, by `{kind}/{name}` (namespaced
     /// objects live in the team namespace).
     pub existing: &'a dyn Fn(&str, &str) -> Option<Value>,
@@ -231,8 +234,9 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     }
     let uid = team.meta().uid.clone().unwrap_or_default();
     let ours = |actual: &Value| owned_by(actual, &uid);
-    let names: Vec<String> = observed.clusters.iter().map(|c| c.name_any()).collect();
-    for desired in desired_objects(team, observed.roles, observed.reader, observed.quota, &names) {
+    for desired in
+        desired_objects(team, observed.roles, observed.reader, observed.quota, observed.kubeconfigs)
+    {
         let kind = desired["kind"].as_str().unwrap_or_default();
         let name = desired["metadata"]["name"].as_str().unwrap_or_default();
         let actual = (observed.existing)(kind, name);
@@ -301,6 +305,7 @@ mod tests {
             quota: &quota,
             namespace,
             clusters: vec![],
+            kubeconfigs: &[],
             existing,
         })
     }

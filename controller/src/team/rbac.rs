@@ -106,13 +106,14 @@ pub fn team_rules(team: &str) -> Vec<PolicyRule> {
 /// operator ClusterRole reads none: a ProviderConfig's credentials are there too).
 pub const KUBECONFIGS: &str = "butler-team-kubeconfigs";
 
-/// The rules of [`KUBECONFIGS`]: `get` on `{cluster}-kubeconfig` of each of `clusters`, none
-/// when there are none (a rule naming no object would name every one).
+/// The rules of [`KUBECONFIGS`]: `get` on `{cluster}-kubeconfig` of each of `clusters` (those
+/// whose Secret [`crate::secrets::owns_kubeconfig`]), none when there are none (a rule naming no object would
+/// name every one).
 pub fn kubeconfig_rules(clusters: &[String]) -> Vec<PolicyRule> {
     if clusters.is_empty() {
         return Vec::new();
     }
-    let mut names: Vec<String> = clusters.iter().map(|c| format!("{c}-kubeconfig")).collect();
+    let mut names: Vec<String> = clusters.iter().map(|c| crate::secrets::kubeconfig_name(c)).collect();
     names.sort();
     names.dedup();
     vec![PolicyRule { resource_names: Some(names), ..rule(&[""], &["secrets"], &["get"]) }]
@@ -224,6 +225,29 @@ mod tests {
     #[test]
     fn operators_read_their_clusters_kubeconfigs_by_name_only() {
         assert!(kubeconfig_rules(&[]).is_empty(), "no rule: an empty resourceNames names every Secret");
+        use crate::secrets::{CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE, owns_kubeconfig};
+        let secret = |name: &str, type_: Option<&str>, cluster: Option<&str>| {
+            let mut s = k8s_openapi::api::core::v1::Secret::default();
+            s.metadata.name = Some(name.into());
+            s.type_ = type_.map(String::from);
+            s.metadata.labels = cluster.map(|c| [(CLUSTER_NAME_LABEL.to_string(), c.to_string())].into());
+            s
+        };
+        let capi = Some(CLUSTER_SECRET_TYPE);
+        assert!(owns_kubeconfig(&secret("web-kubeconfig", capi, Some("web")), "web"));
+        assert!(
+            !owns_kubeconfig(&secret("harvester-kubeconfig", Some("Opaque"), None), "harvester"),
+            "credentials"
+        );
+        assert!(
+            !owns_kubeconfig(&secret("harvester-kubeconfig", capi, Some("other")), "harvester"),
+            "another's"
+        );
+        assert!(
+            !owns_kubeconfig(&secret("harvester-kubeconfig", None, Some("harvester")), "harvester"),
+            "untyped"
+        );
+        assert!(!owns_kubeconfig(&secret("web-kubeconfig", capi, Some("web")), "harvester"), "another name");
         let rules = kubeconfig_rules(&["web".into(), "api".into(), "web".into()]);
         assert_eq!(rules.len(), 1);
         assert_eq!(

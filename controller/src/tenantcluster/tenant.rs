@@ -115,7 +115,7 @@ impl TenantClients {
         cluster: &TenantCluster,
     ) -> Result<Option<Reached>, String> {
         let namespace = cluster.namespace().unwrap_or_default();
-        let name = format!("{}-kubeconfig", cluster.name_any());
+        let name = crate::secrets::kubeconfig_name(&cluster.name_any());
         let secrets: Api<Secret> = Api::namespaced(management.clone(), &namespace);
         let what = format!("the Secret {namespace}/{name}");
         let Some(secret) = secrets
@@ -125,6 +125,14 @@ impl TenantClients {
         else {
             return Ok(None);
         };
+        if !crate::secrets::owns_kubeconfig(&secret, &cluster.name_any()) {
+            return Err(format!(
+                "{what} is not the kubeconfig Cluster API made for this cluster (type {}, label {}={}): a TenantCluster reaches only its own cluster",
+                crate::secrets::CLUSTER_SECRET_TYPE,
+                crate::secrets::CLUSTER_NAME_LABEL,
+                cluster.name_any()
+            ));
+        }
         let uid = cluster.meta().uid.clone().unwrap_or_default();
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
         if let Some(reached) = self.0.lock().expect("not poisoned").get(&uid)

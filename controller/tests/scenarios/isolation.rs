@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
-use butler_core::api::{ProviderConfig, TenantCluster};
+use butler_core::api::{ProviderConfig, Team, TenantCluster};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -80,7 +80,8 @@ async fn kubeconfig_secret(s: &Scenario, team: &str, cluster: &str, server: &str
         "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: '{server}'}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\nusers:\n- name: u\n  user: {user}\n"
     );
     let secret: Secret = serde_json::from_value(
-        json!({"metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team}, "stringData": {"value": kubeconfig}}),
+        json!({"metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "type": "cluster.x-k8s.io/secret", "stringData": {"value": kubeconfig}}),
     )
     .unwrap();
     Api::<Secret>::namespaced(s.client.clone(), team).create(&PostParams::default(), &secret).await.unwrap();
@@ -743,9 +744,19 @@ async fn a_team_operator_reads_its_clusters_kubeconfigs_and_no_other_secret() {
     let team = crate::support::team_with_members(&s, "iso-op", &[(operator, "operator")], "").await;
     let ns = format!("team-{team}");
     let secrets: Api<Secret> = Api::namespaced(s.client.clone(), &ns);
-    for name in ["web-kubeconfig", "aws-credentials"] {
+    // web's kubeconfig as Cluster API makes it; a ProviderConfig's credentials; and credentials
+    // that merely have a kubeconfig's name (a cluster named harvester would open them by name).
+    let capi = |cluster: &str| json!({"labels": {"cluster.x-k8s.io/cluster-name": cluster}});
+    for (name, type_, extra) in [
+        ("web-kubeconfig", "cluster.x-k8s.io/secret", capi("web")),
+        ("aws-credentials", "Opaque", json!({})),
+        ("harvester-kubeconfig", "Opaque", json!({})),
+        ("api-kubeconfig", "cluster.x-k8s.io/secret", capi("web")),
+    ] {
+        let mut metadata = json!({"name": name, "namespace": ns});
+        metadata.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         let secret: Secret = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": ns}, "stringData": {"value": "secret"}}))
+            "metadata": metadata, "type": type_, "stringData": {"value": "secret"}}))
         .unwrap();
         secrets.create(&PostParams::default(), &secret).await.unwrap();
     }
@@ -764,6 +775,33 @@ async fn a_team_operator_reads_its_clusters_kubeconfigs_and_no_other_secret() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(forbidden(theirs.get("aws-credentials").await), "a ProviderConfig's credentials are the admins'");
+    // Clusters named after Secrets that are not their kubeconfigs open nothing: the controller
+    // grants only the Secret Cluster API made for the cluster (its type and cluster-name label).
+    for name in ["harvester", "api"] {
+        create(&clusters, &format!("apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{}}\n")).await;
+    }
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(s.client.clone(), &ns);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        // The team's reconcile after the two clusters came: their names are in its status count.
+        let team_now: Team = Api::all(s.client.clone()).get(&team).await.unwrap();
+        let counted = team_now.status.and_then(|s| s.cluster_count).unwrap_or_default();
+        if counted >= 3 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the team never counted the clusters");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let role = roles.get("butler-team-kubeconfigs").await.unwrap();
+    let names = role
+        .rules
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|r| r.resource_names.unwrap_or_default())
+        .collect::<Vec<_>>();
+    assert_eq!(names, ["web-kubeconfig"], "only the cluster's own kubeconfig is granted");
+    assert!(forbidden(theirs.get("harvester-kubeconfig").await), "credentials named like a kubeconfig");
+    assert!(forbidden(theirs.get("api-kubeconfig").await), "a kubeconfig labelled for another cluster");
     let listed = theirs.list(&Default::default()).await;
     assert!(matches!(listed, Err(kube::Error::Api(s)) if s.code == 403), "operators list no Secrets");
     // The cluster goes: so does the operator's access to its kubeconfig.

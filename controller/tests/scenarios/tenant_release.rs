@@ -146,7 +146,8 @@ async fn a_kubeconfig_secret_deleted_or_repointed_by_the_team_gives_nothing_back
     let secrets: Api<Secret> = Api::namespaced(alice.clone(), &team);
     let kubeconfig = |name: &str, tenant: &butler_apiserver::MemoryApiServer| -> Secret {
         serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": format!("{name}-kubeconfig"), "namespace": team},
+            "metadata": {"name": format!("{name}-kubeconfig"), "namespace": team, "labels": {"cluster.x-k8s.io/cluster-name": name}},
+            "type": "cluster.x-k8s.io/secret",
             "stringData": {"value": std::fs::read_to_string(tenant.kubeconfig()).unwrap()}}))
         .unwrap()
     };

@@ -115,7 +115,8 @@ pub(crate) async fn kubeconfig_secret(
     use k8s_openapi::api::core::v1::Secret;
     let text = std::fs::read_to_string(tenant.kubeconfig()).unwrap();
     let secret: Secret = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team}, "stringData": {"value": text}}))
+        "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+        "type": "cluster.x-k8s.io/secret", "stringData": {"value": text}}))
     .unwrap();
     Api::<Secret>::namespaced(s.client.clone(), team).create(&PostParams::default(), &secret).await.unwrap();
 }
@@ -220,7 +221,8 @@ pub(crate) async fn guarded_tenant(
         tenant.service_account_token("metallb-system", "butler")
     );
     let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team},
+        "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+        "type": "cluster.x-k8s.io/secret",
         "stringData": {"value": kubeconfig},
     }))
     .unwrap();
