@@ -79,6 +79,32 @@ impl Components {
     }
 }
 
+/// The namespace a release's components declare (their Namespace object), which clusterctl
+/// installs them into when no target namespace is given; `None` when they declare none (or
+/// more than one, which processing refuses anyway).
+pub fn declared_namespace(text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        kind: Option<String>,
+        metadata: Option<Name>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Name {
+        name: Option<String>,
+    }
+    let names: Vec<String> = crate::yaml::split_documents(text)
+        .iter()
+        .filter_map(|d| serde_saphyr::from_str::<Head>(d).ok())
+        .filter(|h| h.kind.as_deref() == Some("Namespace"))
+        .filter_map(|h| h.metadata?.name)
+        .filter(|n| !n.is_empty() && !n.contains("${"))
+        .collect();
+    match names.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
 /// An expansion error of `what` as a processing error.
 pub(crate) fn expand_error(what: &str, e: ExpandError) -> ProcessError {
     match e {
@@ -249,4 +275,19 @@ fn images_and_contract(
     }
     doc.set("spec", spec);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_declared_namespace_is_the_one_namespace_object() {
+        let one = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: capa-system\n---\nkind: ConfigMap\nmetadata: {name: x, namespace: capa-system}\n";
+        assert_eq!(declared_namespace(one).as_deref(), Some("capa-system"));
+        assert_eq!(declared_namespace("kind: ConfigMap\nmetadata: {name: x}\n"), None);
+        let two = "kind: Namespace\nmetadata: {name: a}\n---\nkind: Namespace\nmetadata: {name: b}\n";
+        assert_eq!(declared_namespace(two), None);
+        assert_eq!(declared_namespace("kind: Namespace\nmetadata: {name: '${NS}'}\n"), None);
+    }
 }

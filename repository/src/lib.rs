@@ -33,7 +33,8 @@ mod yaml;
 pub use butler_runtime::network::{self, NetworkPolicy};
 pub use cache::Cache;
 pub use components::{
-    CLUSTERCTL_LABEL, Components, ComponentsOptions, PROVIDER_LABEL, ProcessError, process_components,
+    CLUSTERCTL_LABEL, Components, ComponentsOptions, PROVIDER_LABEL, ProcessError, declared_namespace,
+    process_components,
 };
 pub use config::{ClusterctlConfig, ConfigError, GITHUB_TOKEN, GITLAB_TOKEN, token};
 pub use digest::{MAX_TAR_ENTRIES, gunzip, sha256_hex, sha256_json_hex, untar};

@@ -54,7 +54,8 @@ pub async fn first_tenant_cluster(
                 "loadBalancer": {"defaultPoolSize": 8, "allocationMode": "static"}}}})).await?;
     // The tenant's kubeconfig, where Cluster API leaves it.
     let secret: Secret = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "web-kubeconfig", "namespace": TEAM_NAMESPACE}, "stringData": {"value": kubeconfig}}))?;
+        "metadata": {"name": "web-kubeconfig", "namespace": TEAM_NAMESPACE, "labels": {"cluster.x-k8s.io/cluster-name": "web"}},
+        "type": "cluster.x-k8s.io/secret", "stringData": {"value": kubeconfig}}))?;
     Api::<Secret>::namespaced(client.clone(), TEAM_NAMESPACE).create(&PostParams::default(), &secret).await?;
     let cluster: TenantCluster = serde_json::from_value(
         json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",

@@ -35,6 +35,17 @@ use serde_json::json;
 
 const NAMESPACE: &str = "butler-system";
 
+/// Each of Butler's providers in the namespace its components declare, as `butlerctl init` lays
+/// them out (`butler-system` for the core, `butler-harvester-system` for Harvester, ...): no
+/// provider shares a namespace, and with it its ServiceAccounts, with another.
+fn namespace_of(name: &str) -> String {
+    butler_repository::embedded_providers()
+        .iter()
+        .find(|p| p.name == name)
+        .and_then(|p| butler_repository::declared_namespace(&p.components()))
+        .unwrap_or_else(|| NAMESPACE.to_string())
+}
+
 type Failure = Box<dyn std::error::Error>;
 
 async fn setup(client: &kube::Client) -> Result<(), Failure> {
@@ -46,11 +57,15 @@ async fn setup(client: &kube::Client) -> Result<(), Failure> {
         crds.patch(&name, &PatchParams::apply("sandbox").force(), &Patch::Apply(&crd)).await?;
         await_condition(crds.clone(), &name, conditions::is_crd_established()).await?;
     }
-    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await?;
+    let mut names = vec!["butler"];
+    names.extend(butler_infrastructure());
+    for name in names {
+        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace_of(name)}}))?;
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await?;
+    }
     // The aws provider's components need a region: it comes from the provider's config Secret.
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "aws-variables"}, "stringData": {"AWS_REGION": "eu-west-1"}});
-    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), NAMESPACE)
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &namespace_of("aws"))
         .patch("aws-variables", &PatchParams::apply("sandbox"), &Patch::Apply(secret))
         .await?;
     Ok(())
@@ -61,11 +76,12 @@ async fn create<K: ProviderObject>(
     name: &str,
     spec: serde_json::Value,
 ) -> Result<(), Failure> {
+    let namespace = namespace_of(name);
     let object: K = serde_json::from_value(json!({
         "apiVersion": "operator.butlerlabs.dev/v1alpha1", "kind": K::KIND.kind(),
-        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec,
+        "metadata": {"name": name, "namespace": namespace}, "spec": spec,
     }))?;
-    Api::<K>::namespaced(client.clone(), NAMESPACE).create(&PostParams::default(), &object).await?;
+    Api::<K>::namespaced(client.clone(), &namespace).create(&PostParams::default(), &object).await?;
     Ok(())
 }
 
@@ -84,13 +100,10 @@ async fn wait_ready(
     let deadline = Instant::now() + within;
     loop {
         let mut rows = Vec::new();
-        for p in Api::<CoreProvider>::namespaced(client.clone(), NAMESPACE).list(&Default::default()).await? {
+        for p in Api::<CoreProvider>::all(client.clone()).list(&Default::default()).await? {
             rows.push(("CoreProvider".to_string(), p.name_any(), p.status));
         }
-        for p in Api::<InfrastructureProvider>::namespaced(client.clone(), NAMESPACE)
-            .list(&Default::default())
-            .await?
-        {
+        for p in Api::<InfrastructureProvider>::all(client.clone()).list(&Default::default()).await? {
             rows.push(("InfrastructureProvider".to_string(), p.name_any(), p.status));
         }
         if rows.len() == 1 + butler_infrastructure().len()
@@ -102,7 +115,9 @@ async fn wait_ready(
             return Err(format!("the providers were not Ready within {within:?}").into());
         }
         // No kubelet runs here: play the Deployment controller for what was applied.
-        roll_out_deployments(client, NAMESPACE, LABEL_NAME).await?;
+        for (_, name, _) in &rows {
+            roll_out_deployments(client, &namespace_of(name), LABEL_NAME).await?;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

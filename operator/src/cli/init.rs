@@ -22,7 +22,11 @@ const FIELD_MANAGER: &str = "butlerctl";
 pub struct InitArgs {
     /// (type, `NAME[:VERSION]`); the core provider `butler` when no core is named.
     pub providers: Vec<(ProviderType, String)>,
-    pub target_namespace: String,
+    /// Every provider's namespace (`--target-namespace`); when `None`, each goes to the
+    /// namespace its components declare, as clusterctl installs them (`butler-system` for
+    /// Butler's core, `butler-harvester-system` for Harvester, `capa-system` for AWS's), else to
+    /// [`DEFAULT_NAMESPACE`].
+    pub target_namespace: Option<String>,
     /// An image for the operator instead of this build's.
     pub operator_image: Option<String>,
     /// Grants for the operator beyond Butler's providers (`manifest::extra_rbac`), installed
@@ -33,6 +37,9 @@ pub struct InitArgs {
     /// so none is added, and naming one is refused (as clusterctl skips an installed core).
     pub existing_cores: Vec<String>,
 }
+
+/// Where a provider goes whose components declare no namespace and none is given.
+pub const DEFAULT_NAMESPACE: &str = "butler-system";
 
 /// What `init` would apply: the operator's manifest when it is missing, Secrets, providers.
 #[derive(Debug, Clone, Default)]
@@ -185,30 +192,31 @@ pub async fn plan(
         _ => {}
     }
     providers.sort_by_key(|(t, _)| *t != ProviderType::Core);
-    let ns = &args.target_namespace;
-    let mut objects = vec![providers_namespace(ns)];
+    let mut objects = Vec::new();
     let mut missing = Vec::new();
     for (type_, text) in &providers {
         let named = provider_ref(text)?;
         let (name, version) = (named.name, named.version);
-        // A namespace in the argument (NAME:NAMESPACE:VERSION) places this provider there.
-        let ns = match named.namespace {
-            Some(own) if own != *ns => {
-                let object = providers_namespace(&own);
-                if !objects.contains(&object) {
-                    objects.push(object);
-                }
-                own
-            }
-            _ => ns.clone(),
-        };
-        let ns = &ns;
         let entry = config.provider(*type_, &name)?;
         let repo = repository(config, &variables, *type_, &name)?;
         let resolved = repo.resolve(version.as_deref()).await?;
         let components = String::from_utf8(repo.components(&resolved).await?).map_err(|_| {
             GenerateError::Usage(format!("{} {resolved}: the components are not UTF-8 text", repo.provider()))
         })?;
+        // The namespace in the argument (NAME:NAMESPACE:VERSION), else --target-namespace, else
+        // the components' own: each provider in a namespace of its own, as clusterctl lays them
+        // out, so that none reaches another's ServiceAccounts through a shared namespace.
+        let ns = named
+            .namespace
+            .clone()
+            .or_else(|| args.target_namespace.clone())
+            .or_else(|| butler_repository::declared_namespace(&components))
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+        let object = providers_namespace(&ns);
+        if !objects.contains(&object) {
+            objects.push(object);
+        }
+        let ns = &ns;
         let label = type_.label(&name);
         let mut data = BTreeMap::new();
         for used in butler_repository::list_variables(&components) {

@@ -401,7 +401,7 @@ async fn init_makes_providers_and_their_secrets_and_a_second_run_changes_nothing
     assert!(operator_present(&s.client).await.unwrap(), "the scenario's cluster has the provider CRDs");
     let mut args = InitArgs {
         providers: vec![(ProviderType::Infrastructure, "aws".into())],
-        target_namespace: s.namespace.clone(),
+        target_namespace: Some(s.namespace.clone()),
         ..Default::default()
     };
 
@@ -468,7 +468,7 @@ async fn init_installs_the_operator_where_it_is_missing() {
     let client = cluster.client();
     assert!(!operator_present(&client).await.unwrap());
     let args = InitArgs {
-        target_namespace: "butler-system".into(),
+        target_namespace: None,
         operator_image: Some("mirror.local/butler-operator:v0.1.0".into()),
         ..Default::default()
     };

@@ -99,7 +99,7 @@ async fn the_gitops_set_of_init_applies_wave_by_wave() {
     }
     let args = butler_operator::cli::init::InitArgs {
         providers: vec![(butler_repository::ProviderType::Infrastructure, "harvester".into())],
-        target_namespace: s.namespace.clone(),
+        target_namespace: Some(s.namespace.clone()),
         ..Default::default()
     };
     let plan = butler_operator::cli::init::plan(&args, &Default::default(), false).await.unwrap();
@@ -118,6 +118,40 @@ async fn the_gitops_set_of_init_applies_wave_by_wave() {
         }
     }
     s.api::<InfrastructureProvider>().get("harvester").await.unwrap();
+}
+
+/// Without --target-namespace, `butlerctl init` puts each provider in the namespace its
+/// components declare, as clusterctl lays providers out: none shares a namespace (and with it
+/// the ServiceAccounts a token Secret could be made for) with another.
+#[tokio::test]
+async fn init_puts_each_provider_in_a_namespace_of_its_own() {
+    let args = butler_operator::cli::init::InitArgs {
+        providers: vec![(butler_repository::ProviderType::Infrastructure, "harvester".into())],
+        ..Default::default()
+    };
+    let plan = butler_operator::cli::init::plan(&args, &Default::default(), false).await.unwrap();
+    let at = |kind: &str| {
+        let object = plan.objects.iter().find(|o| o["kind"] == kind).unwrap();
+        object["metadata"]["namespace"].as_str().unwrap().to_string()
+    };
+    assert_eq!(at("CoreProvider"), "butler-system");
+    assert_eq!(at("InfrastructureProvider"), "butler-harvester-system");
+    let namespaces: Vec<&str> = plan
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "Namespace")
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(namespaces, ["butler-system", "butler-harvester-system"], "each made and labelled");
+    // --target-namespace still puts every provider in one.
+    let one = butler_operator::cli::init::InitArgs { target_namespace: Some("platform".into()), ..args };
+    let plan = butler_operator::cli::init::plan(&one, &Default::default(), false).await.unwrap();
+    assert!(
+        plan.objects
+            .iter()
+            .filter(|o| o["kind"] != "Namespace")
+            .all(|o| o["metadata"]["namespace"] == "platform")
+    );
 }
 
 /// `butlerctl init` makes the providers' namespaces with Pod Security's baseline enforced (as

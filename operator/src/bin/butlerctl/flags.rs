@@ -226,11 +226,14 @@ pub(crate) enum Airgap {
 pub(crate) struct InitFlags {
     #[command(flatten)]
     pub(crate) providers: ProviderList,
-    /// The namespace of the provider objects and their Secrets; a namespace init puts providers
-    /// in is labelled operator.butlerlabs.dev/providers=true, so that the operator honours it,
-    /// and one init makes enforces Pod Security's baseline (an existing one keeps its labels).
-    #[arg(long, short = 'n', value_name = "NS", default_value = "butler-system")]
-    pub(crate) target_namespace: String,
+    /// The namespace of every provider object and its Secrets; by default each provider goes
+    /// to the namespace its components declare (butler-system for Butler's core,
+    /// butler-harvester-system for Harvester, capi-system for Cluster API's), as clusterctl
+    /// lays them out. A namespace init puts providers in is labelled
+    /// operator.butlerlabs.dev/providers=true, so that the operator honours it, and one init
+    /// makes enforces Pod Security's baseline (an existing one keeps its labels).
+    #[arg(long, short = 'n', value_name = "NS")]
+    pub(crate) target_namespace: Option<String>,
     /// The clusterctl config file (providers, variables, image overrides).
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
