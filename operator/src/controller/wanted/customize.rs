@@ -209,12 +209,13 @@ fn apply_container(container: &mut Value, wanted: &ContainerSpec, component: &st
     }
     if let Some(env) = &wanted.env {
         let mut current = container["env"].as_array().cloned().unwrap_or_default();
+        // As cluster-api-operator sets them: one of the same name removed, each appended at the end.
         for var in env {
             let value = serde_json::to_value(var).expect("env vars serialize");
-            match current.iter_mut().find(|e| e["name"] == var.name.as_str()) {
-                Some(slot) => *slot = value,
-                None => current.push(value),
+            if let Some(i) = current.iter().position(|e| e["name"] == var.name.as_str()) {
+                current.remove(i);
             }
+            current.push(value);
         }
         container["env"] = Value::Array(current);
     }
@@ -251,15 +252,51 @@ mod tests {
         assert_eq!(
             args,
             &json!([
-                "--leader-elect=true",
+                // A bare --leader-elect stays; cluster-api-operator appends its =true form.
+                "--leader-elect",
                 "--v=2",
                 "--sync-period=1h",
-                "--leader-election-id=capi-system/capi",
                 "--cluster.cluster.x-k8s.io-concurrency=5",
+                "--leader-elect=true",
+                "--leader-election-id=capi-system/capi",
                 "--metrics-bind-addr=:8080",
                 "--webhook-host=0.0.0.0",
                 "--webhook-port=9443",
-                "--kube-api-qps=50"
+                "--kube-api-qps=50",
+            ])
+        );
+    }
+
+    /// What cluster-api-operator v0.28 renders, by its rules: `--insecure-diagnostics` only when
+    /// true; the lease timings only while leader election is on, in whole seconds; a variable
+    /// set again removed from its place and appended.
+    #[test]
+    fn cluster_api_operators_rules_for_diagnostics_leases_and_env() {
+        let mut objects = vec![json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [
+            {"name": "manager", "args": ["--diagnostics-address=:8443"],
+             "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}]}}}})];
+        let off = spec(
+            "manager:\n  metrics: {insecureDiagnostics: false}\n  leaderElection: {leaderElect: false, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}\ndeployment:\n  containers:\n  - name: manager\n    env: [{name: A, value: '3'}]\n",
+        );
+        customize(&mut objects, &off, "c").unwrap();
+        let manager = &objects[0]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(manager["args"], json!(["--diagnostics-address=:8443", "--leader-elect=false"]));
+        assert_eq!(manager["env"], json!([{"name": "B", "value": "2"}, {"name": "A", "value": "3"}]));
+        let mut objects = vec![deployment()];
+        let on = spec(
+            "manager:\n  metrics: {insecureDiagnostics: true}\n  leaderElection: {leaderElect: true, leaseDuration: 1m30s, renewDeadline: 10s}\n  syncPeriod: 10m\n",
+        );
+        customize(&mut objects, &on, "c").unwrap();
+        assert_eq!(
+            objects[0]["spec"]["template"]["spec"]["containers"][0]["args"],
+            json!([
+                "--leader-elect",
+                "--v=1",
+                "--sync-period=600s",
+                "--leader-elect=true",
+                "--leader-elect-lease-duration=90s",
+                "--leader-elect-renew-deadline=10s",
+                "--insecure-diagnostics=true",
             ])
         );
     }
@@ -370,10 +407,11 @@ mod tests {
         assert_eq!(
             manager["args"],
             json!([
-                "--leader-elect=false",
+                "--leader-elect",
                 "--v=3",
                 "--sync-period=600s",
                 "--extra=x",
+                "--leader-elect=false",
                 "--feature-gates=Alpha=false,Zeta=true"
             ]),
             "manager settings win over args; the namespace arg is ignored"
@@ -407,13 +445,23 @@ mod tests {
     }
 
     #[test]
-    fn a_flag_given_with_a_separate_value_is_replaced_whole() {
+    fn a_flag_written_without_equals_stays_and_its_new_value_follows_it() {
         let mut objects = vec![json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [
             {"name": "manager", "args": ["--leader-elect", "--v", "1", "--sync-period", "10m", "--extra"]}]}}}})];
         customize(&mut objects, &spec("manager: {verbosity: 3, syncPeriod: 600s}\n"), "c").unwrap();
         assert_eq!(
             objects[0]["spec"]["template"]["spec"]["containers"][0]["args"],
-            json!(["--leader-elect", "--v=3", "--sync-period=600s", "--extra"])
+            json!([
+                "--leader-elect",
+                "--v",
+                "1",
+                "--sync-period",
+                "10m",
+                "--extra",
+                "--sync-period=600s",
+                "--v=3"
+            ]),
+            "as cluster-api-operator sets them; the manager reads the last"
         );
     }
 

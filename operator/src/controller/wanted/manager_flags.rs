@@ -24,39 +24,43 @@ pub fn manager_flags(manager: &ManagerSpec) -> Result<Vec<(String, String)>, Str
             flags.push((name.to_string(), v));
         }
     };
-    push("sync-period", manager.sync_period.map(|d| d.to_string()));
-    // As cluster-api-operator emits them: the lock's kind and the graceful shutdown take no
-    // flag; the lock's name goes with its namespace as `--leader-election-id`.
-    if let Some(le) = &manager.leader_election {
-        push("leader-elect", le.leader_elect.map(|b| b.to_string()));
-        if le.leader_elect == Some(true)
-            && let (Some(name), Some(namespace)) = (&le.resource_name, &le.resource_namespace)
-        {
-            push("leader-election-id", Some(format!("{namespace}/{name}")));
-        }
-        push("leader-elect-lease-duration", le.lease_duration.map(|d| d.to_string()));
-        push("leader-elect-renew-deadline", le.renew_deadline.map(|d| d.to_string()));
-        push("leader-elect-retry-period", le.retry_period.map(|d| d.to_string()));
-    }
+    // In cluster-api-operator's order, with its forms, so that an object carried over from it
+    // renders the very arguments it ran with (a pod template that differs restarts the pod).
     if let Some(concurrency) = manager.controller.as_ref().and_then(|c| c.group_kind_concurrency.as_ref()) {
         for (kind, n) in concurrency {
             push(&format!("{}-concurrency", kind.to_lowercase()), Some(n.to_string()));
         }
     }
+    push("max-concurrent-reconciles", manager.max_concurrent_reconciles.map(|n| n.to_string()));
     push("namespace", manager.cache_namespace.clone());
+    push("health-addr", manager.health.as_ref().and_then(|h| h.health_probe_bind_address.clone()));
+    // The lock's kind and the graceful shutdown take no flag; the lock's name goes with its
+    // namespace as `--leader-election-id`; its timings only while leader election is on.
+    if let Some(le) = &manager.leader_election {
+        push("leader-elect", le.leader_elect.map(|b| b.to_string()));
+        if le.leader_elect == Some(true) {
+            if let (Some(name), Some(namespace)) = (&le.resource_name, &le.resource_namespace) {
+                push("leader-election-id", Some(format!("{namespace}/{name}")));
+            }
+            push("leader-elect-lease-duration", seconds(le.lease_duration));
+            push("leader-elect-renew-deadline", seconds(le.renew_deadline));
+            push("leader-elect-retry-period", seconds(le.retry_period));
+        }
+    }
     if let Some(metrics) = &manager.metrics {
         push(METRICS_FLAG, metrics.bind_address.clone());
         push("diagnostics-address", metrics.diagnostics_address.clone());
-        push("insecure-diagnostics", metrics.insecure_diagnostics.map(|b| b.to_string()));
+        // Only when true: a manager that takes no such flag exits on `=false` (Cluster API's
+        // OpenStack provider), and false is every manager's default.
+        push("insecure-diagnostics", metrics.insecure_diagnostics.filter(|b| *b).map(|b| b.to_string()));
     }
-    push("health-addr", manager.health.as_ref().and_then(|h| h.health_probe_bind_address.clone()));
     if let Some(w) = &manager.webhook {
         push("webhook-host", w.host.clone());
         push("webhook-port", w.port.map(|p| p.to_string()));
         push("webhook-cert-dir", w.cert_dir.clone());
     }
+    push("sync-period", seconds(manager.sync_period));
     push("profiler-address", manager.profiler_address.clone());
-    push("max-concurrent-reconciles", manager.max_concurrent_reconciles.map(|n| n.to_string()));
     // 1 is the managers' default, and cluster-api-operator's CRD writes it into every object:
     // as there, it is passed only when it is another level (a carried-over object keeps its pods).
     push("v", manager.verbosity.filter(|v| *v != 1).map(|v| v.to_string()));
@@ -73,6 +77,14 @@ pub fn manager_flags(manager: &ManagerSpec) -> Result<Vec<(String, String)>, Str
         flags.push((name.to_string(), value.clone()));
     }
     Ok(flags)
+}
+
+/// A duration as cluster-api-operator passes it: whole seconds (`600s` for `10m`), none when
+/// it rounds to nothing.
+fn seconds(duration: Option<kube::core::Duration>) -> Option<String> {
+    let duration: std::time::Duration = duration?.into();
+    let whole = (duration.as_millis() + 500) / 1000;
+    (whole > 0).then(|| format!("{whole}s"))
 }
 
 /// The flag `metrics.bindAddress` is passed as, unless the manager speaks Cluster API v1.9's.
@@ -132,26 +144,18 @@ pub(super) fn with_own_gates(flags: &[(String, String)], args: &[Value]) -> Vec<
         .collect()
 }
 
-/// Flags that take no separate value (`--leader-elect true` is not how Go reads a boolean).
-const BOOLEAN_FLAGS: &[&str] = &["leader-elect"];
-
-/// `args` with each flag set to its value: replaced where present (with the value that
-/// followed it as an argument of its own, `--v 1`), appended where not.
+/// `args` with each flag set to its value as cluster-api-operator sets it: the first argument
+/// `--name=...` replaced, else `--name=value` appended; a flag written without `=` (a bare
+/// `--leader-elect`, `--v 1`) is left as it is and the new form appended after it (the manager
+/// reads the last), so that a carried-over object renders the arguments it ran with.
 pub(super) fn set_flags(args: &mut Vec<Value>, flags: &[(String, String)]) {
     for (name, value) in flags {
         // Keys may be written with their dashes (`--v`), as cluster-api-operator accepts.
         let name = name.trim_start_matches('-');
-        let text = format!("--{name}={value}");
-        match args.iter().position(|a| a.as_str().and_then(flag_name) == Some(name)) {
-            Some(i) => {
-                let separate = !args[i].as_str().unwrap_or_default().contains('=')
-                    && !BOOLEAN_FLAGS.contains(&name)
-                    && args.get(i + 1).and_then(Value::as_str).is_some_and(|next| !next.starts_with('-'));
-                if separate {
-                    args.remove(i + 1);
-                }
-                args[i] = Value::String(text);
-            }
+        let prefix = format!("--{name}=");
+        let text = format!("{prefix}{value}");
+        match args.iter().position(|a| a.as_str().is_some_and(|a| a.starts_with(&prefix))) {
+            Some(i) => args[i] = Value::String(text),
             None => args.push(Value::String(text)),
         }
     }
