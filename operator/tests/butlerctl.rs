@@ -341,3 +341,17 @@ fn migrate_from_file_converts_their_objects_without_a_cluster() {
     );
     assert!(stderr.contains("3 provider objects converted"), "{stderr}");
 }
+
+#[test]
+fn the_kubeconfig_context_flag_has_clusterctls_name_too() {
+    let setup = Setup::new("");
+    let kubeconfig = setup.dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster: {server: 'https://127.0.0.1:1'}\ncontexts:\n- name: a\n  context: {cluster: a, user: a}\ncurrent-context: a\nusers:\n- name: a\n  user: {token: t}\n").unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    for flag in ["--context", "--kubeconfig-context"] {
+        let (code, _, stderr) =
+            setup.run(&["describe", "providers", "--kubeconfig", kubeconfig, flag, "elsewhere"], &[]);
+        assert_ne!(code, 0);
+        assert!(stderr.contains("cannot use the context \"elsewhere\""), "{flag}: {stderr}");
+    }
+}

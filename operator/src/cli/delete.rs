@@ -64,12 +64,60 @@ pub async fn delete(
     waits: Waits,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<String, String> {
+    let chosen = chosen(client, namespace, which).await?;
+    delete_rows(client, &chosen, include_crd, waits, progress).await
+}
+
+/// The providers `which` names, in the order to delete them.
+pub async fn chosen(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    which: &Which,
+) -> Result<Vec<ProviderRow>, String> {
     let rows = providers::list(client, namespace).await?;
     let chosen = order(&rows, which)?;
     if chosen.is_empty() {
         return Err("no providers to delete".into());
     }
-    delete_rows(client, &chosen, include_crd, waits, progress).await
+    Ok(chosen)
+}
+
+/// `--include-namespace`: the namespaces of the providers deleted, each deleted (with all it
+/// holds, as `clusterctl delete --include-namespace` does) unless a provider object is still
+/// there, which it names instead.
+pub async fn delete_namespaces(
+    client: &kube::Client,
+    namespaces: &[String],
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<String, String> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let left = providers::list(client, None).await?;
+    let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let mut done = String::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for namespace in namespaces.iter().filter(|n| seen.insert(n.as_str())) {
+        let staying: Vec<String> = left
+            .iter()
+            .filter(|r| &r.namespace == namespace)
+            .map(|r| format!("{} {}", r.kind, r.name))
+            .collect();
+        if !staying.is_empty() {
+            done.push_str(&format!("Namespace {namespace} kept: {} is still there\n", staying.join(", ")));
+            continue;
+        }
+        progress(&format!("Deleting Namespace {namespace}..."));
+        match api.delete(namespace, &DeleteParams::default()).await {
+            Ok(_) => done.push_str(&format!("Namespace {namespace} deleted\n")),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => {
+                return Err(format!(
+                    "cannot delete Namespace {namespace}: {}",
+                    butler_runtime::error::describe(&e)
+                ));
+            }
+        }
+    }
+    Ok(done)
 }
 
 /// A provider object named as `KIND/NAMESPACE/NAME` (`InfrastructureProvider/capd-system/docker`).

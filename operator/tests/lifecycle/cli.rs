@@ -318,6 +318,11 @@ async fn delete_goes_in_the_safe_order_and_shows_what_blocks() {
         lines.lock().unwrap()
     );
 
+    // --include-namespace keeps a namespace where a provider stays, naming it.
+    let ns = [s.namespace.clone()];
+    let kept = butler_operator::cli::delete::delete_namespaces(&s.client, &ns, &|_| {}).await.unwrap();
+    assert!(kept.contains("kept") && kept.contains("InfrastructureProvider widget"), "{kept}");
+
     // Everything, CRDs included: the infrastructure provider first, then the core.
     let lines = std::sync::Mutex::new(Vec::new());
     let done = delete(&s.client, Some(&s.namespace), &Which::All, true, waits(), &|l| {
@@ -331,6 +336,12 @@ async fn delete_goes_in_the_safe_order_and_shows_what_blocks() {
     assert!(crds.get_opt("gadgets.widget.test.io").await.unwrap().is_none(), "--include-crd");
     let err = delete(&s.client, Some(&s.namespace), &Which::All, false, waits(), &|_| {}).await.unwrap_err();
     assert_eq!(err, "no providers to delete");
+    // Once they are gone, --include-namespace deletes their namespace, as clusterctl does.
+    let gone = butler_operator::cli::delete::delete_namespaces(&s.client, &ns, &|_| {}).await.unwrap();
+    assert_eq!(gone, format!("Namespace {} deleted\n", s.namespace));
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(s.client.clone());
+    let left = namespaces.get_opt(&s.namespace).await.unwrap();
+    assert!(left.is_none_or(|n| n.metadata.deletion_timestamp.is_some()), "the namespace goes");
     s.stop_operator().await;
 }
 

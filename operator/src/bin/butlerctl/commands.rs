@@ -118,11 +118,22 @@ pub(crate) async fn delete(f: DeleteFlags) -> Result<cli::Output, cli::GenerateE
         timeout: std::time::Duration::from_secs(f.timeout),
         poll: std::time::Duration::from_millis(500),
     };
-    let stdout = cli::delete::delete(&client, namespace.as_deref(), &which, f.include_crd, waits, &|line| {
-        eprintln!("{line}")
-    })
-    .await
-    .map_err(cli::GenerateError::Cluster)?;
+    let progress = |line: &str| eprintln!("{line}");
+    let namespaces: Vec<String> = cli::delete::chosen(&client, namespace.as_deref(), &which)
+        .await
+        .map_err(cli::GenerateError::Cluster)?
+        .into_iter()
+        .map(|r| r.namespace)
+        .collect();
+    let mut stdout =
+        cli::delete::delete(&client, namespace.as_deref(), &which, f.include_crd, waits, &progress)
+            .await
+            .map_err(cli::GenerateError::Cluster)?;
+    if f.include_namespace {
+        stdout += &cli::delete::delete_namespaces(&client, &namespaces, &progress)
+            .await
+            .map_err(cli::GenerateError::Cluster)?;
+    }
     Ok(cli::Output { stdout, stderr: Vec::new() })
 }
 

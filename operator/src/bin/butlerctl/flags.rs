@@ -139,6 +139,10 @@ pub(crate) struct DeleteFlags {
     /// Delete the providers' CRDs too, and with them every object of them.
     #[arg(long)]
     pub(crate) include_crd: bool,
+    /// Delete the providers' namespaces too, with all they hold, once their providers are gone
+    /// (a namespace where another provider stays is kept, and named).
+    #[arg(long)]
+    pub(crate) include_namespace: bool,
     /// Only the providers of this namespace; the whole cluster by default.
     #[arg(long, short = 'n', value_name = "NS")]
     pub(crate) namespace: Option<String>,
@@ -237,8 +241,9 @@ pub(crate) struct InitFlags {
     /// The clusterctl config file (providers, variables, image overrides).
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
-    /// Wait until every provider is Ready (or say why not).
-    #[arg(long)]
+    /// Wait until every provider is Ready (or say why not), as cluster-api-operator's plugin
+    /// does; --wait-providers=false returns once everything is applied.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub(crate) wait_providers: bool,
     /// How long to wait for each provider, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
@@ -317,7 +322,7 @@ pub(crate) struct KubeFlags {
     #[arg(long, value_name = "FILE")]
     pub(crate) kubeconfig: Option<PathBuf>,
     /// The kubeconfig context; the current context by default.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, visible_alias = "kubeconfig-context", value_name = "NAME")]
     pub(crate) context: Option<String>,
 }
 
