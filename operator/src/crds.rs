@@ -88,19 +88,25 @@ fn is_ours(file_name: &str) -> bool {
 /// from a CRD that no longer exists.
 pub fn stale_files(dir: &Path) -> io::Result<Vec<String>> {
     let wanted = files();
+    let mut stale = changed_or_missing(dir, &wanted)?;
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().to_string();
+        if is_ours(&name) && !wanted.contains_key(&name) {
+            stale.push(format!("{name} (no longer generated)"));
+        }
+    }
+    Ok(stale)
+}
+
+/// The files of `wanted` (path inside `dir` to content) that `dir` holds otherwise, or not at all.
+pub(crate) fn changed_or_missing(dir: &Path, wanted: &BTreeMap<String, String>) -> io::Result<Vec<String>> {
     let mut stale = Vec::new();
-    for (name, content) in &wanted {
+    for (name, content) in wanted {
         match std::fs::read_to_string(dir.join(name)) {
             Ok(found) if &found == content => {}
             Ok(_) => stale.push(format!("{name} (changed)")),
             Err(e) if e.kind() == io::ErrorKind::NotFound => stale.push(format!("{name} (missing)")),
             Err(e) => return Err(e),
-        }
-    }
-    for entry in std::fs::read_dir(dir)? {
-        let name = entry?.file_name().to_string_lossy().to_string();
-        if is_ours(&name) && !wanted.contains_key(&name) {
-            stale.push(format!("{name} (no longer generated)"));
         }
     }
     Ok(stale)

@@ -120,15 +120,7 @@ pub fn this_version() -> String {
 /// The generated files of the chart in `dir` that differ from what the code generates.
 pub fn stale_files(dir: &Path) -> io::Result<Vec<String>> {
     let wanted = generated_files(&this_version());
-    let mut stale = Vec::new();
-    for (name, content) in &wanted {
-        match std::fs::read_to_string(dir.join(name)) {
-            Ok(found) if &found == content => {}
-            Ok(_) => stale.push(format!("{name} (changed)")),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => stale.push(format!("{name} (missing)")),
-            Err(e) => return Err(e),
-        }
-    }
+    let mut stale = crate::crds::changed_or_missing(dir, &wanted)?;
     for entry in std::fs::read_dir(dir.join("crds"))? {
         let name = format!("crds/{}", entry?.file_name().to_string_lossy());
         if !wanted.contains_key(&name) {

@@ -31,6 +31,11 @@ fn closed(schema: &Value) -> Value {
     out
 }
 
+/// A value of `kind` (a JSON schema type, or a list of them) and what it does.
+fn typed(kind: Value, description: &str) -> Value {
+    json!({"type": kind, "description": description})
+}
+
 /// The spec schema of the provider kinds, as their CRD declares it.
 fn provider_spec() -> Value {
     let crd = crate::crds::providers().into_iter().next().expect("the provider CRDs");
@@ -44,18 +49,25 @@ fn provider_spec() -> Value {
 fn provider_entry(spec: &Value) -> Value {
     let mut entry = closed(spec);
     let properties = entry["properties"].as_object_mut().expect("the spec names its fields");
-    properties.insert(
-        "namespace".into(),
-        json!({"type": "string", "description": "The provider's namespace; by default cluster-api-operator's: capi-system for the core, {name}-{kind}-system for the others."}),
-    );
-    properties.insert(
-        "createNamespace".into(),
-        json!({"type": "boolean", "description": "Create the namespace (labelled for the operator, Pod Security baseline); true unless false."}),
-    );
-    properties.insert(
-        "enabled".into(),
-        json!({"type": "boolean", "description": "false leaves the provider out (cluster-api-operator's documented `--set infrastructure.docker.enabled=true` declares it)."}),
-    );
+    for (key, kind, description) in [
+        (
+            "namespace",
+            "string",
+            "The provider's namespace; by default cluster-api-operator's: capi-system for the core, {name}-{kind}-system for the others.",
+        ),
+        (
+            "createNamespace",
+            "boolean",
+            "Create the namespace (labelled for the operator, Pod Security baseline); true unless false.",
+        ),
+        (
+            "enabled",
+            "boolean",
+            "false leaves the provider out (cluster-api-operator's documented `--set infrastructure.docker.enabled=true` declares it).",
+        ),
+    ] {
+        properties.insert(key.into(), typed(json!(kind), description));
+    }
     // The chart writes the ConfigMap of additionalManifests from `manifests`.
     if let Some(manifests) =
         properties.get_mut("additionalManifests").and_then(|m| m["properties"].as_object_mut())
@@ -121,24 +133,36 @@ pub fn values_schema() -> Value {
         "env".into(),
         object("", json!({"manager": {"type": "array", "description": "Environment variables added to the operator's (HTTPS_PROXY, NO_PROXY, ...)."}})),
     );
-    properties.insert("imagePullSecrets".into(), json!({"type": ["array", "object"], "description": "Secrets to pull the operator's image with, as a list of {name}."}));
     properties.insert(
-        "nodeSelector".into(),
-        json!({"type": "object", "description": "Where the operator's pods may run."}),
+        "imagePullSecrets".into(),
+        typed(json!(["array", "object"]), "Secrets to pull the operator's image with, as a list of {name}."),
     );
+    properties.insert("nodeSelector".into(), typed(json!("object"), "Where the operator's pods may run."));
+    properties.insert("affinity".into(), typed(json!("object"), "The operator's pods' affinity."));
+    properties.insert("tolerations".into(), typed(json!("array"), "The operator's pods' tolerations."));
     properties.insert(
-        "affinity".into(),
-        json!({"type": "object", "description": "The operator's pods' affinity."}),
+        "containerSecurityContext".into(),
+        typed(
+            json!("object"),
+            "Replaces the operator container's security context (restricted by default) when given.",
+        ),
     );
-    properties.insert(
-        "tolerations".into(),
-        json!({"type": "array", "description": "The operator's pods' tolerations."}),
-    );
-    properties.insert("containerSecurityContext".into(), json!({"type": "object", "description": "Replaces the operator container's security context (restricted by default) when given."}));
     properties.insert("providerNamespaces".into(), json!({"type": "array", "items": {"type": "string"}, "description": "Namespaces whose provider objects the operator honours (--provider-namespace), besides the namespaces of the providers declared here and those labelled."}));
-    properties.insert("providerNamespaceLabel".into(), json!({"type": "string", "description": "The label that honours a namespace when true (--provider-namespace-label); empty for none."}));
+    properties.insert(
+        "providerNamespaceLabel".into(),
+        typed(
+            json!("string"),
+            "The label that honours a namespace when true (--provider-namespace-label); empty for none.",
+        ),
+    );
     properties.insert("extraArgs".into(), json!({"type": "array", "items": {"type": "string"}, "description": "More flags of butler-operator run."}));
-    properties.insert("createNamespace".into(), json!({"type": "boolean", "description": "Create the release namespace, Pod Security restricted (instead of helm's --create-namespace)."}));
+    properties.insert(
+        "createNamespace".into(),
+        typed(
+            json!("boolean"),
+            "Create the release namespace, Pod Security restricted (instead of helm's --create-namespace).",
+        ),
+    );
     properties.insert(
         "upstreamRBAC".into(),
         object(
