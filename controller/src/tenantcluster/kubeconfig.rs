@@ -36,7 +36,10 @@ pub fn check(kubeconfig: &Value) -> Result<(), String> {
             refuse_other(entry.keys(), &["name", inner], &format!("{list}[{i}]."))?;
             match entry.get(inner) {
                 Some(Value::Object(fields)) => {
-                    refuse_other(fields.keys(), allowed, &format!("{list}[{i}].{inner}."))?
+                    refuse_other(fields.keys(), allowed, &format!("{list}[{i}].{inner}."))?;
+                    if let Some(server) = fields.get("server").and_then(Value::as_str) {
+                        server_allowed(server).map_err(|why| format!("{list}[{i}].{inner}.server: {why}"))?;
+                    }
                 }
                 None | Some(Value::Null) => {}
                 Some(_) => return Err(format!("{list}[{i}].{inner} is not a mapping")),
@@ -44,6 +47,49 @@ pub fn check(kubeconfig: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Host names of the clouds' instance metadata services, which answer any process of the node
+/// (the controller's credentials on some clouds) and are never a tenant's API server.
+const METADATA_HOSTS: &[&str] = &[
+    "metadata",
+    "metadata.google.internal",
+    "metadata.azure.internal",
+    "instance-data",
+    "instance-data.ec2.internal",
+];
+
+/// A tenant's API server may not be a link-local address (169.254.0.0/16, fe80::/10, where the
+/// clouds' metadata services answer: 169.254.169.254, fd00:ec2::254) or a metadata host name.
+fn server_allowed(server: &str) -> Result<(), String> {
+    let host = server
+        .split_once("://")
+        .map_or(server, |(_, rest)| rest)
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        // A zone (`fe80::1%25eth0`) is no part of the address.
+        Some(v6) => v6.split([']', '%']).next().unwrap_or_default(),
+        None => host
+            .rsplit_once(':')
+            .filter(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok())
+            .map_or(host, |(h, _)| h),
+    };
+    let refused = match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(v4)) => v4.is_link_local(),
+        Ok(std::net::IpAddr::V6(v6)) => {
+            (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6 == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+                || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_link_local())
+        }
+        Err(_) => METADATA_HOSTS.contains(&host.trim_end_matches('.').to_ascii_lowercase().as_str()),
+    };
+    match refused {
+        true => Err(format!("{host} is a link-local or metadata address, never a tenant's API server")),
+        false => Ok(()),
+    }
 }
 
 fn refuse_other<'a>(
@@ -60,6 +106,34 @@ fn refuse_other<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_local_and_metadata_servers_are_refused() {
+        for server in [
+            "https://169.254.169.254",
+            "https://169.254.169.254:443/api",
+            "http://[fd00:ec2::254]",
+            "https://[fe80::1%25eth0]:6443",
+            "https://metadata.google.internal.",
+            "https://user@Metadata.Azure.Internal:443",
+            "https://[::ffff:169.254.1.1]",
+        ] {
+            assert!(server_allowed(server).is_err(), "{server} passed");
+        }
+        for server in [
+            "https://10.0.0.5:6443",
+            "https://127.0.0.1:6443",
+            "https://api.tenant.example",
+            "https://[2001:db8::1]:6443",
+        ] {
+            assert!(server_allowed(server).is_ok(), "{server} was refused");
+        }
+        let config: Value = serde_json::json!({"clusters": [{"name": "c", "cluster": {"server": "https://169.254.169.254"}}]});
+        assert_eq!(
+            check(&config).unwrap_err(),
+            "clusters[0].cluster.server: 169.254.169.254 is a link-local or metadata address, never a tenant's API server"
+        );
+    }
 
     fn kubeconfig(cluster: &str, user: &str) -> Value {
         let text = format!(
