@@ -55,9 +55,21 @@ impl TeamClusterRoles {
                 && name.len() <= 253
                 && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.:".contains(c))
         };
-        match ROLES.iter().map(|r| roles.name(*r)).find(|name| !valid(name)) {
-            Some(name) => Err(format!(
+        if let Some(name) = ROLES.iter().map(|r| roles.name(*r)).find(|name| !valid(name)) {
+            return Err(format!(
                 "--team-cluster-roles {template:?} makes {name:?}, which is no ClusterRole name (lowercase letters, digits, '-', '.', ':')"
+            ));
+        }
+        // The per-team ClusterRoles are the controller's own, written over at each reconcile:
+        // a team role named like one would be rewritten to another team's rules.
+        let per_team = |name: &str| {
+            name.strip_prefix("butler-team-")
+                .and_then(|rest| rest.strip_suffix("-member").or_else(|| rest.strip_suffix("-admin")))
+                .is_some_and(|team| !team.is_empty())
+        };
+        match ROLES.iter().map(|r| roles.name(*r)).find(|name| per_team(name)) {
+            Some(name) => Err(format!(
+                "--team-cluster-roles {template:?} makes {name:?}, the name of a team's own ClusterRole (butler-team-{{team}}-member or -admin); choose another pattern"
             )),
             None => Ok(roles),
         }
@@ -268,6 +280,9 @@ mod tests {
         assert_eq!(custom.name(TeamRole::Viewer), "acme:team-viewer");
         assert!(TeamClusterRoles::new("butler-team").unwrap_err().contains("must hold {role}"));
         assert!(TeamClusterRoles::new("Team/{role}").unwrap_err().contains("no ClusterRole name"));
+        let taken = TeamClusterRoles::new("butler-team-x-{role}").unwrap_err();
+        assert!(taken.contains("\"butler-team-x-admin\", the name of a team's own ClusterRole"), "{taken}");
+        TeamClusterRoles::new(TeamClusterRoles::DEFAULT).unwrap();
         let team_rules = team_rules("t");
         assert_eq!(team_rules[0].resource_names.as_deref(), Some(&["t".to_string()][..]));
         assert_eq!(team_rules[0].verbs, ["get", "watch"], "nobody of the team changes the Team");
