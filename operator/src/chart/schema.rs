@@ -48,7 +48,8 @@ fn provider_spec() -> Value {
 /// One provider's values: its spec, and where it goes.
 fn provider_entry(spec: &Value) -> Value {
     let mut entry = closed(spec);
-    let properties = entry["properties"].as_object_mut().expect("the spec names its fields");
+    let properties =
+        entry.pointer_mut("/properties").and_then(Value::as_object_mut).expect("the spec names its fields");
     for (key, kind, description) in [
         (
             "namespace",
@@ -69,8 +70,10 @@ fn provider_entry(spec: &Value) -> Value {
         properties.insert(key.into(), typed(json!(kind), description));
     }
     // The chart writes the ConfigMap of additionalManifests from `manifests`.
-    if let Some(manifests) =
-        properties.get_mut("additionalManifests").and_then(|m| m["properties"].as_object_mut())
+    if let Some(manifests) = properties
+        .get_mut("additionalManifests")
+        .and_then(|m| m.pointer_mut("/properties"))
+        .and_then(Value::as_object_mut)
     {
         manifests.insert(
             "manifests".into(),
