@@ -63,7 +63,7 @@ pub fn values_reference(values_yaml: &str) -> String {
             rows(&one, Some(&defaults), "", &mut operator);
         }
     }
-    let entry = &schema["properties"]["core"]["additionalProperties"];
+    let entry = &schema["$defs"]["provider"];
     let mut provider = Vec::new();
     for (key, property) in entry["properties"].as_object().expect("a provider names its keys") {
         let description = property["description"].as_str().unwrap_or_default().replace('\n', " ");

@@ -193,7 +193,7 @@ pub fn values_schema() -> Value {
     for (key, _, _) in PROVIDER_VALUES {
         properties.insert(
             key.into(),
-            json!({"type": ["object", "null"], "description": "Providers of this kind by name, as cluster-api-operator's chart declares them.", "additionalProperties": entry}),
+            json!({"type": ["object", "null"], "description": "Providers of this kind by name, as cluster-api-operator's chart declares them.", "additionalProperties": {"$ref": "#/$defs/provider"}}),
         );
     }
     let spec_of = |field: &str| closed(&spec["properties"][field]);
@@ -225,6 +225,8 @@ pub fn values_schema() -> Value {
         "type": "object",
         "additionalProperties": false,
         "properties": properties,
+        // One provider's keys, once for every kind.
+        "$defs": {"provider": entry},
     })
 }
 
@@ -253,7 +255,11 @@ mod tests {
     #[test]
     fn a_provider_takes_its_kinds_spec_and_where_it_goes() {
         let schema = values_schema();
-        let entry = &schema["properties"]["infrastructure"]["additionalProperties"];
+        assert_eq!(
+            schema["properties"]["infrastructure"]["additionalProperties"]["$ref"],
+            "#/$defs/provider"
+        );
+        let entry = &schema["$defs"]["provider"];
         let keys: Vec<&String> = entry["properties"].as_object().unwrap().keys().collect();
         for key in [
             "version",
