@@ -46,6 +46,8 @@ pub struct InstallInput<'a> {
     pub rollback_to: Option<&'a str>,
     /// The last rendering of each provider's release, used again while its inputs are the same.
     pub renders: &'a crate::controller::wanted::render::Renders,
+    /// What the status says of a name Butler's repository shadows (`fetch::butler_name_shadows`).
+    pub shadow: Option<&'a str>,
 }
 
 /// The outcome of planning an install or upgrade.
@@ -292,17 +294,18 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         }
         _ => String::new(),
     };
-    plan.conditions.push(
-        Reason::Installed
-            .wanted(true, format!("{version} is installed (contract {}{still_supported})", fetched.contract)),
-    );
+    let shadow = input.shadow.map(|note| format!("; {note}")).unwrap_or_default();
+    plan.conditions.push(Reason::Installed.wanted(
+        true,
+        format!("{version} is installed (contract {}{still_supported}){shadow}", fetched.contract),
+    ));
     if upgrade {
         let from = me.installed_version.clone().unwrap_or_default();
         let message = format!("upgraded from {from} to {version}");
         plan.conditions.push(Reason::Upgraded.wanted(true, message.clone()));
         plan.events.push((Reason::Upgraded, message));
     } else if previous.version.is_empty() && !unchanged {
-        plan.events.push((Reason::Installed, format!("installed {version}")));
+        plan.events.push((Reason::Installed, format!("installed {version}{shadow}")));
     }
     if !plan.conditions.iter().any(|c| c.type_ == PAUSED) {
         plan.conditions.push(match paused {

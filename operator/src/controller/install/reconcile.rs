@@ -75,6 +75,8 @@ where
     let images =
         crate::controller::wanted::config::merged_images(&operator_config.images, &observed.values.images);
     let rollback_to = annotation(crate::controller::upgrades::engine::ROLLBACK_TO);
+    let shadow =
+        crate::controller::wanted::fetch::butler_name_shadows(key.kind, &key.name, spec, &operator_config);
     // The plan of a release for a spec: the one asked for, or the installed one to pause at.
     let plan_of = |me: &ProviderView,
                    all: &[ProviderView],
@@ -94,6 +96,7 @@ where
             additional: observed.additional.as_deref(),
             rollback_to,
             renders: &ctx.renders,
+            shadow: shadow.as_deref(),
         })
     };
     let plan_with = |me: &ProviderView, all: &[ProviderView]| {

@@ -314,6 +314,32 @@ pub fn butler_name_hint(
     })
 }
 
+/// What a provider object without a version or fetchConfig, named as both Butler and Cluster
+/// API name a provider (`aws`, `azure`, `gcp`, `nutanix`, `proxmox`), gets said on its status
+/// and event: it is Butler's, and how Cluster API's is reached (a cluster-api-operator user's
+/// `infrastructure: {aws: {}}` meant Cluster API's).
+pub fn butler_name_shadows(
+    kind: ProviderKind,
+    name: &str,
+    spec: &ProviderSpec,
+    config: &ClusterctlConfig,
+) -> Option<String> {
+    if spec.version.is_some() {
+        return None;
+    }
+    butler_name_hint(kind, name, spec, config, "").map(|_| {
+        let upstream = butler_repository::upstream_providers()
+            .into_iter()
+            .find(|p| p.type_ == kind && p.name == name)
+            .map(|p| p.url)
+            .unwrap_or_default();
+        format!(
+            "{name} names Butler's own {} {name}; Cluster API's {name} provider is reached with spec.fetchConfig.url: {upstream}",
+            kind.type_name()
+        )
+    })
+}
+
 fn has_url_version(spec: &ProviderSpec) -> bool {
     let fetch = spec.fetch_config.as_ref();
     let url = fetch.and_then(|f| f.url.as_deref()).and_then(|u| ProviderUrl::parse(u).ok());
@@ -475,6 +501,16 @@ mod tests {
         let fetched = spec("fetchConfig: {url: 'https://example.com/x/infrastructure-components.yaml'}");
         assert_eq!(
             butler_name_hint(ProviderKind::Infrastructure, "azure", &fetched, &config, "v1.17.0"),
+            None
+        );
+        let said = butler_name_shadows(ProviderKind::Infrastructure, "azure", &spec("{}"), &config).unwrap();
+        assert!(said.starts_with("azure names Butler's own InfrastructureProvider azure; Cluster API's azure provider is reached with spec.fetchConfig.url: https://github.com/"), "{said}");
+        assert_eq!(
+            butler_name_shadows(ProviderKind::Infrastructure, "azure", &spec("version: v0.1.0"), &config),
+            None
+        );
+        assert_eq!(
+            butler_name_shadows(ProviderKind::Infrastructure, "harvester", &spec("{}"), &config),
             None
         );
         assert_eq!(

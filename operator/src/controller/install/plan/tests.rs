@@ -39,6 +39,7 @@ fn plan(
         additional: None,
         rollback_to: None,
         renders: &Default::default(),
+        shadow: None,
     })
 }
 
@@ -165,6 +166,30 @@ fn an_install_renders_labels_and_records_the_objects() {
     assert_eq!((p.contract.as_deref(), p.installed_version.as_deref()), (Some("v1beta1"), Some("v1.0.0")));
     assert!(condition(&p, INSTALLED).status);
     assert_eq!(p.events, [(Reason::Installed, "installed v1.0.0".to_string())]);
+    // A name Butler's repository shadows says so, on the condition and in the event.
+    let spec = ProviderSpec::default();
+    let images = ImageOverrides::default();
+    let shadowed = plan_install(&InstallInput {
+        me: &aws,
+        spec: &spec,
+        all: &[core.clone(), aws.clone()],
+        fetched: &fetched("v1.0.0", "v1beta1"),
+        variables: &region,
+        inventory: None,
+        live: &[],
+        images: &images,
+        policy: &Default::default(),
+        additional: None,
+        rollback_to: None,
+        renders: &Default::default(),
+        shadow: Some("aws names Butler's own InfrastructureProvider aws"),
+    });
+    assert!(
+        condition(&shadowed, INSTALLED)
+            .message
+            .ends_with("; aws names Butler's own InfrastructureProvider aws")
+    );
+    assert_eq!(shadowed.events[0].1, "installed v1.0.0; aws names Butler's own InfrastructureProvider aws");
 
     // The same again: nothing to write.
     let mut installed = aws.clone();
@@ -451,6 +476,7 @@ fn a_missing_variable_says_where_the_operator_takes_variables_from() {
         additional: None,
         rollback_to: None,
         renders: &Default::default(),
+        shadow: None,
     });
     let installed = condition(&p, INSTALLED);
     assert_eq!(installed.reason, "RenderFailed");
