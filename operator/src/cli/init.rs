@@ -46,6 +46,9 @@ pub const DEFAULT_NAMESPACE: &str = "butler-system";
 pub struct InitPlan {
     pub operator: Vec<Value>,
     pub objects: Vec<Value>,
+    /// What the user should know of the plan, a line each (a Butler name that shadows Cluster
+    /// API's), printed on stderr.
+    pub notes: Vec<String>,
 }
 
 impl InitPlan {
@@ -194,6 +197,7 @@ pub async fn plan(
     providers.sort_by_key(|(t, _)| *t != ProviderType::Core);
     let mut objects = Vec::new();
     let mut missing = Vec::new();
+    let mut notes = Vec::new();
     for (type_, text) in &providers {
         let named = provider_ref(text)?;
         let (name, version) = (named.name, named.version);
@@ -228,6 +232,10 @@ pub async fn plan(
                 (None, None) => missing.push(format!("{} ({label})", used.name)),
             }
         }
+        if version.is_none() && entry.url.starts_with("embedded:") {
+            let spec = crate::api::ProviderSpec::default();
+            notes.extend(crate::controller::wanted::fetch::butler_name_shadows(*type_, &name, &spec, config));
+        }
         let mut spec = json!({});
         if let Some(v) = version {
             spec["version"] = json!(v);
@@ -257,7 +265,7 @@ pub async fn plan(
         operator
             .extend(crate::manifest::extra_rbac(butler_repository::EMBEDDED_VERSION, &args.operator_rules));
     }
-    Ok(InitPlan { operator, objects })
+    Ok(InitPlan { operator, objects, notes })
 }
 
 /// The CoreProviders of the cluster (`namespace/name`); none when the operator's CRDs are not
@@ -371,6 +379,7 @@ mod tests {
                     "metadata": {"name": "aws", "namespace": "capa-system"},
                     "spec": {"configSecret": {"name": "infrastructure-aws-variables"}}}),
             ],
+            notes: Vec::new(),
         };
         let yaml = plan.to_gitops_yaml();
         assert!(

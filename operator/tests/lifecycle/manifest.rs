@@ -136,6 +136,7 @@ async fn init_puts_each_provider_in_a_namespace_of_its_own() {
     };
     assert_eq!(at("CoreProvider"), "butler-system");
     assert_eq!(at("InfrastructureProvider"), "butler-harvester-system");
+    assert!(plan.notes.is_empty(), "harvester is Butler's alone: {:?}", plan.notes);
     let namespaces: Vec<&str> = plan
         .objects
         .iter()
@@ -143,6 +144,19 @@ async fn init_puts_each_provider_in_a_namespace_of_its_own() {
         .map(|o| o["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(namespaces, ["butler-system", "butler-harvester-system"], "each made and labelled");
+    // A Butler name that is Cluster API's too, without a version, is said to be Butler's.
+    let aws = butler_operator::cli::init::InitArgs {
+        providers: vec![(butler_repository::ProviderType::Infrastructure, "aws".into())],
+        explicit: [("AWS_REGION".to_string(), "eu-west-1".to_string())].into(),
+        ..Default::default()
+    };
+    let noted = butler_operator::cli::init::plan(&aws, &Default::default(), false).await.unwrap();
+    assert_eq!(noted.notes.len(), 1, "{:?}", noted.notes);
+    assert!(
+        noted.notes[0].starts_with("aws names Butler's own InfrastructureProvider aws; Cluster API's"),
+        "{:?}",
+        noted.notes
+    );
     // --target-namespace still puts every provider in one.
     let one = butler_operator::cli::init::InitArgs { target_namespace: Some("platform".into()), ..args };
     let plan = butler_operator::cli::init::plan(&one, &Default::default(), false).await.unwrap();
@@ -174,6 +188,7 @@ async fn init_makes_provider_namespaces_with_baseline_enforced_and_keeps_an_exis
     let plan = InitPlan {
         operator: Vec::new(),
         objects: vec![providers_namespace(&made), providers_namespace(&existing)],
+        notes: Vec::new(),
     };
     apply(&s.client, &plan, None, &|_| {}).await.unwrap();
     let labels = |ns: Namespace| ns.metadata.labels.unwrap_or_default();

@@ -243,7 +243,7 @@ pub(crate) async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError
         let plan = cli::init::plan(&args, &config, false).await?;
         let yaml = plan.to_gitops_yaml();
         let secrets = plan.secrets_to_create();
-        let mut warning = Vec::new();
+        let mut warning = plan.notes.clone();
         if !secrets.is_empty() {
             warning.push("the set names these config Secrets but holds none of their values (they do not belong in Git); create each in the cluster (kubectl create secret generic NAME -n NAMESPACE --from-literal=KEY=VALUE ...), or commit it encrypted (SOPS, Sealed Secrets):".to_string());
             warning.extend(secrets.iter().map(|s| format!("  Secret {s}")));
@@ -270,6 +270,9 @@ pub(crate) async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError
         existing_cores,
     };
     let plan = cli::init::plan(&args, &config, present).await?;
+    for note in &plan.notes {
+        eprintln!("{note}");
+    }
     if f.dry_run {
         return Ok(cli::Output { stdout: plan.to_yaml(), stderr: Vec::new() });
     }
