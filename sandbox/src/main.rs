@@ -100,10 +100,13 @@ async fn wait_ready(
     let deadline = Instant::now() + within;
     loop {
         let mut rows = Vec::new();
+        let mut namespaces = std::collections::BTreeSet::new();
         for p in Api::<CoreProvider>::all(client.clone()).list(&Default::default()).await? {
+            namespaces.insert(p.namespace().unwrap_or_default());
             rows.push(("CoreProvider".to_string(), p.name_any(), p.status));
         }
         for p in Api::<InfrastructureProvider>::all(client.clone()).list(&Default::default()).await? {
+            namespaces.insert(p.namespace().unwrap_or_default());
             rows.push(("InfrastructureProvider".to_string(), p.name_any(), p.status));
         }
         if rows.len() == 1 + butler_infrastructure().len()
@@ -115,8 +118,8 @@ async fn wait_ready(
             return Err(format!("the providers were not Ready within {within:?}").into());
         }
         // No kubelet runs here: play the Deployment controller for what was applied.
-        for (_, name, _) in &rows {
-            roll_out_deployments(client, &namespace_of(name), LABEL_NAME).await?;
+        for namespace in &namespaces {
+            roll_out_deployments(client, namespace, LABEL_NAME).await?;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -232,10 +232,8 @@ pub async fn plan(
                 (None, None) => missing.push(format!("{} ({label})", used.name)),
             }
         }
-        if version.is_none() && entry.url.starts_with("embedded:") {
-            let spec = crate::api::ProviderSpec::default();
-            notes.extend(crate::controller::wanted::fetch::butler_name_shadows(*type_, &name, &spec, config));
-        }
+        let asked = crate::api::ProviderSpec { version: version.clone(), ..Default::default() };
+        notes.extend(crate::controller::wanted::fetch::butler_name_shadows(*type_, &name, &asked, config));
         let mut spec = json!({});
         if let Some(v) = version {
             spec["version"] = json!(v);

@@ -289,6 +289,24 @@ pub async fn release(repo: &Repository, version: Version) -> Result<Fetched, Str
     Ok(Fetched { version, contract, components })
 }
 
+/// The URL of Cluster API's provider that a provider without a repository of its own reaches
+/// Butler's in place of: its name is in both lists (`aws`, `azure`, `gcp`, `nutanix`,
+/// `proxmox`) and the config sends it to the embedded repository.
+fn shadowed_upstream(
+    kind: ProviderKind,
+    name: &str,
+    spec: &ProviderSpec,
+    config: &ClusterctlConfig,
+) -> Option<String> {
+    if spec.fetch_config.is_some() {
+        return None;
+    }
+    let here = config.provider(kind, name).ok()?;
+    let upstream =
+        butler_repository::upstream_providers().into_iter().find(|p| p.type_ == kind && p.name == name)?;
+    (here.url != upstream.url && here.url.starts_with("embedded:")).then_some(upstream.url)
+}
+
 /// When a provider without a repository of its own names one of Butler's providers (`azure`,
 /// `aws`, ...) at a version that is not Butler's, what to do: the same name is Cluster API's
 /// provider in clusterctl's list, which is reached with its URL.
@@ -299,17 +317,10 @@ pub fn butler_name_hint(
     config: &ClusterctlConfig,
     version: &str,
 ) -> Option<String> {
-    if spec.fetch_config.is_some() {
-        return None;
-    }
-    let here = config.provider(kind, name).ok()?;
-    let upstream =
-        butler_repository::upstream_providers().into_iter().find(|p| p.type_ == kind && p.name == name)?;
-    (here.url != upstream.url && here.url.starts_with("embedded:")).then(|| {
+    shadowed_upstream(kind, name, spec, config).map(|url| {
         format!(
-            "{name} here names Butler's own {} {name}, which has no release {version}; if {version} is a release of Cluster API's {name} provider, name its repository: spec.fetchConfig.url: {}",
-            kind.type_name(),
-            upstream.url
+            "{name} here names Butler's own {} {name}, which has no release {version}; if {version} is a release of Cluster API's {name} provider, name its repository: spec.fetchConfig.url: {url}",
+            kind.type_name()
         )
     })
 }
@@ -327,14 +338,9 @@ pub fn butler_name_shadows(
     if spec.version.is_some() {
         return None;
     }
-    butler_name_hint(kind, name, spec, config, "").map(|_| {
-        let upstream = butler_repository::upstream_providers()
-            .into_iter()
-            .find(|p| p.type_ == kind && p.name == name)
-            .map(|p| p.url)
-            .unwrap_or_default();
+    shadowed_upstream(kind, name, spec, config).map(|url| {
         format!(
-            "{name} names Butler's own {} {name}; Cluster API's {name} provider is reached with spec.fetchConfig.url: {upstream}",
+            "{name} names Butler's own {} {name}; Cluster API's {name} provider is reached with spec.fetchConfig.url: {url}",
             kind.type_name()
         )
     })

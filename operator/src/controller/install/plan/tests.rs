@@ -24,6 +24,18 @@ fn plan(
     inventory: Option<&Inventory>,
     live: &[LiveDeployment],
 ) -> InstallPlan {
+    plan_shadowed(me, all, fetched, inventory, live, None)
+}
+
+/// [`plan`] of a provider whose name Butler's repository shadows, saying `shadow`.
+fn plan_shadowed(
+    me: &ProviderView,
+    all: &[ProviderView],
+    fetched: &Fetched,
+    inventory: Option<&Inventory>,
+    live: &[LiveDeployment],
+    shadow: Option<&str>,
+) -> InstallPlan {
     let spec = ProviderSpec::default();
     let images = ImageOverrides::default();
     plan_install(&InstallInput {
@@ -39,7 +51,7 @@ fn plan(
         additional: None,
         rollback_to: None,
         renders: &Default::default(),
-        shadow: None,
+        shadow,
     })
 }
 
@@ -167,23 +179,15 @@ fn an_install_renders_labels_and_records_the_objects() {
     assert!(condition(&p, INSTALLED).status);
     assert_eq!(p.events, [(Reason::Installed, "installed v1.0.0".to_string())]);
     // A name Butler's repository shadows says so, on the condition and in the event.
-    let spec = ProviderSpec::default();
-    let images = ImageOverrides::default();
-    let shadowed = plan_install(&InstallInput {
-        me: &aws,
-        spec: &spec,
-        all: &[core.clone(), aws.clone()],
-        fetched: &fetched("v1.0.0", "v1beta1"),
-        variables: &region,
-        inventory: None,
-        live: &[],
-        images: &images,
-        policy: &Default::default(),
-        additional: None,
-        rollback_to: None,
-        renders: &Default::default(),
-        shadow: Some("aws names Butler's own InfrastructureProvider aws"),
-    });
+    let note = "aws names Butler's own InfrastructureProvider aws";
+    let shadowed = plan_shadowed(
+        &aws,
+        &[core.clone(), aws.clone()],
+        &fetched("v1.0.0", "v1beta1"),
+        None,
+        &[],
+        Some(note),
+    );
     assert!(
         condition(&shadowed, INSTALLED)
             .message
