@@ -29,8 +29,13 @@ fn fixtures() -> (Team, ProviderConfig, Vec<TenantCluster>, TenantCluster) {
 
 fn decision(c: &mut Criterion) {
     let (team, config, others, new) = fixtures();
-    let ctx =
-        Context { team: Some(&team), config: Some(&config), others: others.iter().collect(), addresses: 0 };
+    let ctx = Context {
+        team: Some(&team),
+        config: Some(&config),
+        others: others.iter().collect(),
+        addresses: 0,
+        held: 0,
+    };
     assert_eq!(validate(&new, &ctx), Ok(()), "the fixture is admitted");
 
     let mut times: Vec<Duration> = (0..10_000)

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use butler_core::api::{NetworkPool, ProviderConfig, ProviderConfigStatus, TeamStatus, TenantCluster};
+use butler_core::api::{NetworkPool, ProviderConfig, ProviderConfigStatus, Team, TeamStatus, TenantCluster};
 use butler_runtime::apply::Applier;
 use butler_runtime::metrics::Metrics;
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
@@ -26,6 +26,8 @@ pub struct TeamCaches {
     pub cluster_roles: Store<ClusterRole>,
     pub cluster_role_bindings: Store<ClusterRoleBinding>,
     pub quotas: Store<ResourceQuota>,
+    /// The Teams (the Team controller's own store).
+    pub teams: Store<Team>,
 }
 
 impl TeamCaches {
@@ -108,8 +110,9 @@ pub struct Context {
     pub tombstones: crate::tombstones::Tombstones,
     /// The IPAM controllers' index, clock and own writes.
     pub ipam: crate::ipam::Ipam,
-    /// Turns at calling tenants: half the reconcile workers (all when they are unlimited).
-    pub tenant_calls: tokio::sync::Semaphore,
+    /// Turns at calling tenants: half the reconcile workers (all when they are unlimited), one
+    /// per namespace, in the order asked.
+    pub tenant_turns: crate::tenantcluster::turns::Turns,
     /// The longest one call to a tenant may take as a whole.
     pub tenant_deadline: std::time::Duration,
     /// Clients of the tenant clusters, for elastic IPAM and MetalLB.
@@ -215,6 +218,11 @@ impl Context {
         self.validated_secrets.lock().expect("not poisoned").remove(&gone.uid);
         self.tenants.forget(&gone.uid);
         self.tenant_watches.stop(&gone.uid);
+        if let Some((namespace, name)) =
+            gone.key.strip_prefix("TenantCluster ").and_then(|k| k.split_once('/'))
+        {
+            self.tenant_turns.forget(namespace, name);
+        }
     }
 
     /// Where this process still keeps something of an object: the names of those maps (none

@@ -295,6 +295,9 @@ pub fn start(
             }
         })
         .touched_objects();
+    let by_namespace =
+        |ns: &Option<String>| team_of_namespace(ns.as_deref().unwrap_or_default()).map(ObjectRef::new);
+    let (teams, _, _) = forgetting::<Team>(&client, gone.clone(), options.concurrency, 0);
     let caches = TeamCaches {
         namespaces: namespaces.clone(),
         clusters: clusters.clone(),
@@ -303,10 +306,8 @@ pub fn start(
         cluster_roles: cluster_roles.clone(),
         cluster_role_bindings: cluster_role_bindings.clone(),
         quotas: quotas.clone(),
+        teams: teams.store(),
     };
-    let by_namespace =
-        |ns: &Option<String>| team_of_namespace(ns.as_deref().unwrap_or_default()).map(ObjectRef::new);
-    let (teams, _, _) = forgetting::<Team>(&client, gone.clone(), options.concurrency, 0);
     let teams = teams
         .watches_stream(namespace_events, |ns: Namespace| {
             team_of_namespace(&ns.name_any()).map(ObjectRef::new)
@@ -432,7 +433,10 @@ pub fn start(
             format!("{FIELD_MANAGER} ({})", options.instance),
         ),
         tenants: Default::default(),
-        tenant_calls: tokio::sync::Semaphore::new(tenant_turns(options.concurrency)),
+        tenant_turns: tenantcluster::turns::Turns::new(
+            tenant_turns(options.concurrency),
+            tenant_watches.waker(),
+        ),
         tenant_deadline: options.tenant_deadline,
         tenant_watches,
         scope,

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use butler_runtime::shutdown::shutdown_switch;
 use butler_runtime::webhook::certificates::{issue, new_ca};
 use butler_runtime::webhook::{Tls, Webhooks, serve};
-use kube::core::admission::AdmissionResponse;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde_json::{Value, json};
@@ -50,7 +51,7 @@ async fn reviews_are_answered_over_verified_https_and_the_certificate_renews_in_
     let tls = Tls::from_pem(&serving.cert, &serving.key).unwrap();
     let webhooks = Webhooks::new().route(
         "/validate-configmaps",
-        Arc::new(|request| {
+        Arc::new(|request: &AdmissionRequest<ConfigMap>| {
             let denied = request
                 .object
                 .as_ref()
@@ -90,6 +91,21 @@ async fn reviews_are_answered_over_verified_https_and_the_certificate_renews_in_
         "ConfigMap default/c: the label deny is not allowed; remove it"
     );
 
+    // An object that does not read as its kind (the API server's schema comes after mutating
+    // webhooks): refused by the path of the field, with the request's uid.
+    let mut bad = review("u-5", json!({}));
+    bad["request"]["object"]["data"] = json!({"key": 5});
+    let answer: Value = client.post(&url).json(&bad).send().await.unwrap().json().await.unwrap();
+    assert_eq!((&answer["response"]["uid"], &answer["response"]["allowed"]), (&json!("u-5"), &json!(false)));
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("data.key does not read as the object's kind: invalid type: integer `5`"),
+        "{message}"
+    );
+    // A body that is no AdmissionReview at all: 400.
+    let status = client.post(&url).body("{\"request\": 7}").send().await.unwrap().status();
+    assert_eq!(status, reqwest::StatusCode::BAD_REQUEST);
+
     // A certificate from another CA is not trusted by this client; after the reload, the
     // server presents the renewed one of the same CA and the client still trusts it.
     let renewed = issue(&ca, &["localhost".into()], now, 60).unwrap();
@@ -121,7 +137,7 @@ async fn reviews_past_the_servers_places_are_shed_with_429() {
     let gate = std::sync::Mutex::new(wait);
     let webhooks = Webhooks::at_once(1).route(
         "/slow",
-        Arc::new(move |request| {
+        Arc::new(move |request: &AdmissionRequest<ConfigMap>| {
             entered.send(()).unwrap();
             // Decides only once the test lets it: the one place stays taken meanwhile (the
             // worker's other tasks move to another thread while this one waits).

@@ -137,7 +137,9 @@ pub struct TeamResourceLimits {
     #[schemars(extend("pattern" = super::NON_NEGATIVE_QUANTITY, "minimum" = 0))]
     pub max_storage: Option<Quantity>,
     /// Most addresses from NetworkPools (load-balancer and node addresses) summed over the
-    /// team's clusters in IPAM mode: what one team may take of pools that teams share.
+    /// team's clusters: what one team may take of pools that teams share. A cluster counts the
+    /// blocks its IPAllocations hold (elastic growth and blocks of a ProviderConfig it no
+    /// longer names included), or what its ProviderConfig gives it, whichever is more.
     #[serde(rename = "maxIPAddresses", default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub max_ip_addresses: Option<i32>,

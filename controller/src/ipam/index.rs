@@ -22,7 +22,7 @@ pub fn by_pool(a: &IPAllocation) -> Option<Key> {
 }
 
 /// The key of the TenantCluster an allocation says it serves.
-fn by_cluster(a: &IPAllocation) -> Option<Key> {
+pub fn by_cluster(a: &IPAllocation) -> Option<Key> {
     let r = &a.spec.tenant_cluster_ref;
     Some((r.namespace.clone(), r.name.clone()))
 }

@@ -5,6 +5,7 @@
 //! [`Ipam::pool`]): a reconcile right after a write must not serve an allocation again or
 //! publish a capacity event twice because its cache is a moment behind.
 
+pub mod held;
 pub mod index;
 pub mod ipallocation;
 pub mod networkpool;

@@ -104,6 +104,14 @@ pub fn metallb_addresses(allocations: &[&IPAllocation]) -> Vec<String> {
     blocks.into_iter().map(|(s, e)| format!("{s}-{e}")).collect()
 }
 
+/// The Team's `maxIPAddresses` and the pool addresses its clusters take now (this one's
+/// included): growth never takes the team past it.
+#[derive(Debug, Clone, Copy)]
+pub struct TeamLimit {
+    pub max: i32,
+    pub used: i64,
+}
+
 /// What elastic IPAM decided.
 #[derive(Debug, Default)]
 pub struct Decision {
@@ -119,13 +127,15 @@ pub struct Decision {
 }
 
 /// Elastic IPAM for one cluster. `allocations` are the cluster's (any type), `pool` looks up
-/// NetworkPools of the ProviderConfig's namespace.
+/// NetworkPools of the ProviderConfig's namespace, `team` is the team's address limit if it
+/// has one.
 pub fn decide<'a>(
     cluster: &TenantCluster,
     config: &ProviderConfig,
     pool: &(dyn Fn(&str) -> Option<&'a NetworkPool> + Sync),
     allocations: &[&IPAllocation],
     tenant: &Tenant<'_>,
+    team: Option<TeamLimit>,
     now: Timestamp,
 ) -> Decision {
     let mut decision = Decision::default();
@@ -186,6 +196,7 @@ pub fn decide<'a>(
                     .max(a.status.as_ref().and_then(|s| s.allocated_count).unwrap_or(0))
             })
             .sum();
+        let before = total;
         let taken: BTreeSet<u32> =
             allocations.iter().filter_map(|a| growth_number(&a.name_any(), cluster)).collect();
         // Past every number still present (or being deleted): a name is never reused.
@@ -196,13 +207,23 @@ pub fn decide<'a>(
         for next in (first..).take(usize::try_from(batches).unwrap_or(0)) {
             if total + i64::from(increment) > i64::from(ceiling) {
                 decision.shortfall = Some(format!(
-                    "{waiting} LoadBalancer Services wait for an address, but growing by {increment} would exceed {ceiling_name} ({ceiling}); raise it or free addresses"
+                    "LoadBalancer Services wait for an address, but growing by {increment} would exceed {ceiling_name} ({ceiling}); raise it or free addresses"
+                ));
+                break;
+            }
+            let grown = total - before;
+            if let Some(team) = team
+                && team.used.saturating_add(grown + i64::from(increment)) > i64::from(team.max)
+            {
+                decision.shortfall = Some(format!(
+                    "LoadBalancer Services wait for an address, but growing by {increment} would take the team past its Team's maxIPAddresses ({}); raise it or free addresses of the team's clusters",
+                    team.max
                 ));
                 break;
             }
             let Some(pool_name) = first_pool_with_room(&order, pool, increment) else {
                 decision.shortfall = Some(format!(
-                    "{waiting} LoadBalancer Services wait for an address, but no NetworkPool of ProviderConfig {namespace}/{} has {increment} free addresses; add capacity",
+                    "LoadBalancer Services wait for an address, but no NetworkPool of ProviderConfig {namespace}/{} has {increment} free addresses; add capacity",
                     config.name_any()
                 ));
                 break;

@@ -67,10 +67,38 @@ fn service(name: &str, age: i64, ip: Option<&str>) -> Service {
 }
 
 fn run(config: &ProviderConfig, allocations: &[IPAllocation], services: &[Service], full: bool) -> Decision {
+    run_in_team(config, allocations, services, full, None)
+}
+
+fn run_in_team(
+    config: &ProviderConfig,
+    allocations: &[IPAllocation],
+    services: &[Service],
+    full: bool,
+    team: Option<TeamLimit>,
+) -> Decision {
     let p = pool();
     let lookup = |n: &str| (n == "lab").then_some(&p);
     let refs: Vec<&IPAllocation> = allocations.iter().collect();
-    decide(&cluster(), config, &lookup, &refs, &Tenant { services, metallb_full: full }, now())
+    decide(&cluster(), config, &lookup, &refs, &Tenant { services, metallb_full: full }, team, now())
+}
+
+#[test]
+fn growth_stops_at_the_teams_address_limit() {
+    let pc =
+        config(json!({"allocationMode": "elastic", "initialPoolSize": 2, "growthIncrement": 2}), json!({}));
+    let services =
+        [service("a", 45, None), service("b", 45, None), service("c", 45, None), service("d", 45, None)];
+    // The team takes 12 of its 14 (this cluster's 2 among them): room for one block of 2; the
+    // second is refused.
+    let team = Some(TeamLimit { max: 14, used: 12 });
+    let decision = run_in_team(&pc, &[initial()], &services, false, team);
+    assert_eq!(decision.create.len(), 1);
+    assert!(decision.shortfall.as_deref().unwrap().contains("Team's maxIPAddresses (14)"), "{decision:?}");
+    let full = Some(TeamLimit { max: 14, used: 14 });
+    let decision = run_in_team(&pc, &[initial()], &services, false, full);
+    assert!(decision.create.is_empty() && decision.shortfall.is_some());
+    assert_eq!(run_in_team(&pc, &[initial()], &services, false, None).create.len(), 2);
 }
 
 fn initial() -> IPAllocation {

@@ -6,11 +6,13 @@
 
 mod allocations;
 pub mod elastic;
+pub mod former;
 pub mod kubeconfig;
 mod on_tenant;
 pub mod plan;
 pub mod release;
 pub mod tenant;
+pub mod turns;
 pub mod watch;
 
 use std::sync::Arc;
@@ -36,6 +38,16 @@ use plan::{IPAM_READY, Observed};
 /// The conditions the tenant's side keeps.
 pub const METALLB_SYNCED: &str = "MetalLBSynced";
 pub const ELASTIC: &str = "ElasticIPAM";
+
+/// When a cluster that waits for a turn at its tenant looks again if it was not woken for it
+/// (it is, when its turn comes).
+pub(crate) const WAIT_FOR_TURN: Duration = Duration::from_secs(10);
+
+/// The soonest a cluster is looked at again for what its tenant shows.
+const TENANT_REQUEUE_FLOOR: Duration = Duration::from_secs(5);
+
+/// The tenant's side of one reconcile takes at most this many calls' deadlines.
+const TENANT_BUDGET_CALLS: u32 = 2;
 
 /// Everything is watched or timed by the plan; this is the safety net.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -87,10 +99,15 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
     let pools: Vec<_> =
         ctx.pools.state().into_iter().filter(|p| p.namespace().as_deref() == Some(&pool_namespace)).collect();
     let lookup = |name: &str| pools.iter().find(|p| p.name_any() == name).map(Arc::as_ref);
-    // Only IPAM mode reads them (a cluster of another mode keeps what it holds until deleted).
+    // The plan and the tenant's MetalLB read the blocks of the config the cluster names now;
+    // those of a config it no longer names are given back below.
     let ipam_mode = config.as_ref().and_then(|c| c.spec.network.as_ref()).and_then(|n| n.mode)
         == Some(butler_core::api::NetworkMode::Ipam);
-    let allocations = if ipam_mode { allocations_of(ctx, cluster) } else { Vec::new() };
+    let every = allocations_of(ctx, cluster);
+    let allocations: Vec<Arc<IPAllocation>> = match ipam_mode {
+        true => every.iter().filter(|a| a.namespace().as_deref() == Some(&pool_namespace)).cloned().collect(),
+        false => Vec::new(),
+    };
     let namespace = cluster.namespace().unwrap_or_default();
     let planned = plan::plan(&Observed {
         cluster,
@@ -122,9 +139,56 @@ async fn run(cluster: &TenantCluster, ctx: &Context) -> Result<Action, Error> {
     let holds = planned.ipam && planned.condition.as_ref().is_some_and(|c| c.status);
     let mut servers = cluster.status.as_ref().map(|s| s.tenant_servers.clone()).unwrap_or_default();
     if holds && let Some(config) = config.as_deref() {
-        let (more, wake) = tenant_side(ctx, &cluster, config, &lookup, &allocations, &mut servers).await?;
+        // The tenant's side as a whole gets a budget (each call has its deadline, and there are
+        // several): a tenant that answers slowly holds a turn for at most that long.
+        let budget = ctx.tenant_deadline * TENANT_BUDGET_CALLS;
+        let side = tenant_side(ctx, &cluster, config, &lookup, &allocations, &mut servers);
+        let (more, wake) = match tokio::time::timeout(budget, side).await {
+            Ok(done) => done?,
+            Err(_) => {
+                let (message, again) = ctx.tenants.failed(&cluster, ctx.ipam.clock.now(), |failures, again| {
+                    format!(
+                        "the tenant's calls took longer than {} s together; tried {failures} times, next in {}s",
+                        budget.as_secs(),
+                        again.as_secs()
+                    )
+                });
+                (vec![Wanted::new(METALLB_SYNCED, false, "TenantUnreachable", message)], Some(again))
+            }
+        };
         wanted.extend(more);
-        requeue = [requeue, wake].into_iter().flatten().min();
+        // What the tenant shows sets when to look again (a Service about to wait long enough),
+        // never sooner than the floor: a tenant does not set the controller's pace.
+        requeue = [requeue, wake.map(|w| w.max(TENANT_REQUEUE_FLOOR))].into_iter().flatten().min();
+    }
+    // Blocks of a ProviderConfig the cluster no longer names: given back once the tenant no
+    // longer announces them (counted against the team's maxIPAddresses until then).
+    let team = crate::team::plan::team_of_namespace(&namespace);
+    let current = config.as_deref().filter(|c| crate::providerconfig::plan::scope_allows(c, team).is_ok());
+    let every_ref: Vec<&IPAllocation> = every.iter().map(Arc::as_ref).collect();
+    let earlier = former::former(&cluster, current, &every_ref);
+    if !earlier.is_empty() {
+        let ranges = release::ranges(&earlier);
+        let since = cluster.status.iter().flat_map(|s| &s.conditions).find_map(|c| {
+            (c.type_ == former::FORMER_ADDRESSES && c.status == "False").then_some(c.last_transition_time.0)
+        });
+        let held_for =
+            since.map_or(Duration::ZERO, |t| ctx.ipam.clock.now().duration_since(t).unsigned_abs());
+        let mut step = former::step(&earlier, &ranges, None, held_for);
+        if step.ask {
+            match ctx.tenant_turns.take(&cluster) {
+                Some(_turn) => {
+                    let tenant = ask_tenant(ctx, &cluster, &ranges).await;
+                    step = former::step(&earlier, &ranges, Some(tenant), held_for);
+                }
+                None => step.again = Some(WAIT_FOR_TURN),
+            }
+        }
+        for (ns, name) in &step.delete {
+            delete_allocation(ctx, &cluster, ns, name, &every).await?;
+        }
+        requeue = [requeue, step.again].into_iter().flatten().min();
+        wanted.push(step.condition);
     }
     // Status: only the IPAM fields, this controller's conditions, Ready and observedGeneration,
     // applied with its own field manager: the conditions are a map by type, so those of other
@@ -218,7 +282,8 @@ async fn write_conditions(
 /// Of a status's conditions, those this controller keeps (an apply of its own carries these
 /// alone: other writers' stay theirs).
 fn ours(conditions: Vec<Condition>) -> Vec<Condition> {
-    let own = [IPAM_READY, METALLB_SYNCED, ELASTIC, butler_runtime::conditions::READY];
+    let own =
+        [IPAM_READY, METALLB_SYNCED, ELASTIC, former::FORMER_ADDRESSES, butler_runtime::conditions::READY];
     conditions.into_iter().filter(|c| own.contains(&c.type_.as_str())).collect()
 }
 
@@ -278,39 +343,13 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
     let ranges = release::ranges(&blocks);
     if !ranges.is_empty() {
         // Deletions take turns at the tenants too, so that hanging ones never hold every worker.
-        let Ok(_turn) = ctx.tenant_calls.try_acquire() else {
+        let Some(_turn) = ctx.tenant_turns.take(cluster) else {
             let message = "other tenants' calls are under way; this one follows in a moment";
             let wanted = [Wanted::new(METALLB_SYNCED, false, "WaitingForTenant", message)];
             write_conditions(ctx, api, cluster, &wanted).await?;
-            return Ok(Action::requeue(Duration::from_secs(2)));
+            return Ok(Action::requeue(WAIT_FOR_TURN));
         };
-        let secret = format!("{}/{}-kubeconfig", cluster.namespace().unwrap_or_default(), cluster.name_any());
-        let recorded = &status.tenant_servers;
-        // The tenant had the addresses (an earlier version recorded no servers): MetalLB was
-        // synced, or a release of them is under way.
-        let had = ["TenantRefused", "TenantRefusedRelease", "WaitingForTenant"];
-        let synced_before = status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == METALLB_SYNCED && (c.status == "True" || had.contains(&c.reason.as_str())));
-        let tenant = match ctx.tenants.get(&ctx.client, &ctx.secret_reader, cluster).await {
-            Ok(reached) => {
-                let server = reached.as_ref().map(|r| r.server.as_str());
-                match (release::witness(recorded, synced_before, server, &secret), reached) {
-                    (release::Witness::Nobody, _) => release::Tenant::Clear,
-                    (release::Witness::Unknown(why), _) => release::Tenant::Silent(why),
-                    (release::Witness::Ask, None) => release::Tenant::Clear,
-                    (release::Witness::Ask, Some(reached)) => {
-                        let asked = release::ask(&reached.client, &ranges);
-                        match tokio::time::timeout(ctx.tenant_deadline, asked).await {
-                            Ok(answer) => answer,
-                            Err(_) => release::Tenant::Silent(tenant::late(ctx.tenant_deadline)),
-                        }
-                    }
-                }
-            }
-            Err(why) => release::Tenant::Silent(why),
-        };
+        let tenant = ask_tenant(ctx, cluster, &ranges).await;
         let since = cluster.meta().deletion_timestamp.as_ref().map_or(ctx.ipam.clock.now(), |t| t.0);
         let deleting_for = ctx.ipam.clock.now().duration_since(since).unsigned_abs();
         match release::decide(tenant, deleting_for, &ranges) {
@@ -333,4 +372,37 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
         .map_err(|e| Error::kube(format!("removing the finalizer of TenantCluster {}", named(cluster)), e))?;
     ctx.forget(&crate::keys::Gone::of(cluster));
     Ok(Action::await_change())
+}
+
+/// Asks the tenant to drop `ranges` from its MetalLB pool, when its word counts (see
+/// [`release::witness`]): the servers given the addresses are the one the Secret names now.
+async fn ask_tenant(ctx: &Context, cluster: &TenantCluster, ranges: &[String]) -> release::Tenant {
+    let status = cluster.status.clone().unwrap_or_default();
+    let secret = format!("{}/{}-kubeconfig", cluster.namespace().unwrap_or_default(), cluster.name_any());
+    let recorded = &status.tenant_servers;
+    // The tenant had the addresses (an earlier version recorded no servers): MetalLB was
+    // synced, or a release of them is under way.
+    let had = ["TenantRefused", "TenantRefusedRelease", "WaitingForTenant"];
+    let synced_before = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == METALLB_SYNCED && (c.status == "True" || had.contains(&c.reason.as_str())));
+    match ctx.tenants.get(&ctx.client, &ctx.secret_reader, cluster).await {
+        Ok(reached) => {
+            let server = reached.as_ref().map(|r| r.server.as_str());
+            match (release::witness(recorded, synced_before, server, &secret), reached) {
+                (release::Witness::Nobody, _) => release::Tenant::Clear,
+                (release::Witness::Unknown(why), _) => release::Tenant::Silent(why),
+                (release::Witness::Ask, None) => release::Tenant::Clear,
+                (release::Witness::Ask, Some(reached)) => {
+                    let asked = release::ask(&reached.client, ranges);
+                    match tokio::time::timeout(ctx.tenant_deadline, asked).await {
+                        Ok(answer) => answer,
+                        Err(_) => release::Tenant::Silent(tenant::late(ctx.tenant_deadline)),
+                    }
+                }
+            }
+        }
+        Err(why) => release::Tenant::Silent(why),
+    }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use butler_core::api::{IPAllocation, TenantCluster, TenantClusterStatus};
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -16,8 +17,31 @@ use super::{
 };
 use crate::context::Context;
 use crate::error::Error;
+use crate::ipam::held;
 use butler_runtime::conditions::Wanted;
 use butler_runtime::error::is_not_found;
+
+/// The Team's `maxIPAddresses`, if it has one, and the pool addresses its clusters take now (by
+/// each cluster, what its allocations hold or its ProviderConfig will give it), from the caches.
+fn team_limit(ctx: &Context, cluster: &TenantCluster) -> Option<elastic::TeamLimit> {
+    let namespace = cluster.namespace()?;
+    let team = crate::team::plan::team_of_namespace(&namespace)?;
+    let team = ctx.teams.teams.get(&ObjectRef::new(team))?;
+    let max = team.spec.resource_limits.as_ref()?.max_ip_addresses?;
+    let used = ctx
+        .teams
+        .clusters_in(&namespace)
+        .iter()
+        .map(|c| {
+            let allocations = ctx.ipam.allocations.of_cluster(&namespace, &c.name_any());
+            let held = held::total(allocations.iter().map(Arc::as_ref));
+            let config = super::plan::config_ref(c)
+                .and_then(|(ns, name)| ctx.configs.get(&ObjectRef::new(&name).within(&ns)));
+            held::cluster(held, config.map_or(0, |config| super::plan::addresses(c, &config)))
+        })
+        .fold(0i64, i64::saturating_add);
+    Some(elastic::TeamLimit { max, used })
+}
 
 /// Elastic IPAM and the MetalLB projection on the tenant: the conditions they report and when
 /// to look again. An unreachable tenant is skipped with a condition and looked at again later.
@@ -58,7 +82,7 @@ pub(super) async fn tenant_side<'a>(
     }
     // Tenants get at most half the reconcile workers at once: the rest always serve clusters
     // whose work is on the management cluster, however many tenants hang.
-    let Ok(_turn) = ctx.tenant_calls.try_acquire() else {
+    let Some(_turn) = ctx.tenant_turns.take(cluster) else {
         let kept =
             cluster.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == METALLB_SYNCED));
         let wanted = match kept {
@@ -70,7 +94,7 @@ pub(super) async fn tenant_side<'a>(
                 "other tenants' calls are under way; this one follows in a moment",
             ),
         };
-        return Ok((vec![wanted], Some(Duration::from_secs(2))));
+        return Ok((vec![wanted], Some(super::WAIT_FOR_TURN)));
     };
     let unreachable = |e: kube::Error| {
         // The wait counts from the failure, not from the reconcile's start (the call itself
@@ -111,6 +135,7 @@ pub(super) async fn tenant_side<'a>(
             pool,
             &refs,
             &elastic::Tenant { services: &services, metallb_full: full },
+            team_limit(ctx, cluster),
             now,
         );
         for grown in &decision.create {
@@ -136,14 +161,15 @@ pub(super) async fn tenant_side<'a>(
                 }
             }
         }
-        let waiting = services.iter().filter(|s| s.addresses.is_empty()).count();
+        // No counts in the messages: a tenant that changes its Services would have the status
+        // written at each look.
         wanted.push(match &decision.shortfall {
             Some(why) => Wanted::new(ELASTIC, false, "DemandNotMet", why.clone()),
             None => Wanted::new(
                 ELASTIC,
                 true,
                 "Satisfied",
-                format!("{} LoadBalancer Services, {waiting} waiting for an address", services.len()),
+                "the tenant's LoadBalancer Services have addresses, or blocks on their way",
             ),
         });
         wake = [wake, decision.wake].into_iter().flatten().min();

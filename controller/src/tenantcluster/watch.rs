@@ -15,6 +15,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+/// The soonest a tenant's changes wake its cluster again.
+const WAKE_FLOOR: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The running watches, by TenantCluster UID, with the kubeconfig version they use.
 pub struct TenantWatches {
     wake: mpsc::UnboundedSender<ObjectRef<TenantCluster>>,
@@ -26,6 +29,11 @@ impl TenantWatches {
     pub fn new() -> (TenantWatches, mpsc::UnboundedReceiver<ObjectRef<TenantCluster>>) {
         let (wake, woken) = mpsc::unbounded_channel();
         (TenantWatches { wake, running: Mutex::default() }, woken)
+    }
+
+    /// What wakes a TenantCluster (reconciles it at once).
+    pub fn waker(&self) -> mpsc::UnboundedSender<ObjectRef<TenantCluster>> {
+        self.wake.clone()
     }
 
     /// Follows the tenant of `cluster` through `tenant` (made from kubeconfig `version`),
@@ -52,7 +60,14 @@ impl TenantWatches {
         let pools = watcher(pools, watcher::Config::default()).default_backoff().map(|_| ());
         let task = tokio::spawn(async move {
             let mut changes = std::pin::pin!(futures::stream::select(services, pools));
+            let mut last: Option<tokio::time::Instant> = None;
             while changes.next().await.is_some() {
+                // At most one wake per WAKE_FLOOR: a tenant that churns its Services does not
+                // set the controller's pace (what changed meanwhile is read at that wake).
+                if let Some(last) = last {
+                    tokio::time::sleep_until(last + WAKE_FLOOR).await;
+                }
+                last = Some(tokio::time::Instant::now());
                 if wake.send(target.clone()).is_err() {
                     return;
                 }

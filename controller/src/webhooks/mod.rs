@@ -17,14 +17,12 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde::de::DeserializeOwned;
 
 use crate::clusters::ClusterIndex;
-use crate::ipam::index::{PoolFiled, by_pool};
+use crate::ipam::index::{PoolFiled, by_cluster, by_pool};
 use crate::run::reflect;
 use crate::team::plan::team_of_namespace;
 
@@ -39,6 +37,8 @@ pub struct Caches {
     pub pools: Store<NetworkPool>,
     /// The blocks allocations hold, by pool: only the addresses are kept, not the objects.
     pub blocks: Arc<PoolFiled<Option<(IpAddr, IpAddr)>>>,
+    /// The addresses allocations hold or wait for, by the TenantCluster they serve.
+    pub held: Arc<crate::filed::Filed<IPAllocation, i64>>,
 }
 
 /// The block an allocation's status says it holds.
@@ -57,7 +57,8 @@ impl Caches {
         let cluster_events = crate::clusters::follow(client, cluster_writer, clusters.clone(), |_| {});
         let (pools, pool_events) = reflect::<NetworkPool>(client, all());
         let blocks = Arc::new(PoolFiled::new(by_pool, held_block));
-        let filing = blocks.clone();
+        let held = Arc::new(crate::filed::Filed::new(by_cluster, crate::ipam::held::counted));
+        let (filing, filing_held) = (blocks.clone(), held.clone());
         // Small pages: only the blocks are kept, and a first listing of many allocations in
         // large pages would leave the process's heap at its peak for good.
         let block_events = watcher(Api::<IPAllocation>::all(client.clone()), all().page_size(50))
@@ -65,9 +66,10 @@ impl Caches {
             .inspect(move |event| {
                 if let Ok(event) = event {
                     filing.apply(event);
+                    filing_held.apply(event);
                 }
             });
-        let caches = Caches { teams, configs, clusters, pools, blocks };
+        let caches = Caches { teams, configs, clusters, pools, blocks, held };
         let run = async move {
             let drain =
                 |s: futures::stream::BoxStream<'static, ()>| s.for_each(|_| futures::future::ready(()));
@@ -87,6 +89,7 @@ impl Caches {
             waiting.clusters.wait_until_ready().await;
             let _ = waiting.pools.wait_until_ready().await;
             waiting.blocks.wait_until_ready().await;
+            waiting.held.wait_until_ready().await;
         }
         .boxed();
         (caches, run, ready)
@@ -96,6 +99,12 @@ impl Caches {
     pub fn clusters_in(&self, namespace: &str) -> Vec<Arc<TenantCluster>> {
         self.clusters.in_namespace(namespace)
     }
+
+    /// The addresses the allocations serving `cluster` hold or wait for.
+    pub fn held_by(&self, cluster: &TenantCluster) -> i64 {
+        let key = (cluster.namespace().unwrap_or_default(), cluster.name_any());
+        self.held.get(&key).into_iter().map(|(_, n)| n).fold(0i64, i64::saturating_add)
+    }
 }
 
 /// Where each webhook is served (the paths of the core provider's webhook configurations).
@@ -104,13 +113,15 @@ pub const VALIDATE_TENANTCLUSTER: &str = "/validate-butler-butlerlabs-dev-v1alph
 pub const MUTATE_TENANTCLUSTER: &str = "/mutate-butler-butlerlabs-dev-v1alpha1-tenantcluster";
 pub const VALIDATE_NETWORKPOOL: &str = "/validate-butler-butlerlabs-dev-v1alpha1-networkpool";
 
-fn typed<K: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<K, String> {
-    let object = object.ok_or("the request carries no object")?;
-    let json = serde_json::to_value(object).map_err(|e| e.to_string())?;
-    serde_json::from_value(json).map_err(|e| format!("the object does not read as its kind: {e}"))
+/// The object of a request (the new one; `old` for the one it replaces or deletes).
+fn object<K>(object: Option<&K>) -> Result<&K, String> {
+    object.ok_or_else(|| "the request carries no object".to_string())
 }
 
-fn answer(request: &AdmissionRequest<DynamicObject>, decision: Result<(), String>) -> AdmissionResponse {
+fn answer<K: kube::Resource>(
+    request: &AdmissionRequest<K>,
+    decision: Result<(), String>,
+) -> AdmissionResponse {
     let response = AdmissionResponse::from(request);
     match decision {
         Ok(()) => response,
@@ -120,14 +131,17 @@ fn answer(request: &AdmissionRequest<DynamicObject>, decision: Result<(), String
 
 /// The ProviderConfig webhook: the rules of create and update, and delete refused while
 /// TenantClusters use it.
-pub fn validate_providerconfig(ctx: &Caches, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+pub fn validate_providerconfig(
+    ctx: &Caches,
+    request: &AdmissionRequest<ProviderConfig>,
+) -> AdmissionResponse {
     let decision = match request.operation {
-        Operation::Delete => typed::<ProviderConfig>(request.old_object.as_ref()).and_then(|config| {
+        Operation::Delete => object(request.old_object.as_ref()).and_then(|config| {
             let clusters = ctx.clusters.using(&config.namespace().unwrap_or_default(), &config.name_any());
-            let users = crate::providerconfig::plan::users(&config, clusters.iter().map(Arc::as_ref));
+            let users = crate::providerconfig::plan::users(config, clusters.iter().map(Arc::as_ref));
             providerconfig::validate_delete(&users)
         }),
-        _ => typed::<ProviderConfig>(request.object.as_ref()).and_then(|c| providerconfig::validate(&c)),
+        _ => object(request.object.as_ref()).and_then(providerconfig::validate),
     };
     answer(request, decision)
 }
@@ -160,51 +174,59 @@ fn cluster_context(ctx: &Caches, cluster: &TenantCluster) -> Related {
 
 /// The TenantCluster validating webhook: the Team's limits and restrictions, and the
 /// ProviderConfig's per-team limits.
-pub fn validate_tenantcluster(ctx: &Caches, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-    let decision = typed::<TenantCluster>(request.object.as_ref()).and_then(|cluster| {
-        let related = cluster_context(ctx, &cluster);
-        // Clusters being deleted hold their addresses until they are released; counted only
-        // for a team that has the limit (a config lookup per cluster).
+pub fn validate_tenantcluster(ctx: &Caches, request: &AdmissionRequest<TenantCluster>) -> AdmissionResponse {
+    let decision = object(request.object.as_ref()).and_then(|cluster| {
+        let related = cluster_context(ctx, cluster);
+        // What the team's other clusters take: the blocks they hold, whatever ProviderConfig
+        // they name now (one re-pointed at a cloud-mode config keeps its blocks until they are
+        // given back), or what their config will give them; counted only for a team that has
+        // the limit (a config lookup per cluster).
         let limited = related
             .team
             .as_ref()
             .and_then(|t| t.spec.resource_limits.as_ref())
             .is_some_and(|l| l.max_ip_addresses.is_some());
-        let addresses = match limited {
-            true => related
-                .others
-                .iter()
-                .filter_map(|other| {
-                    Some(crate::tenantcluster::plan::addresses(other, config_of(ctx, other)?.as_ref()))
-                })
-                .sum(),
-            false => 0,
+        let (addresses, held) = match limited {
+            true => (
+                related
+                    .others
+                    .iter()
+                    .map(|other| {
+                        let planned = config_of(ctx, other)
+                            .map_or(0, |c| crate::tenantcluster::plan::addresses(other, c.as_ref()));
+                        crate::ipam::held::cluster(ctx.held_by(other), planned)
+                    })
+                    .fold(0i64, i64::saturating_add),
+                ctx.held_by(cluster),
+            ),
+            false => (0, 0),
         };
         let check = tenantcluster::Context {
             team: related.team.as_deref(),
             config: related.config.as_deref(),
             others: related.others.iter().map(Arc::as_ref).collect(),
             addresses,
+            held,
         };
         match request.operation {
             Operation::Update => {
-                let old = typed::<TenantCluster>(request.old_object.as_ref())?;
-                tenantcluster::validate_update(&old, &cluster, &check)
+                let old = object(request.old_object.as_ref())?;
+                tenantcluster::validate_update(old, cluster, &check)
             }
-            _ => tenantcluster::validate(&cluster, &check),
+            _ => tenantcluster::validate(cluster, &check),
         }
     });
     answer(request, decision)
 }
 
 /// The TenantCluster mutating webhook: the Team's defaults fill what the cluster leaves empty.
-pub fn mutate_tenantcluster(ctx: &Caches, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-    let cluster = match typed::<TenantCluster>(request.object.as_ref()) {
+pub fn mutate_tenantcluster(ctx: &Caches, request: &AdmissionRequest<TenantCluster>) -> AdmissionResponse {
+    let cluster = match object(request.object.as_ref()) {
         Ok(c) => c,
         Err(message) => return AdmissionResponse::from(request).deny(message),
     };
-    let Some(team) = cluster_context(ctx, &cluster).team else { return AdmissionResponse::from(request) };
-    let operations = tenantcluster::defaults(&cluster, &team);
+    let Some(team) = cluster_context(ctx, cluster).team else { return AdmissionResponse::from(request) };
+    let operations = tenantcluster::defaults(cluster, &team);
     if operations.is_empty() {
         return AdmissionResponse::from(request);
     }
@@ -217,10 +239,10 @@ pub fn mutate_tenantcluster(ctx: &Caches, request: &AdmissionRequest<DynamicObje
 }
 
 /// The NetworkPool webhook: a readable spec, and no change that strands held blocks.
-pub fn validate_networkpool(ctx: &Caches, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-    let decision = typed::<NetworkPool>(request.object.as_ref()).and_then(|pool| {
+pub fn validate_networkpool(ctx: &Caches, request: &AdmissionRequest<NetworkPool>) -> AdmissionResponse {
+    let decision = object(request.object.as_ref()).and_then(|pool| {
         let old = match request.operation {
-            Operation::Update => Some(typed::<NetworkPool>(request.old_object.as_ref())?),
+            Operation::Update => Some(object(request.old_object.as_ref())?),
             _ => None,
         };
         let changes_cidr = old
@@ -228,9 +250,9 @@ pub fn validate_networkpool(ctx: &Caches, request: &AdmissionRequest<DynamicObje
             .is_none_or(|o| o.spec.cidr != pool.spec.cidr || o.spec.allow_overlap != pool.spec.allow_overlap);
         if changes_cidr {
             let pools = ctx.pools.state();
-            let overlaps = crate::ipam::networkpool::spec::overlapping(&pool, pools.iter().map(Arc::as_ref));
+            let overlaps = crate::ipam::networkpool::spec::overlapping(pool, pools.iter().map(Arc::as_ref));
             if !overlaps.is_empty() {
-                return Err(crate::ipam::networkpool::spec::overlap_message(&pool, &overlaps));
+                return Err(crate::ipam::networkpool::spec::overlap_message(pool, &overlaps));
             }
         }
         let namespace = pool.namespace().unwrap_or_default();
@@ -240,7 +262,7 @@ pub fn validate_networkpool(ctx: &Caches, request: &AdmissionRequest<DynamicObje
             .into_iter()
             .filter_map(|((_, name), block)| Some((name, block?)))
             .collect();
-        networkpool::validate(&pool, old.as_ref(), &held)
+        networkpool::validate(pool, old, &held)
     });
     answer(request, decision)
 }
@@ -248,17 +270,20 @@ pub fn validate_networkpool(ctx: &Caches, request: &AdmissionRequest<DynamicObje
 /// The routes of the webhook server; `reached` is set by the first review that arrives (which
 /// the API server sent: it is what tells that the API server can reach the webhooks).
 pub fn routes(caches: Caches, reached: Arc<std::sync::atomic::AtomicBool>) -> Webhooks {
-    type Handler = fn(&Caches, &AdmissionRequest<DynamicObject>) -> AdmissionResponse;
-    let noting = |handler: Handler| {
+    fn noting<K: kube::Resource + Send + Sync + 'static>(
+        caches: &Caches,
+        reached: &Arc<std::sync::atomic::AtomicBool>,
+        handler: fn(&Caches, &AdmissionRequest<K>) -> AdmissionResponse,
+    ) -> butler_runtime::webhook::Decide<K> {
         let (caches, reached) = (caches.clone(), reached.clone());
-        Arc::new(move |r: &AdmissionRequest<DynamicObject>| {
+        Arc::new(move |r: &AdmissionRequest<K>| {
             reached.store(true, std::sync::atomic::Ordering::Relaxed);
             handler(&caches, r)
         })
-    };
+    }
     Webhooks::new()
-        .route(VALIDATE_PROVIDERCONFIG, noting(validate_providerconfig))
-        .route(VALIDATE_TENANTCLUSTER, noting(validate_tenantcluster))
-        .route(MUTATE_TENANTCLUSTER, noting(mutate_tenantcluster))
-        .route(VALIDATE_NETWORKPOOL, noting(validate_networkpool))
+        .route(VALIDATE_PROVIDERCONFIG, noting(&caches, &reached, validate_providerconfig))
+        .route(VALIDATE_TENANTCLUSTER, noting(&caches, &reached, validate_tenantcluster))
+        .route(MUTATE_TENANTCLUSTER, noting(&caches, &reached, mutate_tenantcluster))
+        .route(VALIDATE_NETWORKPOOL, noting(&caches, &reached, validate_networkpool))
 }

@@ -815,3 +815,63 @@ async fn a_team_operator_reads_its_clusters_kubeconfigs_and_no_other_secret() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test]
+async fn a_cluster_moved_to_a_cloud_config_still_counts_its_block_against_the_teams_limit() {
+    let s = Scenario::start().await;
+    if !s.webhooks_allowed() {
+        return;
+    }
+    let platform = s.namespace("iso-moved-pool").await;
+    pool(&s, &platform, "shared", "10.84.0.0/24").await;
+    for (name, network) in [
+        (
+            "pc",
+            json!({"mode": "ipam", "poolRefs": [{"name": "shared"}], "loadBalancer": {"defaultPoolSize": 4}}),
+        ),
+        ("cloud", json!({"mode": "cloud"})),
+    ] {
+        crate::tenants::make::<ProviderConfig>(
+            &s,
+            &platform,
+            json!({"apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+                "metadata": {"name": name, "namespace": platform},
+                "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"},
+                    "network": network}}),
+        )
+        .await;
+    }
+    let name = team_with_admin(&s, "iso-moved", "mover@example.com", "{maxIPAddresses: 16}").await;
+    let team_ns = format!("team-{name}");
+    // The first cluster's tenant announces its block and will not let it go (no delete).
+    let _tenant =
+        crate::tenants::guarded_tenant(&s, &team_ns, "first", &["get", "list", "watch", "create", "patch"])
+            .await;
+    let home = s.namespace("iso-moved-hooks").await;
+    let served = crate::support::serve_webhooks(&s, &home).await;
+    let mover = s.cluster.client_as_user("mover@example.com", &[]);
+    let clusters: Api<TenantCluster> = Api::namespaced(mover, &team_ns);
+    let cluster = |name: &str, config: &str, lb: i64| -> TenantCluster {
+        crate::support::from_yaml(&format!(
+            "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: TenantCluster\nmetadata: {{name: {name}, namespace: {team_ns}}}\nspec:\n  providerConfigRef: {{name: {config}, namespace: {platform}}}\n  networking: {{lbPoolSize: {lb}}}\n"
+        ))
+    };
+    if let Err(e) = clusters.create(&PostParams::default(), &cluster("first", "pc", 12)).await {
+        panic!("the first cluster is within the limit: {}", crate::support::api_message(&e));
+    }
+    let all: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team_ns);
+    crate::tenants::cluster_says(&all, "first", "MetalLBSynced", "True").await;
+    // Moved to the cloud config, it takes no pool addresses from now on, but its block stays
+    // while its tenant announces it.
+    let patch = json!({"spec": {"providerConfigRef": {"name": "cloud", "namespace": platform}}});
+    clusters.patch("first", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    crate::tenants::cluster_says(&all, "first", "FormerAddressesReleased", "TenantRefusedRelease").await;
+    let refused = clusters.create(&PostParams::default(), &cluster("second", "pc", 8)).await.unwrap_err();
+    let refusal = crate::support::api_message(&refused);
+    assert!(
+        refusal.contains("would exceed the Team's maxIPAddresses: 12 in use, 8 requested, limit 16"),
+        "{refusal}"
+    );
+    let _ = served.stop.send(true);
+    crate::support::remove_webhook_configurations(&s).await;
+}

@@ -227,3 +227,32 @@ async fn a_service_of_another_load_balancer_class_asks_for_nothing() {
     s.clock.advance(Duration::from_secs(31));
     growth_is(&api, &[format!("{team}.app-lb-1")]).await;
 }
+
+#[tokio::test]
+async fn a_tenant_that_changes_its_services_does_not_have_the_status_written_each_time() {
+    let s = Scenario::start().await;
+    let tenant = tenant_server().await;
+    let (system, team) = with_pool(&s, "tc-churn", "10.82.0.0/24").await;
+    config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
+        "loadBalancer": {"allocationMode": "elastic", "initialPoolSize": 2, "growthIncrement": 1}}),
+    )
+    .await;
+    kubeconfig_secret(&s, &team, "app", &tenant).await;
+    cluster(&s, &team, "app", &system).await;
+    pool_is(&tenant, &["10.82.0.0-10.82.0.1"]).await;
+    lb_service(&tenant, "ingress", Some("10.82.0.0")).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    cluster_says(&clusters, "app", "ElasticIPAM", "Satisfied").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = clusters.get("app").await.unwrap().resource_version();
+    // More Services, each served: the cluster is looked at again, and nothing it says changes.
+    for name in ["web", "api", "admin"] {
+        lb_service(&tenant, name, Some("10.82.0.1")).await;
+    }
+    s.clock.advance(Duration::from_secs(61));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(clusters.get("app").await.unwrap().resource_version(), before, "the status was written again");
+}

@@ -206,3 +206,46 @@ async fn a_kubeconfig_secret_deleted_or_repointed_by_the_team_gives_nothing_back
         wait_for(&clusters, name, "gone", |c| c.is_none()).await;
     }
 }
+
+#[tokio::test]
+async fn a_cluster_re_pointed_at_a_cloud_config_gives_its_block_back_only_once_the_tenant_drops_it() {
+    let s = Scenario::start().await;
+    let (system, team) = platform(&s, "tc-repoint", "10.83.0.0/24").await;
+    // The tenant lets Butler's account read and write its pool, but not delete it.
+    let tenant = guarded_tenant(&s, &team, "web", &["get", "list", "watch", "create", "patch"]).await;
+    cluster(&s, &team, "web", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    wait_for(&clusters, "web", "IPAMReady", ipam_ready).await;
+    pool_is(&tenant, &["10.83.0.0-10.83.0.3"]).await;
+
+    // The team points the cluster at a cloud-mode ProviderConfig: it no longer takes pool
+    // addresses, but its block is announced by the tenant until the tenant drops it.
+    crate::tenants::make::<butler_core::api::ProviderConfig>(&s, &system, json!({
+        "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+        "metadata": {"name": "cloud", "namespace": system},
+        "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"},
+            "network": {"mode": "cloud"}}}))
+    .await;
+    let patch = json!({"spec": {"providerConfigRef": {"name": "cloud", "namespace": system}}});
+    clusters.patch("web", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch)).await.unwrap();
+    let held = cluster_says(&clusters, "web", "FormerAddressesReleased", "TenantRefusedRelease").await;
+    let message = held
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "FormerAddressesReleased"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("count against the Team's maxIPAddresses until then"), "{message}");
+    assert!(message.contains("the tenant refused to drop 10.83.0.0-10.83.0.3"), "{message}");
+    let allocations: Api<IPAllocation> = Api::namespaced(s.client.clone(), &system);
+    let block = format!("{team}.web-lb");
+    assert!(allocations.get_opt(&block).await.unwrap().is_some(), "the block stays the cluster's");
+
+    // The tenant gives way: the addresses leave it, then go back to the pool.
+    allow_pools(&tenant, &["*"]).await;
+    wait_for(&allocations, &block, "released", |a| a.is_none()).await;
+    assert!(metallb(&tenant).get_opt("default-pool").await.unwrap().is_none());
+    cluster_says(&clusters, "web", "FormerAddressesReleased", "Released").await;
+    clusters.delete("web", &DeleteParams::default()).await.unwrap();
+    wait_for(&clusters, "web", "gone", |c| c.is_none()).await;
+}

@@ -13,7 +13,6 @@ use axum::extract::Json;
 use axum::routing::post;
 use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
-use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -29,8 +28,8 @@ pub enum WebhookError {
     Listen { address: SocketAddr, source: std::io::Error },
 }
 
-/// What a webhook decides for one request.
-pub type Decide = Arc<dyn Fn(&AdmissionRequest<DynamicObject>) -> AdmissionResponse + Send + Sync>;
+/// What a webhook decides for one request, its object decoded once, straight into its kind.
+pub type Decide<K> = Arc<dyn Fn(&AdmissionRequest<K>) -> AdmissionResponse + Send + Sync>;
 
 /// The reviews a server decodes and decides at once, by default. Each holds its request
 /// decoded (a review may be 2 MiB, many times that once decoded); more are shed.
@@ -61,9 +60,16 @@ impl Webhooks {
         Webhooks { router: Router::new(), permits: Arc::new(tokio::sync::Semaphore::new(reviews)) }
     }
 
-    /// Serves `decide` at `path` (for example `/validate-teams`). A review without a request,
-    /// or one that does not parse, is answered 400 with the reason, as the API server expects.
-    pub fn route(mut self, path: &str, decide: Decide) -> Webhooks {
+    /// Serves `decide` at `path` (for example `/validate-teams`), the review's objects decoded
+    /// once into `K` (never into a JSON tree first: a review may be 2 MiB, and a tree many times
+    /// that). An object that does not read as its kind is refused by the path of the field that
+    /// does not (the API server's schema comes after mutating webhooks, so such objects do
+    /// arrive); a body that is not an AdmissionReview with a request is answered 400, as the
+    /// API server expects.
+    pub fn route<K>(mut self, path: &str, decide: Decide<K>) -> Webhooks
+    where
+        K: kube::Resource + serde::de::DeserializeOwned + Send + Sync + 'static,
+    {
         let permits = self.permits.clone();
         let handler = move |body: axum::body::Bytes| {
             let (decide, permits) = (decide.clone(), permits.clone());
@@ -72,13 +78,10 @@ impl Webhooks {
                 let Ok(_permit) = permits.try_acquire_owned() else {
                     return busy().into_response();
                 };
-                match serde_json::from_slice::<AdmissionReview<DynamicObject>>(&body) {
-                    Ok(review) => Json(review_answer(review, &decide)).into_response(),
-                    Err(e) => (
-                        axum::http::StatusCode::BAD_REQUEST,
-                        format!("not an AdmissionReview: {}", json_error_kind(&e)),
-                    )
-                        .into_response(),
+                match decode::<K>(&body) {
+                    Ok(Ok(request)) => Json(decide(&request).into_review()).into_response(),
+                    Ok(Err(refusal)) => Json(refusal.into_review()).into_response(),
+                    Err(why) => (axum::http::StatusCode::BAD_REQUEST, why).into_response(),
                 }
             }
         };
@@ -110,13 +113,54 @@ fn json_error_kind(error: &serde_json::Error) -> &'static str {
     }
 }
 
-/// The AdmissionReview answering `review`.
-fn review_answer(review: AdmissionReview<DynamicObject>, decide: &Decide) -> AdmissionReview<DynamicObject> {
-    let response = match review.try_into() {
-        Ok(request) => decide(&request),
-        Err(e) => AdmissionResponse::invalid(format!("not an AdmissionReview with a request: {e}")),
+/// The request of a review, decoded into `K` (what each route does with a body); a refusal
+/// (with the request's uid) when its objects do not read as `K`; why, when the body is not an
+/// AdmissionReview with a request.
+pub fn decode<K>(body: &[u8]) -> Result<Result<AdmissionRequest<K>, AdmissionResponse>, String>
+where
+    K: kube::Resource + serde::de::DeserializeOwned,
+{
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    let error = match serde_path_to_error::deserialize::<_, AdmissionReview<K>>(&mut reader) {
+        Ok(review) => {
+            let request: Result<AdmissionRequest<K>, _> = review.try_into();
+            return match request {
+                Ok(request) => Ok(Ok(request)),
+                Err(e) => Err(format!("not an AdmissionReview with a request: {e}")),
+            };
+        }
+        Err(error) => error,
     };
-    response.into_review()
+    // The review's envelope, its objects skipped unread: the uid to refuse it with.
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        request: Option<Uid>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Uid {
+        uid: String,
+    }
+    let path = error.path().to_string();
+    let field = ["request.object.", "request.oldObject."].iter().find_map(|p| path.strip_prefix(p));
+    match (error.inner().classify(), field, serde_json::from_slice::<Envelope>(body)) {
+        (serde_json::error::Category::Data, Some(field), Ok(Envelope { request: Some(Uid { uid }) })) => {
+            let mut refusal = AdmissionResponse::invalid(format!(
+                "{field} does not read as the object's kind: {}; correct it",
+                bounded(&error.inner().to_string(), 200)
+            ));
+            refusal.uid = uid;
+            Ok(Err(refusal))
+        }
+        _ => Err(format!("not an AdmissionReview: {}", json_error_kind(error.inner()))),
+    }
+}
+
+/// At most `max` characters of `text`, marked when cut.
+fn bounded(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_string(),
+    }
 }
 
 /// The serving certificate of a webhook server; clones share it, so a renewal reaches the

@@ -76,13 +76,13 @@ pub(super) fn limits(
             return Err(over(cluster, "Team", name, &text(used), &text(&asked), &limit.to_string()));
         }
     }
-    // Addresses of the pools teams share: the cluster's (on its ProviderConfig) and what the
-    // team's other clusters take.
-    if let Some(max) = limits.max_ip_addresses
-        && let Some(config) = ctx.config
-    {
-        let asked = crate::tenantcluster::plan::addresses(cluster, config);
-        if asked > 0 && ctx.addresses + asked > i64::from(max) {
+    // Addresses of the pools teams share: what the cluster takes (what its ProviderConfig gives
+    // it, or what its allocations hold, whichever is more) and what the team's other clusters
+    // take.
+    if let Some(max) = limits.max_ip_addresses {
+        let planned = ctx.config.map_or(0, |config| crate::tenantcluster::plan::addresses(cluster, config));
+        let asked = crate::ipam::held::cluster(ctx.held, planned);
+        if asked > 0 && ctx.addresses.saturating_add(asked) > i64::from(max) {
             return Err(over(
                 cluster,
                 "Team",

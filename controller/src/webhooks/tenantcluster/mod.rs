@@ -25,6 +25,9 @@ pub struct Context<'a> {
     pub others: Vec<&'a TenantCluster>,
     /// The pool addresses the team's other clusters take (each on its own ProviderConfig).
     pub addresses: i64,
+    /// The pool addresses this cluster's allocations hold or wait for now (on update, those of
+    /// a ProviderConfig it no longer names too, until they are given back).
+    pub held: i64,
 }
 
 fn who(cluster: &TenantCluster) -> String {

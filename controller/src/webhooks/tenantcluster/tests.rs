@@ -104,7 +104,8 @@ fn a_team_takes_no_more_of_the_shared_pools_than_its_address_limit() {
     let pc = config(
         "  harvester: {networkName: a/b}\n  network: {mode: ipam, poolRefs: [{name: lab}], loadBalancer: {defaultPoolSize: 4}}\n",
     );
-    let with = |used: i64| Context { team: Some(&t), config: Some(&pc), others: vec![], addresses: used };
+    let with =
+        |used: i64| Context { team: Some(&t), config: Some(&pc), others: vec![], addresses: used, held: 0 };
     let big = cluster("big", "  networking: {lbPoolSize: 12, nodeIPs: 3}\n");
     assert_eq!(
         validate(&big, &with(4)).unwrap_err(),
@@ -118,8 +119,19 @@ fn a_team_takes_no_more_of_the_shared_pools_than_its_address_limit() {
     assert_eq!(validate_update(&grown, &big, &with(16)), Ok(()));
     // Cloud mode takes no pool addresses.
     let cloud = config("  harvester: {networkName: a/b}\n  network: {mode: cloud}\n");
-    let ctx = Context { team: Some(&t), config: Some(&cloud), others: vec![], addresses: 16 };
+    let ctx = Context { team: Some(&t), config: Some(&cloud), others: vec![], addresses: 16, held: 0 };
     assert_eq!(validate(&big, &ctx), Ok(()));
+    // Re-pointed at a cloud-mode config, a cluster still counts the blocks it holds until they
+    // are given back: it cannot free the team's room while it keeps them.
+    let mut moved = big.clone();
+    moved.spec.provider_config_ref.as_mut().unwrap().name = "cloud".into();
+    let holding =
+        |held: i64| Context { team: Some(&t), config: Some(&cloud), others: vec![], addresses: 4, held };
+    assert_eq!(
+        validate_update(&big, &moved, &holding(15)).unwrap_err(),
+        "TenantCluster team-a/big would exceed the Team's maxIPAddresses: 4 in use, 15 requested, limit 16; lower the request, remove a cluster, or raise the limit"
+    );
+    assert_eq!(validate_update(&big, &moved, &holding(12)), Ok(()));
 }
 
 #[test]
