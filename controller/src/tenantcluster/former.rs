@@ -97,7 +97,7 @@ pub fn step(
     let listed = ranges.join(", ");
     let (reason, message, ask) = match (lb.is_empty(), tenant) {
         (false, None) => (
-            "WaitingForTenant",
+            "WaitingForTurn",
             holding(format!("{listed} are to be dropped from the tenant's MetalLB pool first")),
             true,
         ),

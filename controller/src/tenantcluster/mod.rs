@@ -5,6 +5,7 @@
 //! its status says so (`IPAMReady`, `Ready`, `observedGeneration`).
 
 mod allocations;
+pub mod answers;
 pub mod elastic;
 pub mod former;
 pub mod kubeconfig;
@@ -345,7 +346,7 @@ async fn delete(cluster: &TenantCluster, ctx: &Context, api: &Api<TenantCluster>
         // Deletions take turns at the tenants too, so that hanging ones never hold every worker.
         let Some(_turn) = ctx.tenant_turns.take(cluster) else {
             let message = "other tenants' calls are under way; this one follows in a moment";
-            let wanted = [Wanted::new(METALLB_SYNCED, false, "WaitingForTenant", message)];
+            let wanted = [Wanted::new(METALLB_SYNCED, false, "WaitingForTurn", message)];
             write_conditions(ctx, api, cluster, &wanted).await?;
             return Ok(Action::requeue(WAIT_FOR_TURN));
         };
@@ -382,7 +383,7 @@ async fn ask_tenant(ctx: &Context, cluster: &TenantCluster, ranges: &[String]) -
     let recorded = &status.tenant_servers;
     // The tenant had the addresses (an earlier version recorded no servers): MetalLB was
     // synced, or a release of them is under way.
-    let had = ["TenantRefused", "TenantRefusedRelease", "WaitingForTenant"];
+    let had = ["TenantRefused", "TenantRefusedRelease", "WaitingForTenant", "WaitingForTurn"];
     let synced_before = status
         .conditions
         .iter()

@@ -90,7 +90,7 @@ pub(super) async fn tenant_side<'a>(
             None => Wanted::new(
                 METALLB_SYNCED,
                 false,
-                "WaitingForTenant",
+                "WaitingForTurn",
                 "other tenants' calls are under way; this one follows in a moment",
             ),
         };
@@ -121,9 +121,13 @@ pub(super) async fn tenant_side<'a>(
         ctx.tenant_watches.stop(&cluster.meta().uid.clone().unwrap_or_default());
     }
     if elastic_mode {
-        ctx.tenant_watches.follow(cluster, &version, tenant.clone());
         let services = match tenant::within(ctx.tenant_deadline, tenant::services(&tenant)).await {
-            Ok(services) => services,
+            Ok((services, listed_at)) => {
+                // Changes from here on wake the cluster: a watch from the list's version, so
+                // nothing is listed outside this turn.
+                ctx.tenant_watches.follow(cluster, &version, tenant.clone(), &listed_at);
+                services
+            }
             Err(e) => return Ok(unreachable(e)),
         };
         let full = tenant::within(ctx.tenant_deadline, async { Ok(tenant::metallb_full(&tenant).await) })

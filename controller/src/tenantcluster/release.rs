@@ -139,12 +139,7 @@ pub async fn ask(tenant: &Client, ranges: &[String]) -> Tenant {
         Err(e) if butler_runtime::error::is_not_found(&e) => return Tenant::Clear,
         Err(e) => return answer(&e),
     };
-    let listed: Vec<String> = pool.data["spec"]["addresses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a.as_str().map(String::from))
-        .collect();
+    let listed = pool.spec.addresses.0;
     let written = match without(&listed, ranges) {
         None => return Tenant::Clear,
         Some(rest) if rest.is_empty() => api.delete(METALLB_POOL, &DeleteParams::default()).await.map(|_| ()),

@@ -9,12 +9,13 @@ use std::sync::Mutex;
 
 use butler_core::api::TenantCluster;
 use butler_core::api::labels::FIELD_MANAGER_IPAM;
-use k8s_openapi::api::core::v1::{Secret, Service as KubeService};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use super::answers::{self, MetalLbPool};
 use super::elastic::Service;
 
 pub const METALLB_NAMESPACE: &str = "metallb-system";
@@ -217,43 +218,42 @@ impl TenantClients {
     }
 }
 
-/// The tenant's LoadBalancer Services that its MetalLB serves: those of no
-/// `loadBalancerClass` (a Service of another class waits for another load balancer, and no
-/// address of Butler's would ever reach it).
-pub async fn services(tenant: &Client) -> Result<Vec<Service>, kube::Error> {
-    let list = Api::<KubeService>::all(tenant.clone()).list(&ListParams::default()).await?;
-    Ok(list
-        .items
-        .into_iter()
-        .filter(|s| s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer"))
-        .filter(|s| s.spec.as_ref().and_then(|s| s.load_balancer_class.as_deref()).is_none())
-        .map(|s| Service {
-            name: format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()),
-            created: s.metadata.creation_timestamp.as_ref().map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0),
-            addresses: s
-                .status
-                .as_ref()
-                .and_then(|st| st.load_balancer.as_ref())
-                .and_then(|lb| lb.ingress.as_ref())
-                .map(|ingress| ingress.iter().filter_map(|i| i.ip.as_ref()?.parse().ok()).collect())
-                .unwrap_or_default(),
-        })
-        .collect())
+/// The tenant's LoadBalancer Services that its MetalLB serves (those of no
+/// `loadBalancerClass`: a Service of another class waits for another load balancer, and no
+/// address of Butler's would ever reach it), read a page at a time into the fields used (see
+/// [`answers`]), and the list's resourceVersion (where a watch of changes starts).
+pub async fn services(tenant: &Client) -> Result<(Vec<Service>, String), kube::Error> {
+    let mut services = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..answers::MAX_PAGES {
+        let mut params = ListParams::default().limit(answers::PAGE as u32);
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let request =
+            kube::core::Request::new("/api/v1/services").list(&params).map_err(kube::Error::BuildRequest)?;
+        let page: answers::ServicePage = tenant.request(request).await?;
+        services.extend(page.services);
+        match page.next {
+            Some(next) => token = Some(next),
+            None => return Ok((services, page.version.unwrap_or_default())),
+        }
+    }
+    Err(kube::Error::Service(Box::new(std::io::Error::other(format!(
+        "it lists more than {} Services",
+        answers::PAGE * answers::MAX_PAGES
+    )))))
 }
 
-/// The tenant's MetalLB IPAddressPools.
-pub fn pools(tenant: &Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("metallb.io", "v1beta1", "IPAddressPool");
-    let resource = ApiResource::from_gvk_with_plural(&gvk, "ipaddresspools");
-    Api::namespaced_with(tenant.clone(), METALLB_NAMESPACE, &resource)
+/// The tenant's MetalLB IPAddressPools, read into the fields used (see [`answers`]).
+pub fn pools(tenant: &Client) -> Api<MetalLbPool> {
+    Api::namespaced(tenant.clone(), METALLB_NAMESPACE)
 }
 
 /// Whether MetalLB says `default-pool` has no free address (its status, MetalLB 0.14+).
 pub async fn metallb_full(tenant: &Client) -> bool {
     let Ok(Some(pool)) = pools(tenant).get_opt(METALLB_POOL).await else { return false };
-    let status = &pool.data["status"];
-    let free = |key: &str| status[key].as_i64();
-    match (free("availableIPv4"), free("availableIPv6")) {
+    match (pool.status.available_ipv4, pool.status.available_ipv6) {
         (None, None) => false,
         (v4, v6) => v4.unwrap_or(0) + v6.unwrap_or(0) == 0,
     }
@@ -263,7 +263,7 @@ pub async fn metallb_full(tenant: &Client) -> bool {
 /// changes nothing would still wake the watches of the tenant).
 pub async fn sync_metallb(tenant: &Client, addresses: &[String]) -> Result<(), kube::Error> {
     if let Some(existing) = pools(tenant).get_opt(METALLB_POOL).await?
-        && existing.data["spec"]["addresses"] == json!(addresses)
+        && existing.spec.addresses.0 == addresses
     {
         return Ok(());
     }

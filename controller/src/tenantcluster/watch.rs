@@ -7,11 +7,11 @@ use std::sync::Mutex;
 
 use butler_core::api::TenantCluster;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Service;
 use kube::Resource;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{WatchEvent, WatchParams};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
+
+use super::answers::Seen;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -36,9 +36,13 @@ impl TenantWatches {
         self.wake.clone()
     }
 
-    /// Follows the tenant of `cluster` through `tenant` (made from kubeconfig `version`),
-    /// unless it is followed already with that version.
-    pub fn follow(&self, cluster: &TenantCluster, version: &str, tenant: kube::Client) {
+    /// Follows the tenant of `cluster` through `tenant` (made from kubeconfig `version`) from
+    /// the resourceVersion `from` (of the list just read), unless it is followed already with
+    /// that kubeconfig. Nothing is listed: the watches start where the reconcile's list left
+    /// off, read of each event its resourceVersion alone (see [`super::answers`]), and go on
+    /// from the last one seen when the tenant ends them; one the tenant refuses (its version
+    /// too old) ends, and the next reconcile starts it again from its own list.
+    pub fn follow(&self, cluster: &TenantCluster, version: &str, tenant: kube::Client, from: &str) {
         let uid = cluster.meta().uid.clone().unwrap_or_default();
         let mut running = self.running.lock().expect("not poisoned");
         if running.get(&uid).is_some_and(|(v, task)| v == version && !task.is_finished()) {
@@ -49,15 +53,12 @@ impl TenantWatches {
         }
         let target = ObjectRef::from_obj(cluster);
         let wake = self.wake.clone();
-        let gvk = GroupVersionKind::gvk("metallb.io", "v1beta1", "IPAddressPool");
-        let pools: Api<DynamicObject> = Api::namespaced_with(
-            tenant.clone(),
-            super::tenant::METALLB_NAMESPACE,
-            &ApiResource::from_gvk_with_plural(&gvk, "ipaddresspools"),
+        let pools = format!(
+            "/apis/metallb.io/v1beta1/namespaces/{}/ipaddresspools",
+            super::tenant::METALLB_NAMESPACE
         );
-        let services =
-            watcher(Api::<Service>::all(tenant), watcher::Config::default()).default_backoff().map(|_| ());
-        let pools = watcher(pools, watcher::Config::default()).default_backoff().map(|_| ());
+        let services = changes(tenant.clone(), "/api/v1/services".to_string(), from.to_string());
+        let pools = changes(tenant, pools, from.to_string());
         let task = tokio::spawn(async move {
             let mut changes = std::pin::pin!(futures::stream::select(services, pools));
             let mut last: Option<tokio::time::Instant> = None;
@@ -88,6 +89,42 @@ impl TenantWatches {
     pub fn keeps(&self, uid: &str) -> bool {
         self.running.lock().expect("not poisoned").contains_key(uid)
     }
+}
+
+/// The changes of the objects at `path` on the tenant from resourceVersion `from`: one item per
+/// added, changed or deleted object. Ends when the tenant refuses the watch (a version too old,
+/// an error event) or cannot be reached; a watch the tenant closes, or that stays quiet past the
+/// client's read timeout, goes on from the last version seen.
+fn changes(tenant: kube::Client, path: String, from: String) -> impl futures::Stream<Item = ()> + Send {
+    futures::stream::unfold(
+        (tenant, path, from, None),
+        |(tenant, path, mut version, mut events)| async move {
+            loop {
+                let stream: &mut Option<
+                    futures::stream::BoxStream<'static, Result<WatchEvent<Seen>, kube::Error>>,
+                > = &mut events;
+                if stream.is_none() {
+                    let params = WatchParams::default().timeout(290);
+                    let request = kube::core::Request::new(&path).watch(&params, &version).ok()?;
+                    *stream = Some(tenant.request_events::<Seen>(request).await.ok()?.boxed());
+                }
+                let seen = |o: &Seen| o.metadata.resource_version.clone();
+                match stream.as_mut()?.next().await {
+                    Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o))) => {
+                        version = seen(&o).unwrap_or(version);
+                        return Some(((), (tenant, path, version, events)));
+                    }
+                    Some(Ok(WatchEvent::Bookmark(b))) => version = b.metadata.resource_version,
+                    Some(Ok(WatchEvent::Error(_)) | Err(_)) => return None,
+                    None => {
+                        // Closed, or quiet past the read timeout: again from the last version.
+                        *stream = None;
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        },
+    )
 }
 
 impl Drop for TenantWatches {

@@ -686,6 +686,46 @@ async fn a_tenant_answering_without_end_is_read_no_further_than_the_cap() {
     assert!(message.contains("length limit exceeded"), "{message}");
 }
 
+#[tokio::test]
+async fn a_tenant_answering_with_a_flood_of_empty_items_is_refused_past_a_page() {
+    let s = Scenario::start().await;
+    // A "tenant" whose list of Services is 1 MiB of `{}`: decoded whole, 350,000 Services.
+    let items = vec!["{}"; 350_000].join(",");
+    let list = format!(
+        "{{\"kind\": \"ServiceList\", \"apiVersion\": \"v1\", \"metadata\": {{}}, \"items\": [{items}]}}"
+    );
+    let app = Router::new()
+        .route(
+            "/api/v1/services",
+            axum::routing::get(move || {
+                let list = list.clone();
+                async move { ([(axum::http::header::CONTENT_TYPE, "application/json")], list) }
+            }),
+        )
+        .fallback(|| async {
+            let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"});
+            (axum::http::StatusCode::NOT_FOUND, axum::Json(status))
+        });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let system = s.namespace("iso-items-system").await;
+    let team = s.namespace("iso-items-team").await;
+    pool(&s, &system, "lab", "10.85.0.0/24").await;
+    crate::tenants::config(
+        &s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}], "loadBalancer": {"allocationMode": "elastic"}}),
+    )
+    .await;
+    kubeconfig_secret(&s, &team, "many", &format!("http://{address}"), "{token: t}").await;
+    cluster(&s, &team, "many", &system).await;
+    let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
+    let conditions = once_reason(&clusters, "many", "MetalLBSynced", "TenantUnreachable", of_cluster).await;
+    let message = &condition(&conditions, "MetalLBSynced").unwrap().message;
+    assert!(message.contains("a page of more than the 500 Services asked for"), "{message}");
+}
+
 /// Every ProviderConfig and TenantCluster is held in both replicas' memory: a team admin who
 /// makes them without end meets the team namespace's ResourceQuota, which she cannot change.
 #[tokio::test]
