@@ -1,6 +1,8 @@
 //! `butler-controller` as a process with 100 Teams and 1,000 TenantClusters (ten a team) on
 //! the in-memory API server, its webhooks registered and called: its resident memory (VmRSS)
-//! and peak (VmHWM) once everything is reconciled (the goal: under 40 MiB).
+//! and peak (VmHWM) once everything is reconciled (the goal: under 40 MiB). Then the largest
+//! objects one more team may make: 100 TenantClusters and 100 ProviderConfigs (its quota) of
+//! about 1.3 MiB each (16,000 labels apiece), and the memory again.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,6 +25,55 @@ async fn wait_until(what: &str, within: Duration, mut check: impl AsyncFnMut() -
         assert!(Instant::now() < deadline, "{what} did not happen within {within:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// TenantClusters and ProviderConfigs of the largest team: its object quota of each.
+const LARGEST: usize = 100;
+
+/// One more team's quota of TenantClusters and ProviderConfigs, each as large as the API server
+/// takes (16,000 labels of 63 characters), reconciled: the size of one object, in bytes.
+async fn largest_objects(client: &kube::Client) -> usize {
+    use butler_core::api::ProviderConfig;
+    let teams: Api<Team> = Api::all(client.clone());
+    let team: Team = yaml(
+        "apiVersion: butler.butlerlabs.dev/v1alpha1\nkind: Team\nmetadata: {name: huge}\nspec:\n  access: {users: [{name: huge@example.com, role: admin}]}\n",
+    );
+    teams.create(&PostParams::default(), &team).await.unwrap();
+    wait_until("the Team huge Ready", Duration::from_secs(120), async || {
+        let team = teams.get("huge").await.unwrap();
+        team.status.as_ref().and_then(|s| s.phase) == Some(TeamPhase::Ready)
+    })
+    .await;
+    let labels: serde_json::Map<String, serde_json::Value> =
+        (0..16_000).map(|i| (format!("label-{i}"), serde_json::Value::String("v".repeat(63)))).collect();
+    let namespace = "team-huge";
+    let (clusters, configs): (Api<TenantCluster>, Api<ProviderConfig>) =
+        (Api::namespaced(client.clone(), namespace), Api::namespaced(client.clone(), namespace));
+    let mut size = 0;
+    for i in 0..LARGEST {
+        let config: ProviderConfig = serde_json::from_value(serde_json::json!({
+            "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "ProviderConfig",
+            "metadata": {"name": format!("pc{i}"), "namespace": namespace, "labels": labels},
+            "spec": {"provider": "harvester", "credentialsRef": {"name": "c"}, "harvester": {"networkName": "a/b"}},
+        }))
+        .unwrap();
+        configs.create(&PostParams::default(), &config).await.unwrap();
+        let cluster: TenantCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+            "metadata": {"name": format!("c{i}"), "namespace": namespace, "labels": labels},
+            "spec": {"kubernetesVersion": "1.30.4", "providerConfigRef": {"name": format!("pc{i}")}},
+        }))
+        .unwrap();
+        size = serde_json::to_vec(&cluster).unwrap().len();
+        clusters.create(&PostParams::default(), &cluster).await.unwrap();
+    }
+    wait_until("the Team huge counting its clusters", Duration::from_secs(300), async || {
+        let team = teams.get("huge").await.unwrap();
+        team.status.as_ref().and_then(|s| s.cluster_count) == Some(LARGEST as i32)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    size
 }
 
 fn main() {
@@ -71,13 +122,24 @@ fn main() {
         .await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).ok();
-        let _ = child.kill();
-        let _ = child.wait();
-        let field = |name: &str| -> Option<u64> {
+        let field = |status: &Option<String>, name: &str| -> Option<u64> {
             let line = status.as_ref()?.lines().find(|l| l.starts_with(name))?.to_string();
             line.split_whitespace().nth(1)?.parse().ok()
         };
         println!("{TEAMS} Teams Ready {:.1} s after the controller started", teams_ready.as_secs_f64());
+        let largest = largest_objects(&client).await;
+        let after = std::fs::read_to_string(format!("/proc/{}/status", child.id())).ok();
+        let _ = child.kill();
+        let _ = child.wait();
+        if let (Some(rss), Some(peak)) = (field(&after, "VmRSS:"), field(&after, "VmHWM:")) {
+            println!(
+                "then one more team's {LARGEST} TenantClusters and {LARGEST} ProviderConfigs of {:.1} MiB each: resident {:.1} MiB (peak {:.1} MiB)",
+                largest as f64 / (1024.0 * 1024.0),
+                rss as f64 / 1024.0,
+                peak as f64 / 1024.0
+            );
+        }
+        let field = |name: &str| field(&status, name);
         match (field("VmRSS:"), field("VmHWM:")) {
             (Some(rss), Some(peak)) => println!(
                 "butler-controller resident memory with {TEAMS} Teams and {} TenantClusters: {:.1} MiB (peak {:.1} MiB; goal: under 40 MiB: {})",

@@ -13,13 +13,25 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// Butler's own labels and annotations: the only ones the controllers read on Butler's kinds.
 const BUTLER: &str = "butler.butlerlabs.dev/";
 
+/// The API group of Butler's kinds.
+const BUTLER_GROUP: &str = "butler.butlerlabs.dev";
+
 /// Drops from any cached object what no controller reads: the managed fields and the copy
-/// `kubectl apply` keeps.
-pub fn trim<K: Resource>(object: &mut K) {
+/// `kubectl apply` keeps; of Butler's own kinds (Teams, TenantClusters, ProviderConfigs,
+/// NetworkPools), every label and annotation but Butler's. No controller reads another on them,
+/// and a team may write a megabyte of labels on every object it makes, which every replica
+/// would hold for as long as the object lives.
+pub fn trim<K: Resource<DynamicType = ()>>(object: &mut K) {
+    let butler = K::group(&()) == BUTLER_GROUP;
     let meta = object.meta_mut();
     meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.remove(LAST_APPLIED);
+    }
+    if butler {
+        for map in [meta.labels.as_mut(), meta.annotations.as_mut()].into_iter().flatten() {
+            map.retain(|key, _| key.starts_with(BUTLER));
+        }
     }
 }
 
@@ -30,11 +42,7 @@ pub fn trim<K: Resource>(object: &mut K) {
 /// writer are read only while it waits (to be written again), and it never waits again.
 pub fn trim_allocation(allocation: &mut IPAllocation) {
     trim(allocation);
-    let meta = &mut allocation.metadata;
-    meta.owner_references = None;
-    for map in [meta.labels.as_mut(), meta.annotations.as_mut()].into_iter().flatten() {
-        map.retain(|key, _| key.starts_with(BUTLER));
-    }
+    allocation.metadata.owner_references = None;
     if let Some(status) = allocation.status.as_mut()
         && status.start_address.is_some()
         && status.end_address.is_some()
@@ -56,6 +64,33 @@ pub fn kept_allocation(mut allocation: IPAllocation) -> IPAllocation {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn butlers_kinds_keep_butlers_labels_and_annotations_alone() {
+        let labels =
+            json!({"butler.butlerlabs.dev/team": "a", "app.kubernetes.io/name": "x", "padding-1": "y"});
+        let mut cluster: butler_core::api::TenantCluster = serde_json::from_value(json!({
+            "apiVersion": "butler.butlerlabs.dev/v1alpha1", "kind": "TenantCluster",
+            "metadata": {"name": "c", "namespace": "team-a", "labels": labels,
+                "annotations": {"note": "a megabyte of it", "butler.butlerlabs.dev/x": "y"}},
+            "spec": {},
+        }))
+        .unwrap();
+        trim(&mut cluster);
+        assert_eq!(
+            cluster.metadata.labels.as_ref().unwrap().keys().collect::<Vec<_>>(),
+            ["butler.butlerlabs.dev/team"]
+        );
+        assert_eq!(
+            cluster.metadata.annotations.as_ref().unwrap().keys().collect::<Vec<_>>(),
+            ["butler.butlerlabs.dev/x"]
+        );
+        // Kubernetes' kinds keep theirs (a Namespace's labels are read).
+        let mut namespace: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(json!({"metadata": {"name": "n", "labels": labels}})).unwrap();
+        trim(&mut namespace);
+        assert_eq!(namespace.metadata.labels.unwrap().len(), 3);
+    }
 
     #[test]
     fn a_waiting_allocation_keeps_its_conditions() {
