@@ -105,6 +105,12 @@ struct RunArgs {
     /// serviceaccounts/token), nodes-proxy, wildcard (every resource of every group).
     #[arg(long = "allow-role-power", value_name = "POWER", value_parser = role_power)]
     allow_role_powers: Vec<String>,
+    /// A ClusterRole whose rules every rule of providers' Roles and ClusterRoles must stay
+    /// within, part by part, as Kubernetes checks that a role does not escalate (read at each
+    /// install, so widening it takes effect at once); without it, any rule but the powers of
+    /// --allow-role-power.
+    #[arg(long = "role-ceiling", value_name = "CLUSTERROLE")]
+    role_ceiling: Option<String>,
     /// Let providers' pods go beyond Pod Security's baseline (privileged containers, the
     /// node's namespaces, paths and ports, added capabilities); refused without it.
     #[arg(long = "allow-privileged-pods", default_value_t = false)]
@@ -257,6 +263,7 @@ fn run(args: RunArgs) -> ExitCode {
                     cluster_roles: args.allow_cluster_roles,
                     kinds: args.allow_kinds,
                     role_powers: args.allow_role_powers,
+                    role_ceiling: args.role_ceiling,
                     privileged_pods: args.allow_privileged_pods,
                     webhook_groups: args.allow_webhook_groups,
                     webhook_urls: args.allow_webhook_urls,

@@ -490,3 +490,60 @@ spec:
     assert!(policies.get_opt(&policy).await.unwrap().is_none(), "the policy was applied");
     s.stop_operator().await;
 }
+
+/// A release's roles stay within the ClusterRole the platform names as their ceiling
+/// (`--role-ceiling`), part by part: a role that reads Secrets besides ConfigMaps is refused
+/// while the ceiling grants ConfigMaps only, and installs once the platform widens it.
+#[tokio::test]
+async fn a_role_beyond_the_configured_ceiling_is_refused_until_the_ceiling_grants_it() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let (mut s, run_label) = attack("attack-ceiling").await;
+    let (ceiling, role) = (s.cluster.unique("role-ceiling"), s.cluster.unique("reader"));
+    let roles: Api<ClusterRole> = Api::all(s.client.clone());
+    let ceiling_role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": ceiling, "labels": {"scenario.butlerlabs.dev/run": run_label}},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
+    }))
+    .unwrap();
+    roles.create(&Default::default(), &ceiling_role).await.unwrap();
+    let mut wide = components("wide", "v1.0.0", &[]);
+    wide.push_str(&format!(
+        "---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {role}
+  labels: {{scenario.butlerlabs.dev/run: {run_label}}}
+rules:
+- {{apiGroups: [''], resources: [configmaps, secrets], verbs: [get]}}
+"
+    ));
+    publish(&s, "infrastructure-wide", "infrastructure-components.yaml", "v1.0.0", &wide).await;
+    let named = ceiling.clone();
+    s.start_operator_shipped(move |o| o.policy.role_ceiling = Some(named)).await;
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    s.create::<InfrastructureProvider>("wide", &spec("infrastructure-wide")).await;
+    let (_, message) = refused(&s, "wide", "PolicyViolation").await;
+    assert!(
+        message.starts_with(&format!("ClusterRole {role} is refused: its rule "))
+            && message.ends_with(&format!(
+                "grants get on secrets, which the ceiling ClusterRole {ceiling} (--role-ceiling) does not; add it to {ceiling} if the provider needs it"
+            )),
+        "{message}"
+    );
+    assert!(roles.get_opt(&role).await.unwrap().is_none(), "the role was applied");
+
+    // The platform widens its ceiling: read at the next look, the release installs.
+    let widened = json!({"rules": [{"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get", "list", "watch"]}]});
+    roles
+        .patch(&ceiling, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(widened))
+        .await
+        .unwrap();
+    s.patch_spec::<InfrastructureProvider>("wide", json!({"manager": {"verbosity": 2}})).await;
+    s.wait_for::<InfrastructureProvider>("wide", "installed", |p| {
+        reason(p, "ProviderInstalled", "Installed")
+    })
+    .await;
+    assert!(roles.get_opt(&role).await.unwrap().is_some());
+    s.stop_operator().await;
+}

@@ -38,6 +38,8 @@ pub struct InstallInput<'a> {
     pub images: &'a ImageOverrides,
     /// What the operator allows a provider's components beyond their own objects.
     pub policy: &'a crate::controller::wanted::policy::Policy,
+    /// The rules of the ceiling ClusterRole the policy names, read live.
+    pub ceiling: Option<&'a [Value]>,
     /// The YAML of `spec.additionalManifests`, applied with the components.
     pub additional: Option<&'a str>,
     /// The version a ProviderUpgrade rolls this provider back to (its annotation
@@ -241,7 +243,7 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
     objects.retain(|o| o["kind"] != "Namespace");
     // The whole set is admitted before anything is written, or none of it is.
     if let Err(message) =
-        crate::controller::wanted::admission::admit(&objects, &me.key.namespace, input.policy)
+        crate::controller::wanted::admission::admit(&objects, &me.key.namespace, input.policy, input.ceiling)
     {
         return keep(plan, Reason::PolicyViolation, message);
     }

@@ -63,6 +63,32 @@ where
     // Servers and renderers quote what they reject: every message from here on is redacted.
     let redactor = Redactor::new(&observed.values.variables, &operator_config.variables);
 
+    // The ceiling of the release's roles, when the configuration names one: read live, since
+    // the platform may widen it at any time.
+    let ceiling = match ctx.policy.role_ceiling.as_deref() {
+        None => None,
+        Some(name) => {
+            let roles: kube::Api<k8s_openapi::api::rbac::v1::ClusterRole> =
+                kube::Api::all(ctx.client.clone());
+            match roles.get_opt(name).await {
+                Ok(Some(role)) => {
+                    let rules = role.rules.unwrap_or_default();
+                    Some(rules.iter().filter_map(|r| serde_json::to_value(r).ok()).collect::<Vec<_>>())
+                }
+                Ok(None) => {
+                    let stop = Stop::new(
+                        Reason::PolicyViolation,
+                        format!(
+                            "the ceiling ClusterRole {name} (--role-ceiling) does not exist, so no role of the release can be checked against it; create it, or start the operator without --role-ceiling"
+                        ),
+                    );
+                    return status::stopped(&ctx, object, &me, stop, me.installed(), Some(passed)).await;
+                }
+                Err(e) => return Err(Error::kube(format!("reading the ceiling ClusterRole {name}"), e)),
+            }
+        }
+    };
+
     // Plan. The config Secret first, then the operator's config file (only what it names for
     // this provider); never the operator's own environment.
     let label = key.kind.label(&key.name);
@@ -93,6 +119,7 @@ where
             live: &observed.live,
             images: &images,
             policy: &ctx.policy,
+            ceiling: ceiling.as_deref(),
             additional: observed.additional.as_deref(),
             rollback_to,
             renders: &ctx.renders,

@@ -15,6 +15,9 @@ pub struct Policy {
     /// The powers a release's roles may grant ([`super::admission::ceiling::Power`] by its
     /// flag name: `escalate`, `bind`, `impersonate`, `token`, `nodes-proxy`, `wildcard`).
     pub role_powers: Vec<String>,
+    /// The ClusterRole whose rules every rule of a release's roles must stay within
+    /// (`--role-ceiling`), read live; `None`: every rule but the powers.
+    pub role_ceiling: Option<String>,
     /// Whether a release's pods may go beyond Pod Security's baseline (privileged, host
     /// namespaces, paths and ports, added capabilities).
     pub privileged_pods: bool,

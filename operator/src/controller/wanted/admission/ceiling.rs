@@ -104,8 +104,87 @@ pub fn powers(rule: &Value, own: &dyn Fn(&str) -> bool) -> Vec<Power> {
     found
 }
 
-/// Refuses a release whose Roles or ClusterRoles grant a power the operator does not allow.
-pub fn check(set: &Set<'_>, policy: &Policy) -> Result<(), String> {
+/// The strings of a rule's list.
+fn strings(list: &Value) -> Vec<&str> {
+    list.as_array().into_iter().flatten().filter_map(Value::as_str).collect()
+}
+
+/// Whether a ceiling rule grants one atom of a release's rule: every part held by the ceiling
+/// as RBAC matches it, a named atom by a rule for every name or for that one.
+fn grants(ceiling: &Value, verb: &str, target: Target<'_>) -> bool {
+    let verbs = &ceiling["verbs"];
+    if !holds(verbs, verb) || (verb == "*" && !strings(verbs).contains(&"*")) {
+        return false;
+    }
+    let literal = |list: &Value, item: &str| item != "*" || strings(list).contains(&"*");
+    match target {
+        Target::Url(url) => strings(&ceiling["nonResourceURLs"]).iter().any(|c| {
+            *c == "*" || *c == url || c.strip_suffix('*').is_some_and(|prefix| url.starts_with(prefix))
+        }),
+        Target::Resource { group, resource, name } => {
+            let names = strings(&ceiling["resourceNames"]);
+            let resources = &ceiling["resources"];
+            let resource_held = match resource {
+                "*" => strings(resources).contains(&"*"),
+                r if r.starts_with("*/") => strings(resources).iter().any(|c| *c == "*" || *c == r),
+                r => covers(resources, r),
+            };
+            holds(&ceiling["apiGroups"], group)
+                && literal(&ceiling["apiGroups"], group)
+                && resource_held
+                && (names.is_empty() || name.is_some_and(|n| names.contains(&n)))
+        }
+    }
+}
+
+/// What an atom is on.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Url(&'a str),
+    Resource { group: &'a str, resource: &'a str, name: Option<&'a str> },
+}
+
+/// The first part of `rule` that no rule of `ceiling` grants, in words; `None` when the
+/// ceiling covers it whole. The rule is broken down as Kubernetes does before it checks that a
+/// role does not escalate (one verb on one URL, or on one group's resource by one name or
+/// none), each part as written: `*` stays `*`, covered only by `*`.
+pub fn uncovered(rule: &Value, ceiling: &[Value]) -> Option<String> {
+    let (verbs, groups, resources) =
+        (strings(&rule["verbs"]), strings(&rule["apiGroups"]), strings(&rule["resources"]));
+    let names = strings(&rule["resourceNames"]);
+    let each: Vec<Option<&str>> =
+        if names.is_empty() { vec![None] } else { names.iter().copied().map(Some).collect() };
+    let granted = |verb: &str, target: Target<'_>| ceiling.iter().any(|c| grants(c, verb, target));
+    for verb in &verbs {
+        for url in strings(&rule["nonResourceURLs"]) {
+            if !granted(verb, Target::Url(url)) {
+                return Some(format!("{verb} on the URL {url}"));
+            }
+        }
+        for group in &groups {
+            for resource in &resources {
+                for name in &each {
+                    if !granted(verb, Target::Resource { group, resource, name: *name }) {
+                        let on = match *group {
+                            "" => resource.to_string(),
+                            g => format!("{resource}.{g}"),
+                        };
+                        return Some(match name {
+                            Some(n) => format!("{verb} on {on} named {n}"),
+                            None => format!("{verb} on {on}"),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Refuses a release whose Roles or ClusterRoles grant a power the operator does not allow, or,
+/// with a ceiling ClusterRole configured (`--role-ceiling`, its rules read live as `ceiling`),
+/// anything its rules do not.
+pub fn check(set: &Set<'_>, policy: &Policy, ceiling: Option<&[Value]>) -> Result<(), String> {
     for object in set.objects {
         let r = butler_runtime::objects::ObjectRef::of(object);
         if r.group() != RBAC || !matches!(r.kind.as_str(), "Role" | "ClusterRole") {
@@ -118,6 +197,14 @@ pub fn check(set: &Set<'_>, policy: &Policy) -> Result<(), String> {
                 || namespace.is_some_and(|ns| set.defined(RBAC, "Role", Some(ns), name))
         };
         for rule in object["rules"].as_array().into_iter().flatten() {
+            if let (Some(ceiling), Some(name)) = (ceiling, policy.role_ceiling.as_deref())
+                && let Some(beyond) = uncovered(rule, ceiling)
+            {
+                return Err(format!(
+                    "{} is refused: its rule {rule} grants {beyond}, which the ceiling ClusterRole {name} (--role-ceiling) does not; add it to {name} if the provider needs it",
+                    describe(object)
+                ));
+            }
             let Some(power) =
                 powers(rule, &own).into_iter().find(|p| !policy.role_powers.iter().any(|a| a == p.flag()))
             else {
@@ -180,6 +267,48 @@ mod tests {
         ];
         for (rule, wanted) in cases {
             assert_eq!(found(rule.clone()), wanted, "{rule}");
+        }
+    }
+
+    #[test]
+    fn a_ceiling_covers_a_rule_part_by_part_as_kubernetes_checks_escalation() {
+        let ceiling = [
+            json!({"apiGroups": ["", "apps"], "resources": ["configmaps", "deployments", "*/log"], "verbs": ["get", "list", "watch"]}),
+            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["*"], "verbs": ["*"]}),
+            json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["mine"], "verbs": ["get"]}),
+            json!({"nonResourceURLs": ["/metrics", "/debug/*"], "verbs": ["get"]}),
+        ];
+        let inside = [
+            json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "watch"]}),
+            json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]}),
+            json!({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}),
+            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines", "*"], "verbs": ["*"]}),
+            json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["mine"], "verbs": ["get"]}),
+            json!({"nonResourceURLs": ["/metrics", "/debug/pprof"], "verbs": ["get"]}),
+        ];
+        for rule in inside {
+            assert_eq!(uncovered(&rule, &ceiling), None, "{rule}");
+        }
+        let beyond = [
+            (
+                json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "delete"]}),
+                "delete on configmaps",
+            ),
+            (json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}), "* on configmaps"),
+            (
+                json!({"apiGroups": ["*"], "resources": ["configmaps"], "verbs": ["get"]}),
+                "get on configmaps.*",
+            ),
+            (json!({"apiGroups": [""], "resources": ["*"], "verbs": ["get"]}), "get on *"),
+            (json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}), "get on secrets"),
+            (
+                json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["mine", "theirs"], "verbs": ["get"]}),
+                "get on secrets named theirs",
+            ),
+            (json!({"nonResourceURLs": ["/healthz"], "verbs": ["get"]}), "get on the URL /healthz"),
+        ];
+        for (rule, words) in beyond {
+            assert_eq!(uncovered(&rule, &ceiling).as_deref(), Some(words), "{rule}");
         }
     }
 

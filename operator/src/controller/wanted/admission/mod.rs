@@ -8,7 +8,8 @@
 //!   adds.
 //! - [`rbac`]: bindings of the release's own roles to its own ServiceAccounts.
 //! - [`ceiling`]: no role grants escalate, bind, impersonate, tokens, `nodes/proxy` or `*` on
-//!   `*` unless `--allow-role-power` allows it.
+//!   `*` unless `--allow-role-power` allows it, nor, with `--role-ceiling`, anything that
+//!   ClusterRole does not.
 //! - [`hooks`]: webhooks, CRDs (never in Kubernetes' or the operator's groups), conversion
 //!   webhooks, admission policies, Services' external IPs, token Secrets.
 //! - [`pods`]: the release's own ServiceAccounts, and Pod Security's baseline.
@@ -122,7 +123,13 @@ impl<'a> Set<'a> {
 
 /// Admits a provider's whole rendered set, or says why not: the first object that breaks a
 /// rule, the rule, and the flag that would allow it. Nothing of a refused set is written.
-pub fn admit(objects: &[Value], namespace: &str, policy: &Policy) -> Result<(), String> {
+/// `ceiling` holds the rules of the ClusterRole `--role-ceiling` names, read live.
+pub fn admit(
+    objects: &[Value],
+    namespace: &str,
+    policy: &Policy,
+    ceiling: Option<&[Value]>,
+) -> Result<(), String> {
     let set = Set::of(objects, namespace);
     for object in objects {
         let (group, kind) = (group_of(object), text(&object["kind"]));
@@ -138,7 +145,7 @@ pub fn admit(objects: &[Value], namespace: &str, policy: &Policy) -> Result<(), 
         }
     }
     rbac::check(&set, policy)?;
-    ceiling::check(&set, policy)?;
+    ceiling::check(&set, policy, ceiling)?;
     hooks::check(&set, policy)?;
     pods::check_baseline(objects, policy.privileged_pods)
 }

@@ -86,12 +86,12 @@ fn with(extra: Value) -> Vec<Value> {
 }
 
 fn refused(objects: &[Value]) -> String {
-    admit(objects, NS, &Policy::default()).unwrap_err()
+    admit(objects, NS, &Policy::default(), None).unwrap_err()
 }
 
 #[test]
 fn a_providers_own_objects_pass() {
-    assert_eq!(admit(&own(), NS, &Policy::default()), Ok(()));
+    assert_eq!(admit(&own(), NS, &Policy::default(), None), Ok(()));
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn kinds_no_rule_names_are_refused_and_the_flag_that_allows_them_is_named() {
         "LimitRange p-system/l is refused: LimitRange is no kind a provider's components may create (the kinds Cluster API's providers ship, and the kinds of the provider's own CRDs); start the operator with --allow-kind LimitRange if the provider needs it"
     );
     let allowed = Policy { kinds: vec!["LimitRange".into()], ..Default::default() };
-    assert_eq!(admit(&with(limit), NS, &allowed), Ok(()));
+    assert_eq!(admit(&with(limit), NS, &allowed, None), Ok(()));
     for (api_version, kind) in [
         ("v1", "PodTemplate"),
         ("v1", "ReplicationController"),
@@ -154,8 +154,8 @@ fn bindings_to_roles_or_subjects_outside_the_components_are_refused() {
         "system:auth-delegator",
         json!({"kind": "ServiceAccount", "name": "manager", "namespace": NS}),
     );
-    assert_eq!(admit(&with(delegator.clone()), NS, &allowed), Ok(()));
-    assert!(admit(&with(delegator), NS, &Policy::default()).is_err());
+    assert_eq!(admit(&with(delegator.clone()), NS, &allowed, None), Ok(()));
+    assert!(admit(&with(delegator), NS, &Policy::default(), None).is_err());
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn webhooks_intercept_the_providers_own_kinds_and_call_its_services() {
             .contains("calls the URL \"https://hooks.example.com/mutate\"")
     );
     let allowed = Policy { webhook_urls: vec!["https://hooks.example.com/".into()], ..Default::default() };
-    assert_eq!(admit(&with(hook(url, "p.test.io", &["gadgets"])), NS, &allowed), Ok(()));
+    assert_eq!(admit(&with(hook(url, "p.test.io", &["gadgets"])), NS, &allowed, None), Ok(()));
 }
 
 #[test]
@@ -250,7 +250,7 @@ fn admission_policies_constrain_the_providers_own_requests_without_parameters() 
     let another = "request.userInfo.username == 'system:serviceaccount:kube-system:replicaset-controller'";
     assert!(refused(&with(policy(another, Value::Null))).contains("would constrain requests of anyone"));
     let mine = "request.userInfo.username=='system:serviceaccount:p-system:manager'";
-    assert_eq!(admit(&with(policy(mine, Value::Null)), NS, &Policy::default()), Ok(()));
+    assert_eq!(admit(&with(policy(mine, Value::Null)), NS, &Policy::default(), None), Ok(()));
     let secrets = policy(mine, json!({"apiVersion": "v1", "kind": "Secret"}));
     assert!(refused(&with(secrets)).contains("spec.paramKind"));
     let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
@@ -268,7 +268,7 @@ fn services_claim_no_external_ips_and_secrets_no_other_accounts_token() {
             "metadata": {"name": "t", "namespace": NS, "annotations": {"kubernetes.io/service-account.name": account}}})
     };
     assert!(refused(&with(token("default"))).contains("a token of the ServiceAccount p-system/default"));
-    assert_eq!(admit(&with(token("manager")), NS, &Policy::default()), Ok(()));
+    assert_eq!(admit(&with(token("manager")), NS, &Policy::default(), None), Ok(()));
 }
 
 #[test]
@@ -285,7 +285,7 @@ fn a_release_of_many_accounts_and_subjects_is_checked_in_one_pass() {
         .collect();
     objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "b"},
         "roleRef": {"kind": "ClusterRole", "name": "r"}, "subjects": subjects}));
-    assert_eq!(admit(&objects, NS, &Policy::default()), Ok(()));
+    assert_eq!(admit(&objects, NS, &Policy::default(), None), Ok(()));
     assert_eq!(check_accounts(&objects), Ok(()));
 }
 
@@ -343,7 +343,7 @@ fn a_role_granting_a_power_is_refused_unless_the_operator_allows_that_power() {
     let mut objects = own();
     objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "wide"},
         "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}));
-    let refused = admit(&objects, NS, &Policy::default()).unwrap_err();
+    let refused = admit(&objects, NS, &Policy::default(), None).unwrap_err();
     assert!(refused.starts_with("ClusterRole wide is refused: its rule"), "{refused}");
     assert!(
         refused.ends_with("start the operator with --allow-role-power escalate if the provider needs it"),
@@ -351,12 +351,12 @@ fn a_role_granting_a_power_is_refused_unless_the_operator_allows_that_power() {
     );
     // Each power is allowed by its own name only.
     let some = Policy { role_powers: vec!["escalate".into(), "bind".into()], ..Policy::default() };
-    assert!(admit(&objects, NS, &some).unwrap_err().contains("--allow-role-power impersonate"));
+    assert!(admit(&objects, NS, &some, None).unwrap_err().contains("--allow-role-power impersonate"));
     let all = Policy {
         role_powers: super::ceiling::Power::ALL.iter().map(|p| p.flag().to_string()).collect(),
         ..Policy::default()
     };
-    assert_eq!(admit(&objects, NS, &all), Ok(()));
+    assert_eq!(admit(&objects, NS, &all, None), Ok(()));
 }
 
 proptest::proptest! {
@@ -378,7 +378,7 @@ proptest::proptest! {
             let at = at % objects.len();
             objects.swap(i, at);
         }
-        let verdict = admit(&objects, NS, &Policy::default());
+        let verdict = admit(&objects, NS, &Policy::default(), None);
         proptest::prop_assert_eq!(verdict.is_err(), any_forbidden, "{:?}", verdict);
     }
 }
