@@ -246,6 +246,7 @@ impl Applier {
             let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
             let (name, group) = (text(&crd["metadata"]["name"]), text(&spec["group"]));
             let (kind, plural) = (text(&spec["names"]["kind"]), text(&spec["names"]["plural"]));
+            let mut exists: Option<Result<bool, kube::Error>> = None;
             for version in spec["versions"].as_array().into_iter().flatten() {
                 let api_version = format!("{group}/{}", text(&version["name"]));
                 // Another resource serving the kind (one of the CRD's own plural is this CRD,
@@ -253,7 +254,23 @@ impl Applier {
                 // is, from discovery's cache.
                 let Ok((other, _)) = self.resource(&api_version, &kind, false).await else { continue };
                 if other.plural == plural {
-                    continue;
+                    // The CRD's own resource, when the CRD of that name is there (read once);
+                    // served without it (an aggregated API of that group and plural), another's.
+                    if exists.is_none() {
+                        exists = Some(crds.get_metadata_opt(&name).await.map(|c| c.is_some()));
+                    }
+                    match exists.as_ref().expect("read above") {
+                        Ok(true) => continue,
+                        Ok(false) => found.push(format!(
+                            "CustomResourceDefinition {name} would define {kind} ({plural}) in {api_version}, which the API server serves already without a CustomResourceDefinition (an aggregated API); a provider's CRDs define kinds of their own"
+                        )),
+                        Err(e) => found.push(format!(
+                            "CustomResourceDefinition {name} cannot be read to tell whose {plural} in {api_version} the API server serves: {}",
+                            describe(e)
+                        )),
+                    }
+                    // Said once for the CRD, whichever of its versions found it.
+                    break;
                 }
                 let resource = format!("{}.{group}", other.plural);
                 let by = match crds.get_metadata_opt(&resource).await {

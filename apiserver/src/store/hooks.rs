@@ -274,6 +274,27 @@ fn check_crd(old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
                 field: "spec".into(),
             }])
         })?;
+    // What names a CRD, as Kubernetes' validation has it: a group that is a domain, and the
+    // name the plural and the group make.
+    let (group, plural) = (&crd.spec.group, &crd.spec.names.plural);
+    let mut causes = Vec::new();
+    if !group.contains('.') {
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {group:?}: should be a domain with at least one dot"),
+            field: "spec.group".into(),
+        });
+    }
+    if name != format!("{plural}.{group}") {
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
+            field: "metadata.name".into(),
+        });
+    }
+    if !causes.is_empty() {
+        return Err(invalid(causes));
+    }
     let problems = butler_runtime::crds::check_structural(&crd);
     if !problems.is_empty() {
         return Err(invalid(

@@ -71,6 +71,38 @@ async fn a_crd_whose_schema_is_not_structural_is_refused() {
     assert_eq!((error.code, error.reason.as_str()), (422, "Invalid"));
 }
 
+/// What names a CRD: its group is a domain (`batch` is Kubernetes' own, served without a CRD),
+/// and its name is its plural and its group; both refused as kube-apiserver refuses them.
+#[tokio::test]
+async fn a_crd_whose_group_is_no_domain_or_whose_name_is_another_is_refused() {
+    let cluster = Cluster::connect().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    let crd = |name: &str, group: &str| -> CustomResourceDefinition {
+        serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {"group": group, "names": {"kind": "Job", "plural": "jobs"}, "scope": "Namespaced",
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+        }))
+        .unwrap()
+    };
+    let error = api_error(crds.create(&PostParams::default(), &crd("jobs.batch", "batch")).await);
+    assert_eq!((error.code, error.reason.as_str()), (422, "Invalid"));
+    assert!(
+        error
+            .message
+            .contains("spec.group: Invalid value: \"batch\": should be a domain with at least one dot"),
+        "{}",
+        error.message
+    );
+    let group = cluster.unique("named").replace('-', "") + ".e2e.butlerlabs.dev";
+    let error =
+        api_error(crds.create(&PostParams::default(), &crd(&format!("others.{group}"), &group)).await);
+    assert_eq!((error.code, error.reason.as_str()), (422, "Invalid"));
+    assert!(error.message.contains("must be spec.names.plural+\".\"+spec.group"), "{}", error.message);
+}
+
 /// A CRD of two versions, `v1alpha1` and `v1beta1`, with `storage` at one of them; `v1alpha1`
 /// left out when `with_old` is false.
 fn gadgets(group: &str, storage: &str, with_old: bool) -> CustomResourceDefinition {
