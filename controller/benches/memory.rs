@@ -2,7 +2,7 @@
 //! the in-memory API server, its webhooks registered and called: its resident memory (VmRSS)
 //! and peak (VmHWM) once everything is reconciled (the goal: under 40 MiB). Then the largest
 //! objects one more team may make: 100 TenantClusters and 100 ProviderConfigs (its quota) of
-//! about 1.3 MiB each (16,000 labels apiece), and the memory again.
+//! about 1.2 MiB each (16,000 labels apiece), and the memory again.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
