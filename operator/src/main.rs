@@ -65,6 +65,15 @@ enum Command {
         /// How long each provider may take to go, in seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 600)]
         timeout: u64,
+        /// Keep the providers instead: scale the operator to none, then take its finalizer off
+        /// each provider object, so that their components run on and an object deleted later
+        /// goes at once.
+        #[arg(long, default_value_t = false)]
+        keep: bool,
+        /// The operator's Deployment, as NAMESPACE/NAME, scaled to none before the providers
+        /// are kept.
+        #[arg(long = "operator-deployment", value_name = "NAMESPACE/NAME", value_parser = butler_operator::cli::keep::parse_deployment)]
+        operator_deployment: Option<(String, String)>,
     },
 }
 
@@ -298,7 +307,9 @@ fn main() -> ExitCode {
             finish(crds(dir, reference, chart, values_reference))
         }
         Command::Release { version, out, chart } => finish(release(&version, &out, &chart)),
-        Command::Uninstall { providers, timeout } => finish(uninstall(&providers, timeout)),
+        Command::Uninstall { providers, timeout, keep, operator_deployment } => {
+            finish(uninstall(&providers, timeout, keep.then_some(operator_deployment)))
+        }
     }
 }
 
@@ -354,7 +365,12 @@ fn release(version: &str, out: &std::path::Path, chart: &std::path::Path) -> Res
     Ok(())
 }
 
-fn uninstall(providers: &[String], timeout: u64) -> Result<(), String> {
+/// Deletes the providers (or, with `keep`, keeps them, the operator's Deployment stopped first).
+fn uninstall(
+    providers: &[String],
+    timeout: u64,
+    keep: Option<Option<(String, String)>>,
+) -> Result<(), String> {
     let keys = providers
         .iter()
         .map(|text| butler_operator::cli::delete::parse_key(text))
@@ -368,10 +384,13 @@ fn uninstall(providers: &[String], timeout: u64) -> Result<(), String> {
             timeout: std::time::Duration::from_secs(timeout),
             poll: std::time::Duration::from_millis(500),
         };
-        let done = butler_operator::cli::delete::delete_these(&client, &keys, waits, &|line: &str| {
-            println!("{line}")
-        })
-        .await?;
+        let say = |line: &str| println!("{line}");
+        let done = match &keep {
+            Some(operator) => {
+                butler_operator::cli::keep::keep_these(&client, &keys, operator.as_ref(), waits, &say).await?
+            }
+            None => butler_operator::cli::delete::delete_these(&client, &keys, waits, &say).await?,
+        };
         print!("{done}");
         Ok(())
     })

@@ -260,6 +260,7 @@
   - list
   - watch
   - delete
+  - patch
 {{- end -}}
 {{- define "butler-operator.kinds" -}}
 - - core

@@ -46,7 +46,8 @@ pub const PROVIDER_VALUES: [(&str, ProviderKind, &str); 7] = [
 fn uninstall_rules() -> Vec<Value> {
     let kinds: Vec<&str> = ProviderKind::ALL.map(KindNames::plural).to_vec();
     vec![
-        json!({"apiGroups": [crate::api::GROUP], "resources": kinds, "verbs": ["get", "list", "watch", "delete"]}),
+        // patch: a release that keeps its providers takes the operator's finalizer off them.
+        json!({"apiGroups": [crate::api::GROUP], "resources": kinds, "verbs": ["get", "list", "watch", "delete", "patch"]}),
     ]
 }
 

@@ -11,6 +11,7 @@ pub mod follow;
 mod generate;
 pub mod honoured;
 pub mod init;
+pub mod keep;
 pub mod migrate;
 pub mod plan;
 pub mod provider_ref;

@@ -22,6 +22,11 @@ use crate::upgrade::{installed, publish_releases};
 /// The values of the scenario's release: Butler's core and the test provider `widget`, from the
 /// scenario's ConfigMaps, in the scenario's namespace (which the chart does not create).
 fn values(namespace: &str, widget: &str) -> String {
+    values_keeping(namespace, widget, false)
+}
+
+/// [`values`], with `uninstall.deleteProviders` false when `keep`.
+fn values_keeping(namespace: &str, widget: &str, keep: bool) -> String {
     let provider = |label: &str, version: &str| {
         let mut spec: serde_json::Value = serde_json::from_str(&selector(label)).unwrap();
         spec["version"] = json!(version);
@@ -34,7 +39,7 @@ fn values(namespace: &str, widget: &str) -> String {
         "infrastructure": {"widget": provider("infrastructure-widget", widget)},
         // No kubelet here: the scenario runs the operator itself, as the chart's account.
         "replicaCount": 0,
-        "uninstall": {"timeout": 60},
+        "uninstall": {"timeout": 60, "deleteProviders": !keep},
     });
     serde_json::to_string_pretty(&values).unwrap()
 }
@@ -105,34 +110,48 @@ fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<String>
     (task, printed)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn helm_installs_the_operator_and_its_providers_upgrades_one_and_uninstalls_them_in_order() {
-    let mut s = Scenario::new("chart").await;
+/// The scenario's release installed with the real helm (`keep`: `uninstall.deleteProviders`
+/// false) and the operator running as the chart's ServiceAccount, both providers Ready; `None`
+/// where the scenario cannot run (a real cluster, no helm). The helm client, the chart's path,
+/// the values file, helm's output and the task that marks Deployments available.
+async fn installed_release(
+    s: &mut Scenario,
+    keep: bool,
+) -> Option<(Helm, String, std::path::PathBuf, String, tokio::task::JoinHandle<()>)> {
     if !s.cluster.is_in_memory() {
         println!("skipped: the chart would install the operator's cluster-wide RBAC into the real cluster");
-        return;
+        return None;
     }
-    let Some(helm) = Helm::new("helm", &s.cluster).await else { return };
-    publish_releases(&s).await;
+    let helm = Helm::new("helm", &s.cluster).await?;
+    publish_releases(s).await;
     let chart = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(butler_operator::chart::DIR);
-    let chart = chart.to_str().unwrap();
+    let chart = chart.to_str().unwrap().to_string();
     let file = helm.home().join("values.yaml");
-    std::fs::write(&file, values(&s.namespace, "v1.0.0")).unwrap();
+    std::fs::write(&file, values_keeping(&s.namespace, "v1.0.0", keep)).unwrap();
     let namespace = s.namespace.clone();
     // The scenario's cluster has the provider CRDs already (every scenario installs them).
     let release = ["-n", &namespace, "-f", file.to_str().unwrap(), "--skip-crds"];
-
     let out = tokio::task::block_in_place(|| {
-        helm.ok(&[&["install", "butler", chart][..], &release[..]].concat(), None)
+        helm.ok(&[&["install", "butler", chart.as_str()][..], &release[..]].concat(), None)
     });
     assert!(out.contains("STATUS: deployed") && out.contains("CoreProvider"), "{out}");
     // The operator as the chart runs it: its ServiceAccount, its RBAC.
     let server = s.cluster.server().expect("in memory");
     let account = server.client_as_service_account(OPERATOR_AGENT, &s.namespace, "butler-operator");
     s.start_operator_as(account);
-    let marker = keep_marking_available(&s);
+    let marker = keep_marking_available(s);
     s.wait_for::<CoreProvider>("butler", "Ready", |p| is(p, "Ready", "True")).await;
     s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
+    Some((helm, chart, file, out, marker))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_installs_the_operator_and_its_providers_upgrades_one_and_uninstalls_them_in_order() {
+    let mut s = Scenario::new("chart").await;
+    let Some((helm, chart, file, _, marker)) = installed_release(&mut s, false).await else { return };
+    let chart = chart.as_str();
+    let namespace = s.namespace.clone();
+    let release = ["-n", &namespace, "-f", file.to_str().unwrap(), "--skip-crds"];
     assert!(!s.deployments("InfrastructureProvider", "widget").await.is_empty(), "the widget runs");
 
     // helm upgrade with a new provider version upgrades through the operator.
@@ -201,4 +220,39 @@ async fn helm_installs_the_operator_and_its_providers_upgrades_one_and_uninstall
     }
     marker.abort();
     s.stop_operator().await;
+}
+
+/// `uninstall.deleteProviders=false`: helm uninstall keeps the providers and their components,
+/// and leaves none with a finalizer nothing would remove (the operator stopped first, its
+/// finalizer taken off); a provider deleted afterwards goes at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_uninstall_keeping_the_providers_leaves_none_with_the_operators_finalizer() {
+    let mut s = Scenario::new("chart-keep").await;
+    let Some((helm, _, _, out, marker)) = installed_release(&mut s, true).await else { return };
+    assert!(out.contains("helm uninstall keeps them"), "{out}");
+    // The chart's Deployment runs no pod here (the scenario runs the operator): stopping it is
+    // what the hook's scale-down does on a cluster.
+    s.stop_operator().await;
+
+    let (jobs, printed) = run_jobs(&s);
+    let out = tokio::task::block_in_place(|| {
+        helm.ok(&["uninstall", "butler", "-n", &s.namespace, "--timeout", "120s"], None)
+    });
+    assert!(out.contains("uninstalled"), "{out}");
+    jobs.abort();
+    let printed = printed.lock().unwrap().join("\n");
+    assert!(printed.contains(&format!("Kept InfrastructureProvider {}/widget", s.namespace)), "{printed}");
+    let widget = s.api::<InfrastructureProvider>().get("widget").await.unwrap();
+    let core = s.api::<CoreProvider>().get("butler").await.unwrap();
+    for finalizers in [&widget.metadata.finalizers, &core.metadata.finalizers] {
+        let finalizers = finalizers.clone().unwrap_or_default();
+        assert!(!finalizers.iter().any(|f| f == butler_operator::api::PROVIDER_FINALIZER), "{finalizers:?}");
+    }
+    assert!(!s.deployments("InfrastructureProvider", "widget").await.is_empty(), "its components run on");
+    // Deleted later, with no operator, a kept provider goes at once.
+    s.api::<InfrastructureProvider>().delete("widget", &Default::default()).await.unwrap();
+    s.api::<CoreProvider>().delete("butler", &Default::default()).await.unwrap();
+    s.wait_gone::<InfrastructureProvider>("widget").await;
+    s.wait_gone::<CoreProvider>("butler").await;
+    marker.abort();
 }
