@@ -36,6 +36,22 @@ pub struct InitArgs {
     /// The CoreProviders the cluster has already (`namespace/name`): a cluster runs one core,
     /// so none is added, and naming one is refused (as clusterctl skips an installed core).
     pub existing_cores: Vec<String>,
+    /// A config Secret every provider names (`--config-secret NAME[:NAMESPACE]`, as
+    /// cluster-api-operator's plugin takes it), its namespace the provider's when not given:
+    /// the user's own Secret of variables, so init writes none and asks for none.
+    pub config_secret: Option<(String, Option<String>)>,
+}
+
+/// `NAME[:NAMESPACE]` of `--config-secret`, as cluster-api-operator's plugin reads it.
+pub fn parse_config_secret(text: &str) -> Result<(String, Option<String>), String> {
+    let parts: Vec<&str> = text.split(':').collect();
+    match parts[..] {
+        [name] if !name.is_empty() => Ok((name.to_string(), None)),
+        [name, namespace] if !name.is_empty() && !namespace.is_empty() => {
+            Ok((name.to_string(), Some(namespace.to_string())))
+        }
+        _ => Err(format!("{text:?} is not NAME or NAME:NAMESPACE (capi-variables:capi-system)")),
+    }
 }
 
 /// Where a provider goes whose components declare no namespace and none is given.
@@ -223,7 +239,11 @@ pub async fn plan(
         let ns = &ns;
         let label = type_.label(&name);
         let mut data = BTreeMap::new();
-        for used in butler_repository::list_variables(&components) {
+        // The user's own config Secret holds the variables: none are looked up or asked for.
+        let own_secret = args.config_secret.as_ref();
+        for used in
+            butler_repository::list_variables(&components).into_iter().filter(|_| own_secret.is_none())
+        {
             match (variables.lookup(&used.name), &used.default) {
                 (Some(value), _) => {
                     data.insert(used.name.clone(), value);
@@ -242,7 +262,9 @@ pub async fn plan(
         if !entry.url.starts_with("embedded:") {
             spec["fetchConfig"] = json!({"url": entry.url});
         }
-        if !data.is_empty() {
+        if let Some((secret, namespace)) = own_secret {
+            spec["configSecret"] = json!({"name": secret, "namespace": namespace.as_deref().unwrap_or(ns)});
+        } else if !data.is_empty() {
             let secret = format!("{label}-variables");
             objects.push(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                 "metadata": {"name": secret, "namespace": ns}, "stringData": data}));
@@ -363,6 +385,14 @@ pub async fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_config_secret_is_named_as_cluster_api_operators_plugin_takes_it() {
+        assert_eq!(parse_config_secret("vars"), Ok(("vars".into(), None)));
+        assert_eq!(parse_config_secret("vars:capi-system"), Ok(("vars".into(), Some("capi-system".into()))));
+        assert!(parse_config_secret("a:b:c").is_err());
+        assert!(parse_config_secret(":ns").is_err());
+    }
 
     #[test]
     fn the_gitops_set_names_the_config_secrets_and_holds_none_of_their_values() {

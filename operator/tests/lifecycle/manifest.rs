@@ -157,6 +157,20 @@ async fn init_puts_each_provider_in_a_namespace_of_its_own() {
         "{:?}",
         noted.notes
     );
+    // --config-secret: every provider names the user's own Secret (in its namespace unless
+    // given), and init writes no Secret of variables nor asks for any (AWS's credentials).
+    let own = butler_operator::cli::init::InitArgs {
+        providers: vec![(butler_repository::ProviderType::Infrastructure, "aws".into())],
+        config_secret: Some(("capa-variables".into(), None)),
+        ..Default::default()
+    };
+    let planned = butler_operator::cli::init::plan(&own, &Default::default(), false).await.unwrap();
+    assert!(planned.objects.iter().all(|o| o["kind"] != "Secret"), "no Secret of variables written");
+    let provider = planned.objects.iter().find(|o| o["kind"] == "InfrastructureProvider").unwrap();
+    assert_eq!(
+        provider["spec"]["configSecret"],
+        json!({"name": "capa-variables", "namespace": provider["metadata"]["namespace"]})
+    );
     // --target-namespace still puts every provider in one.
     let one = butler_operator::cli::init::InitArgs { target_namespace: Some("platform".into()), ..args };
     let plan = butler_operator::cli::init::plan(&one, &Default::default(), false).await.unwrap();

@@ -239,6 +239,7 @@ pub(crate) async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError
             operator_rules: operator_rules.clone(),
             explicit: Default::default(),
             existing_cores: Vec::new(),
+            config_secret: f.config_secret.clone(),
         };
         let plan = cli::init::plan(&args, &config, false).await?;
         let yaml = plan.to_gitops_yaml();
@@ -268,6 +269,7 @@ pub(crate) async fn init(f: InitFlags) -> Result<cli::Output, cli::GenerateError
         operator_rules,
         explicit: Default::default(),
         existing_cores,
+        config_secret: f.config_secret,
     };
     let plan = cli::init::plan(&args, &config, present).await?;
     for note in &plan.notes {

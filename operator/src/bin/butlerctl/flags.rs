@@ -248,6 +248,11 @@ pub(crate) struct InitFlags {
     /// How long to wait for each provider, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub(crate) wait_provider_timeout: u64,
+    /// A config Secret of your own that every provider reads its variables from, as
+    /// NAME[:NAMESPACE] (the provider's namespace when none is given), as cluster-api-operator's
+    /// plugin takes it; init then writes no Secret of variables and asks for none.
+    #[arg(long, value_name = "NAME[:NAMESPACE]", value_parser = butler_operator::cli::init::parse_config_secret)]
+    pub(crate) config_secret: Option<(String, Option<String>)>,
     /// The operator's image, when the operator is installed (an air-gapped mirror).
     #[arg(long, value_name = "IMAGE")]
     pub(crate) operator_image: Option<String>,
