@@ -84,7 +84,7 @@ pub struct Context {
     /// Where inventories are kept.
     pub inventory_store: InventoryStore,
     pub stores: Stores,
-    pub deployments: Store<Deployment>,
+    pub deployments: crate::controller::deployments::Deployments,
     pub triggers: Triggers,
     pub drift: Arc<Drift>,
     pub watches: Watches,
@@ -284,12 +284,11 @@ impl Context {
     pub fn live_deployments(&self, key: &ProviderKey) -> Vec<LiveDeployment> {
         let mut live: Vec<LiveDeployment> = self
             .deployments
-            .state()
-            .iter()
             // In the provider's namespace only, where its Deployments go: anyone may label a
             // Deployment elsewhere as the provider's (one that never becomes available would
             // hold a pause).
-            .filter(|d| d.metadata.namespace.as_deref() == Some(&key.namespace))
+            .in_namespace(&key.namespace)
+            .iter()
             .filter(|d| ProviderKey::from_labels(d.labels()).as_ref() == Some(key))
             .map(|d| live_deployment(d))
             .collect();

@@ -12,6 +12,7 @@
 //! ([`entry`]) and the running of the controllers ([`run`]).
 
 pub mod context;
+pub mod deployments;
 pub mod entry;
 pub mod error;
 pub mod install;

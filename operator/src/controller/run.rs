@@ -30,7 +30,6 @@ use crate::controller::entry::{error_policy, reconcile};
 use crate::controller::install::drift::{Drift, owner_of};
 use crate::controller::install::inventory;
 use crate::controller::triggers::{self, Receivers};
-use crate::controller::vocabulary::LABEL_NAME;
 use crate::metrics::Metrics;
 
 /// How the controllers run.
@@ -171,8 +170,14 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         runtime_extension: runtime_extension.store(),
     };
     let upgrades_api: Api<ProviderUpgrade> = scoped(&client, &options);
-    let (deployments, writer) = reflector::store::<Deployment>();
-    let deployments_api: Api<Deployment> = scoped(&client, &options);
+    // Deployments of the honoured namespaces only: one watch per namespace when the operator
+    // honours some, not every one.
+    let per_namespace = options.namespace.is_none() && options.policy.provider_namespaces.is_some();
+    let deployments = crate::controller::deployments::Deployments::new(
+        client.clone(),
+        options.namespace.clone(),
+        per_namespace,
+    );
     let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: Some(options.instance.clone()) };
     // The namespaces honoured by their label, when the policy names one.
     let (labelled, labelled_events) = match options.policy.labelled_selector() {
@@ -220,18 +225,17 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         started: std::time::Instant::now(),
     });
 
-    let watch_deployments = {
-        let api = deployments_api;
-        let ctx = ctx.clone();
-        // Small pages: a page is decoded whole before it is slimmed, and anyone may label a
-        // Deployment of up to 1.5 MiB as a provider's.
-        let slim = watcher(api, watcher::Config::default().labels(LABEL_NAME).page_size(20))
-            .modify(crate::controller::context::slim_deployment);
-        reflector::reflector(writer, slim).default_backoff().for_each(move |event| {
-            on_deployment(&ctx, event);
-            futures::future::ready(())
-        })
-    };
+    {
+        let weak = Arc::downgrade(&ctx);
+        ctx.deployments.start(Arc::new(move |event| {
+            if let Some(ctx) = weak.upgrade() {
+                on_deployment(&ctx, event);
+            }
+        }));
+        for namespace in options.policy.provider_namespaces.iter().flatten() {
+            ctx.deployments.follow(namespace);
+        }
+    }
     // A config Secret that changes (or appears) wakes the providers that read it.
     let secrets = ApiResource::erase::<Secret>(&());
     let on_secret = weakly(&ctx, |ctx, seen| {
@@ -282,11 +286,19 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
             events
                 .for_each(move |event| {
                     let namespace = match &event {
-                        Ok(
-                            watcher::Event::Apply(n)
-                            | watcher::Event::InitApply(n)
-                            | watcher::Event::Delete(n),
-                        ) => n.metadata.name.clone().unwrap_or_default(),
+                        Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
+                            let namespace = n.metadata.name.clone().unwrap_or_default();
+                            ctx.deployments.follow(&namespace);
+                            namespace
+                        }
+                        Ok(watcher::Event::Delete(n)) => {
+                            // No longer labelled: its Deployments are no longer followed, unless
+                            // the operator names it.
+                            let namespace = n.metadata.name.clone().unwrap_or_default();
+                            let named = ctx.policy.provider_namespaces.clone().unwrap_or_default();
+                            ctx.deployments.keep_only(&|ns| ns != namespace || named.iter().any(|n| n == ns));
+                            namespace
+                        }
                         _ => return futures::future::ready(()),
                     };
                     for key in ctx.providers_in(&namespace) {
@@ -329,10 +341,10 @@ pub fn start(client: kube::Client, metrics: Arc<Metrics>, options: Options, shut
         // The watches run until the controllers have stopped.
         tokio::select! {
             _ = controllers => {}
-            _ = watch_deployments => {}
             _ = watch_namespaces => {}
         }
         watches.watches.stop();
+        watches.deployments.stop();
     }
     .boxed();
     Operator { context: ctx, run }
@@ -350,9 +362,9 @@ fn weakly(ctx: &Arc<Context>, on: impl Fn(&Context, Seen<'_>) + Send + Sync + 's
 
 /// A Deployment of a provider changed: check it for drift and wake its provider, whose Ready
 /// condition follows the Deployment.
-fn on_deployment(ctx: &Context, event: Result<watcher::Event<Deployment>, watcher::Error>) {
+fn on_deployment(ctx: &Context, event: &Result<watcher::Event<Deployment>, watcher::Error>) {
     let kind = ("apps/v1".to_string(), "Deployment".to_string());
-    let (deployment, seen_deleted) = match &event {
+    let (deployment, seen_deleted) = match event {
         Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) => (d, false),
         Ok(watcher::Event::Delete(d)) => (d, true),
         // A (re)list is complete: a Deployment the operator wrote that is not in the cache was
@@ -378,8 +390,9 @@ fn on_deployment(ctx: &Context, event: Result<watcher::Event<Deployment>, watche
 /// kube `Store` can take the wake-up from the first (its readiness signal keeps one waker),
 /// and the controller would then never start.
 pub async fn caches_ready(ctx: &Context) {
-    let _ = ctx.deployments.wait_until_ready().await;
+    // The labelled namespaces first: their Deployments are watched as they are listed.
     if let Some(labelled) = &ctx.labelled {
         let _ = labelled.wait_until_ready().await;
     }
+    ctx.deployments.wait_until_ready().await;
 }

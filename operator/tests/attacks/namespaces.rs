@@ -333,3 +333,59 @@ async fn a_deployment_labelled_as_the_operator_is_not_taken_for_one() {
     let spoofed = format!("{}/butler-operator", s.namespace);
     assert!(!operators.found.iter().any(|o| o.name == spoofed), "{:?}", operators.found);
 }
+
+/// An operator that honours some namespaces (those it names and those labelled) watches the
+/// Deployments of those alone, one watch each, started as a namespace is labelled: anyone may
+/// label a Deployment elsewhere as a provider's, and it is never listed, decoded or held.
+#[tokio::test]
+async fn the_deployments_of_the_honoured_namespaces_alone_are_watched() {
+    use butler_operator::controller::wanted::policy::NAMESPACE_LABEL;
+    use k8s_openapi::api::core::v1::Namespace;
+    let mut s = Scenario::new("honoured-deployments").await;
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let named = s.namespace.clone();
+    s.start_operator_shipped(move |o| {
+        o.namespace = None;
+        o.policy.provider_namespaces = Some(vec![named]);
+        o.policy.namespace_label = Some(NAMESPACE_LABEL.into());
+    })
+    .await;
+    let labelled = s.cluster.namespace("honoured-labelled").await;
+    let namespaces: Api<Namespace> = Api::all(s.client.clone());
+    let label = json!({"metadata": {"labels": {NAMESPACE_LABEL: "true"}}});
+    namespaces.patch(&labelled, &PatchParams::default(), &Patch::Merge(label)).await.unwrap();
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    // Its Deployments are seen: it becomes Ready once they are available.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        s.mark_available().await;
+        let core = s.api::<CoreProvider>().get("butler").await.unwrap();
+        if is(&core, "Ready", "True") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "Ready: {:?}", core.status);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let followed = s.context().deployments.namespaces();
+    assert!(followed.contains(&s.namespace) && followed.contains(&labelled), "{followed:?}");
+    if let Some(server) = s.cluster.server() {
+        let deployments: Vec<String> = server
+            .requests_from(crate::support::OPERATOR_AGENT)
+            .into_iter()
+            .map(|(_, path)| path)
+            .filter(|path| path.starts_with("/apis/apps/v1/") && path.contains("deployments"))
+            .collect();
+        assert!(
+            !deployments.iter().any(|p| p.starts_with("/apis/apps/v1/deployments")),
+            "a watch of every namespace's Deployments: {deployments:?}"
+        );
+        assert!(
+            deployments
+                .iter()
+                .any(|p| p.starts_with(&format!("/apis/apps/v1/namespaces/{labelled}/deployments")))
+        );
+    }
+    s.api::<CoreProvider>().delete("butler", &Default::default()).await.unwrap();
+    s.wait_gone::<CoreProvider>("butler").await;
+    s.stop_operator().await;
+}
