@@ -212,16 +212,9 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         }
         Err(message) => return keep(plan, Reason::RenderFailed, message),
     };
-    // The release's own pods run as its own accounts (the provider object's customisation,
-    // which its administrator writes, may choose another).
-    if let Err(message) = crate::controller::wanted::admission::check_accounts(&objects) {
-        return keep(plan, Reason::PolicyViolation, message);
-    }
-    if let Err(message) = customize(&mut objects, input.spec, &label) {
-        return keep(plan, Reason::InvalidCustomization, message);
-    }
-    // cluster-api-operator's additionalManifests: processed as the components, patched as they
-    // are (as there), then held to the same policy below and recorded (so pruned) with them.
+    // cluster-api-operator's additionalManifests: processed as the components, then part of
+    // them (as there): customised and patched as they are, held to the same policy below and
+    // recorded (so pruned) with them.
     if let Some(text) = input.additional {
         let what = format!("spec.additionalManifests of {label}");
         let options = ComponentsOptions { what: &what, ..options };
@@ -234,6 +227,14 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
                 return keep(plan, Reason::RenderFailed, format!("spec.additionalManifests: {message}"));
             }
         }
+    }
+    // The release's own pods run as its own accounts (the provider object's customisation,
+    // which its administrator writes, may choose another).
+    if let Err(message) = crate::controller::wanted::admission::check_accounts(&objects) {
+        return keep(plan, Reason::PolicyViolation, message);
+    }
+    if let Err(message) = customize(&mut objects, input.spec, &label) {
+        return keep(plan, Reason::InvalidCustomization, message);
     }
     if let Err(message) = crate::controller::wanted::patches::apply(&mut objects, input.spec) {
         return keep(plan, Reason::InvalidCustomization, message);

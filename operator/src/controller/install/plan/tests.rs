@@ -523,3 +523,49 @@ fn a_v1beta2_core_accepts_v1beta1_providers_and_says_so() {
     let p = plan(&aws, &[core.clone(), aws.clone()], &fetched("v2.0.0", "v1beta2"), None, &[]);
     assert_eq!(p.installed_version.as_deref(), Some("v2.0.0"), "{:?}", p.conditions);
 }
+
+#[test]
+fn additional_manifests_are_customised_as_the_components_are() {
+    // As cluster-api-operator adds them to the components before it customises them: a
+    // Deployment of the additional manifests is set through spec.additionalDeployments by name,
+    // and runs as an account of the release.
+    let mut aws = view(ProviderKind::Infrastructure, "aws");
+    aws.installed_version = None;
+    let spec: ProviderSpec = serde_json::from_value(serde_json::json!({
+        "additionalDeployments": {"agent": {"deployment": {"replicas": 3}}}
+    }))
+    .unwrap();
+    let additional = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: agent\n  namespace: x-system\nspec:\n  replicas: 1\n  template:\n    spec:\n      serviceAccountName: sa\n      containers:\n      - name: agent\n        image: ghcr.io/x/agent:v1\n";
+    let images = ImageOverrides::default();
+    let all = [view(ProviderKind::Core, "butler"), aws.clone()];
+    let release = fetched("v1.0.0", "v1beta1");
+    let run = |additional: &str| {
+        plan_install(&InstallInput {
+            me: &aws,
+            spec: &spec,
+            all: &all,
+            fetched: &release,
+            variables: &region,
+            inventory: None,
+            live: &[],
+            images: &images,
+            ceiling: None,
+            policy: &Default::default(),
+            additional: Some(additional),
+            rollback_to: None,
+            renders: &Default::default(),
+            shadow: None,
+        })
+    };
+    let p = run(additional);
+    let agent = p.objects.iter().find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "agent");
+    assert_eq!(
+        agent.map(|a| a["spec"]["replicas"].clone()),
+        Some(serde_json::json!(3)),
+        "{:?}",
+        p.conditions
+    );
+    // An account outside the release is refused for them as for the components.
+    let p = run(&additional.replace("serviceAccountName: sa", "serviceAccountName: someone-elses"));
+    assert_eq!(condition(&p, INSTALLED).reason, "PolicyViolation", "{:?}", p.conditions);
+}
