@@ -132,6 +132,7 @@ pub async fn migrate(
                 false => blockers.push(secret_elsewhere(&old, &copy)),
             }
         }
+        blockers.extend(secrets::manifests_elsewhere(&old.object["spec"], &old.namespace, &old.describe()));
         steps.push(Step { old, carried, made, unversioned });
     }
     // cluster-api-operator's own image overrides, which it applied to every provider.

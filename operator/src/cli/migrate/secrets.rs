@@ -1,7 +1,8 @@
 //! Config Secrets in another namespace than the provider's, as cluster-api-operator's chart and
 //! plugin make them: this operator never reads across namespaces (the Secret holds
 //! credentials), so `migrate --copy-secrets` copies each into the provider's namespace, under
-//! the same name, and the carried-over object names its own copy.
+//! the same name, and the carried-over object names its own copy. An `additionalManifests`
+//! ConfigMap of another namespace stops the move, naming how to bring it beside the provider.
 
 use std::collections::BTreeMap;
 
@@ -43,6 +44,19 @@ pub fn elsewhere(spec: &Value, provider_namespace: &str) -> Option<Copy> {
         name: secret.get("name")?.as_str()?.to_string(),
         into: provider_namespace.to_string(),
     })
+}
+
+/// Why the old provider cannot move as it is when its `additionalManifests` ConfigMap lies in
+/// another namespace: this operator reads ConfigMaps beside the provider only (whoever may write
+/// a provider object would otherwise read any ConfigMap of the cluster with its rights).
+pub fn manifests_elsewhere(spec: &Value, provider_namespace: &str, what: &str) -> Option<String> {
+    let manifests = spec.get("additionalManifests")?;
+    let namespace =
+        manifests.get("namespace")?.as_str().filter(|ns| !ns.is_empty() && *ns != provider_namespace)?;
+    let name = manifests.get("name")?.as_str().unwrap_or_default();
+    Some(format!(
+        "{what}: its spec.additionalManifests ConfigMap {namespace}/{name} is in another namespace, and this operator reads only those beside the provider; copy it into {provider_namespace} (kubectl get configmap {name} -n {namespace} -o yaml, with the namespace changed) and set spec.additionalManifests.namespace to {provider_namespace} (or leave it out), then run migrate again"
+    ))
 }
 
 /// The copy of `source` for `copy`: its data and type, labelled with where it came from.
@@ -99,6 +113,24 @@ pub async fn make(client: &kube::Client, copy: &Copy) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn additional_manifests_of_another_namespace_stop_the_move_naming_the_fix() {
+        let spec = serde_json::json!({"additionalManifests": {"name": "extra", "namespace": "shared"}});
+        let why = manifests_elsewhere(&spec, "capi-system", "CoreProvider capi-system/cluster-api").unwrap();
+        assert!(why.starts_with("CoreProvider capi-system/cluster-api: its spec.additionalManifests ConfigMap shared/extra is in another namespace"), "{why}");
+        let beside =
+            serde_json::json!({"additionalManifests": {"name": "extra", "namespace": "capi-system"}});
+        assert_eq!(manifests_elsewhere(&beside, "capi-system", "x"), None);
+        assert_eq!(
+            manifests_elsewhere(
+                &serde_json::json!({"additionalManifests": {"name": "extra"}}),
+                "capi-system",
+                "x"
+            ),
+            None
+        );
+    }
     use serde_json::json;
 
     #[test]
