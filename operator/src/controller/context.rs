@@ -310,33 +310,6 @@ pub async fn within<T>(
     })
 }
 
-/// A Deployment as the cache keeps it: what [`live_deployment`] and drift read (name,
-/// namespace, the operator's labels, generation, resourceVersion, the paused-replicas annotation, replicas,
-/// status) and nothing else. Anyone may label a Deployment as a provider's, so the cache must
-/// not hold whole pod templates, annotations and managed fields of any size.
-pub fn slim_deployment(d: &mut Deployment) {
-    d.metadata.managed_fields = None;
-    // Labels have no size limit but the object's: only the operator's own are read.
-    if let Some(labels) = d.metadata.labels.as_mut() {
-        labels.retain(|k, _| k.starts_with("operator.butlerlabs.dev/"));
-    }
-    if let Some(annotations) = d.metadata.annotations.as_mut() {
-        annotations.retain(|k, _| k == PAUSED_REPLICAS);
-    }
-    if let Some(spec) = d.spec.as_mut() {
-        spec.template = Default::default();
-        spec.selector = Default::default();
-    }
-    if let Some(status) = d.status.as_mut()
-        && let Some(conditions) = status.conditions.as_mut()
-    {
-        conditions.retain(|c| c.type_ == "Available");
-        for condition in conditions.iter_mut() {
-            condition.message = None;
-        }
-    }
-}
-
 /// What the plan needs of a Deployment. Available means its rollout is complete, as kstatus
 /// says Current: the controller has seen the latest generation, every replica runs the
 /// current template and is ready and available, and no old replica is left. The `Available`

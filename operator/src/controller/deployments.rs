@@ -14,7 +14,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
-use crate::controller::vocabulary::LABEL_NAME;
+use crate::controller::vocabulary::{LABEL_NAME, PAUSED_REPLICAS};
 
 /// What a watch tells of each event.
 pub type OnEvent = Arc<dyn Fn(&Result<watcher::Event<Deployment>, watcher::Error>) + Send + Sync>;
@@ -88,8 +88,8 @@ impl Deployments {
         let (tell, listed) = watch::channel(false);
         // Small pages: a page is decoded whole before it is slimmed, and anyone may label a
         // Deployment of up to 1.5 MiB as a provider's.
-        let events = watcher(api, watcher::Config::default().labels(LABEL_NAME).page_size(20))
-            .modify(crate::controller::context::slim_deployment);
+        let events =
+            watcher(api, watcher::Config::default().labels(LABEL_NAME).page_size(20)).modify(slim_deployment);
         let task =
             tokio::spawn(reflector::reflector(writer, events).default_backoff().for_each(move |event| {
                 if matches!(event, Ok(watcher::Event::InitDone)) {
@@ -139,6 +139,33 @@ impl Deployments {
             self.followed.lock().expect("not poisoned").values().map(|f| f.listed.clone()).collect();
         for mut listed in waiting {
             let _ = listed.wait_for(|l| *l).await;
+        }
+    }
+}
+
+/// A Deployment as the cache keeps it: what [`crate::controller::context::live_deployment`] and drift read (name,
+/// namespace, the operator's labels, generation, resourceVersion, the paused-replicas annotation, replicas,
+/// status) and nothing else. Anyone may label a Deployment as a provider's, so the cache must
+/// not hold whole pod templates, annotations and managed fields of any size.
+pub fn slim_deployment(d: &mut Deployment) {
+    d.metadata.managed_fields = None;
+    // Labels have no size limit but the object's: only the operator's own are read.
+    if let Some(labels) = d.metadata.labels.as_mut() {
+        labels.retain(|k, _| k.starts_with("operator.butlerlabs.dev/"));
+    }
+    if let Some(annotations) = d.metadata.annotations.as_mut() {
+        annotations.retain(|k, _| k == PAUSED_REPLICAS);
+    }
+    if let Some(spec) = d.spec.as_mut() {
+        spec.template = Default::default();
+        spec.selector = Default::default();
+    }
+    if let Some(status) = d.status.as_mut()
+        && let Some(conditions) = status.conditions.as_mut()
+    {
+        conditions.retain(|c| c.type_ == "Available");
+        for condition in conditions.iter_mut() {
+            condition.message = None;
         }
     }
 }

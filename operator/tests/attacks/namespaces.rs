@@ -339,20 +339,22 @@ async fn a_deployment_labelled_as_the_operator_is_not_taken_for_one() {
 /// label a Deployment elsewhere as a provider's, and it is never listed, decoded or held.
 #[tokio::test]
 async fn the_deployments_of_the_honoured_namespaces_alone_are_watched() {
-    use butler_operator::controller::wanted::policy::NAMESPACE_LABEL;
     use k8s_openapi::api::core::v1::Namespace;
     let mut s = Scenario::new("honoured-deployments").await;
     publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
-    let named = s.namespace.clone();
+    // A label of this scenario's own: on a shared cluster, other scenarios label namespaces with
+    // the operator's default one, and this operator must not honour theirs.
+    let label_key = format!("scenario.butlerlabs.dev/{}", s.cluster.unique("providers"));
+    let (named, key) = (s.namespace.clone(), label_key.clone());
     s.start_operator_shipped(move |o| {
         o.namespace = None;
         o.policy.provider_namespaces = Some(vec![named]);
-        o.policy.namespace_label = Some(NAMESPACE_LABEL.into());
+        o.policy.namespace_label = Some(key);
     })
     .await;
     let labelled = s.cluster.namespace("honoured-labelled").await;
     let namespaces: Api<Namespace> = Api::all(s.client.clone());
-    let label = json!({"metadata": {"labels": {NAMESPACE_LABEL: "true"}}});
+    let label = json!({"metadata": {"labels": {label_key: "true"}}});
     namespaces.patch(&labelled, &PatchParams::default(), &Patch::Merge(label)).await.unwrap();
     s.create::<CoreProvider>("butler", &spec("butler")).await;
     // Its Deployments are seen: it becomes Ready once they are available.
