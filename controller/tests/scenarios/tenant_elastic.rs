@@ -16,6 +16,30 @@ use crate::tenants::{
     tenant_server, with_pool,
 };
 
+/// The cluster `app` of `{base}-team` on an elastic ProviderConfig over `{prefix}.0/24`
+/// (`initial` addresses to start, growth one at a time), its tenant's pool synced: the tenant,
+/// and the system and team namespaces.
+async fn elastic_app(
+    s: &Scenario,
+    base: &str,
+    prefix: &str,
+    initial: u8,
+) -> (butler_apiserver::MemoryApiServer, String, String) {
+    let tenant = tenant_server().await;
+    let (system, team) = with_pool(s, base, &format!("{prefix}.0/24")).await;
+    config(
+        s,
+        &system,
+        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
+        "loadBalancer": {"allocationMode": "elastic", "initialPoolSize": initial, "growthIncrement": 1}}),
+    )
+    .await;
+    kubeconfig_secret(s, &team, "app", &tenant).await;
+    cluster(s, &team, "app", &system).await;
+    pool_is(&tenant, &[format!("{prefix}.0-{prefix}.{}", initial - 1).as_str()]).await;
+    (tenant, system, team)
+}
+
 #[tokio::test]
 async fn the_tenants_metallb_pool_follows_the_allocations_and_drift_is_reverted() {
     let s = Scenario::start().await;
@@ -196,18 +220,7 @@ async fn an_unreachable_tenant_is_skipped_with_a_condition_and_its_cluster_keeps
 async fn a_service_of_another_load_balancer_class_asks_for_nothing() {
     use k8s_openapi::api::core::v1::Service;
     let s = Scenario::start().await;
-    let tenant = tenant_server().await;
-    let (system, team) = with_pool(&s, "tc-class", "10.73.0.0/24").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
-        "loadBalancer": {"allocationMode": "elastic", "initialPoolSize": 1, "growthIncrement": 1}}),
-    )
-    .await;
-    kubeconfig_secret(&s, &team, "app", &tenant).await;
-    cluster(&s, &team, "app", &system).await;
-    pool_is(&tenant, &["10.73.0.0-10.73.0.0"]).await;
+    let (tenant, system, team) = elastic_app(&s, "tc-class", "10.73.0", 1).await;
     lb_service(&tenant, "ingress", Some("10.73.0.0")).await;
     // Waits for another load balancer's address: MetalLB would never serve it.
     let theirs: Service = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
@@ -231,18 +244,7 @@ async fn a_service_of_another_load_balancer_class_asks_for_nothing() {
 #[tokio::test]
 async fn a_tenant_that_changes_its_services_does_not_have_the_status_written_each_time() {
     let s = Scenario::start().await;
-    let tenant = tenant_server().await;
-    let (system, team) = with_pool(&s, "tc-churn", "10.82.0.0/24").await;
-    config(
-        &s,
-        &system,
-        json!({"mode": "ipam", "poolRefs": [{"name": "lab"}],
-        "loadBalancer": {"allocationMode": "elastic", "initialPoolSize": 2, "growthIncrement": 1}}),
-    )
-    .await;
-    kubeconfig_secret(&s, &team, "app", &tenant).await;
-    cluster(&s, &team, "app", &system).await;
-    pool_is(&tenant, &["10.82.0.0-10.82.0.1"]).await;
+    let (tenant, _, team) = elastic_app(&s, "tc-churn", "10.82.0", 2).await;
     lb_service(&tenant, "ingress", Some("10.82.0.0")).await;
     let clusters: Api<TenantCluster> = Api::namespaced(s.client.clone(), &team);
     cluster_says(&clusters, "app", "ElasticIPAM", "Satisfied").await;

@@ -110,6 +110,18 @@ fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<String>
     (task, printed)
 }
 
+/// `helm uninstall` of the scenario's release, its pre-delete Job run as a cluster would run it:
+/// what the Job printed.
+fn uninstall(s: &Scenario, helm: &Helm) -> String {
+    let (jobs, printed) = run_jobs(s);
+    let out = tokio::task::block_in_place(|| {
+        helm.ok(&["uninstall", "butler", "-n", &s.namespace, "--timeout", "120s"], None)
+    });
+    assert!(out.contains("uninstalled"), "{out}");
+    jobs.abort();
+    printed.lock().unwrap().join("\n")
+}
+
 /// The scenario's release installed with the real helm (`keep`: `uninstall.deleteProviders`
 /// false) and the operator running as the chart's ServiceAccount, both providers Ready; `None`
 /// where the scenario cannot run (a real cluster, no helm). The helm client, the chart's path,
@@ -170,13 +182,7 @@ async fn helm_installs_the_operator_and_its_providers_upgrades_one_and_uninstall
     assert!(made.len() > 10, "{manifest}");
 
     // helm uninstall: the providers go first, the core last, each waited for.
-    let (jobs, printed) = run_jobs(&s);
-    let out = tokio::task::block_in_place(|| {
-        helm.ok(&["uninstall", "butler", "-n", &s.namespace, "--timeout", "120s"], None)
-    });
-    assert!(out.contains("uninstalled"), "{out}");
-    jobs.abort();
-    let printed = printed.lock().unwrap().join("\n");
+    let printed = uninstall(&s, &helm);
     let widget = printed.find(&format!("Deleting InfrastructureProvider {}/widget", s.namespace));
     let core = printed.find(&format!("Deleting CoreProvider {}/butler", s.namespace));
     assert!(
@@ -234,13 +240,7 @@ async fn helm_uninstall_keeping_the_providers_leaves_none_with_the_operators_fin
     // what the hook's scale-down does on a cluster.
     s.stop_operator().await;
 
-    let (jobs, printed) = run_jobs(&s);
-    let out = tokio::task::block_in_place(|| {
-        helm.ok(&["uninstall", "butler", "-n", &s.namespace, "--timeout", "120s"], None)
-    });
-    assert!(out.contains("uninstalled"), "{out}");
-    jobs.abort();
-    let printed = printed.lock().unwrap().join("\n");
+    let printed = uninstall(&s, &helm);
     assert!(printed.contains(&format!("Kept InfrastructureProvider {}/widget", s.namespace)), "{printed}");
     let widget = s.api::<InfrastructureProvider>().get("widget").await.unwrap();
     let core = s.api::<CoreProvider>().get("butler").await.unwrap();
