@@ -333,8 +333,12 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
                "manager": {"featureGates": {"MachinePool": true}}}),
     )
     .await;
-    // Its own clusterctl.yaml, mounted into its pod, moves every provider's images to a mirror.
-    let clusterctl = "images:\n  all:\n    repository: mirror.local/capi\n";
+    // Its own clusterctl.yaml, mounted into its pod, moves every provider's images to a mirror,
+    // and the core's releases to a mirror of them.
+    let core_url = "https://mirror.local/capi/releases/latest/core-components.yaml";
+    let clusterctl = format!(
+        "images:\n  all:\n    repository: mirror.local/capi\nproviders:\n- name: cluster-api\n  type: CoreProvider\n  url: {core_url}\n"
+    );
     let mirrored: ImageOverrides = serde_saphyr::from_str("all:\n  repository: mirror.local/capi\n").unwrap();
     let config: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": "capi-operator-clusterctl", "namespace": ns},
@@ -428,6 +432,14 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     );
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(s.client.clone(), &ns);
     assert!(secrets.get_opt("widget-variables").await.unwrap().is_none(), "the dry run copies nothing");
+    // The core reads the release cluster-api-operator cached; to follow new releases, the
+    // mirror its clusterctl.yaml named.
+    assert!(
+        plan.contains(&format!(
+            "to follow new releases, set spec.fetchConfig to {{url: {core_url}}} (from ConfigMap {ns}/capi-operator-clusterctl)"
+        )),
+        "{plan}"
+    );
     assert!(
         plan.contains(&format!("Secret {ns}/cluster-api-images: make it with the image overrides of ConfigMap {ns}/capi-operator-clusterctl"))
             && plan.contains(&format!("Secret {ns}/widget-variables: add the key images")),

@@ -3,7 +3,9 @@
 //! them the carried-over providers would render other images, restart, and in an air-gapped
 //! cluster pull from where it cannot reach. Here each provider carries them in its config
 //! Secret's `images` key (the same `images:` YAML), added to its Secret or in a Secret of its
-//! own; a Secret that has an `images` key already keeps it.
+//! own; a Secret that has an `images` key already keeps it. Its `providers:` entries, which
+//! moved a provider to another URL there (a mirror, a fork), move the carried-over provider's
+//! `fetchConfig.url` alike.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -24,8 +26,17 @@ pub const IMAGES_FROM: &str = "operator.butlerlabs.dev/images-from";
 pub struct Mounted {
     /// `ConfigMap {namespace}/{name}` (or Secret).
     pub source: String,
-    /// The `images:` section, as YAML.
-    pub images: String,
+    /// The `images:` section, as YAML, if it has one.
+    pub images: Option<String>,
+    /// Its `providers:` entries.
+    pub providers: Vec<butler_repository::ProviderEntry>,
+}
+
+impl Mounted {
+    /// The URL its `providers:` give the provider `name` of `type_`, when one does.
+    pub fn url_of(&self, type_: butler_repository::ProviderType, name: &str) -> Option<&str> {
+        self.providers.iter().find(|p| p.type_ == type_ && p.name == name).map(|p| p.url.as_str())
+    }
 }
 
 /// Where the mounted clusterctl.yaml comes from: (`ConfigMap` or `Secret`, name, key), from the
@@ -93,7 +104,9 @@ pub async fn mounted(client: &kube::Client, deployment: &Deployment) -> Result<O
     };
     let Some(text) = text else { return Ok(None) };
     let images = images_of(&text).map_err(|e| format!("{source}, key {key}: {e}"))?;
-    Ok(images.map(|images| Mounted { source, images }))
+    let config = butler_repository::ClusterctlConfig::parse(&text, std::path::Path::new(CONFIG_FILE))
+        .map_err(|e| format!("{source}, key {key}: {e}"))?;
+    Ok(Some(Mounted { source, images, providers: config.providers }))
 }
 
 /// What becomes of one provider's image overrides.
@@ -134,7 +147,8 @@ impl Carry {
         match self {
             Carry::Keep { .. } => Ok(()),
             Carry::AddKey { namespace, name } => {
-                let patch = json!({"data": {IMAGES_KEY: k8s_openapi::ByteString(mounted.images.clone().into_bytes())}});
+                let images = mounted.images.clone().unwrap_or_default();
+                let patch = json!({"data": {IMAGES_KEY: k8s_openapi::ByteString(images.into_bytes())}});
                 Api::<Secret>::namespaced(client.clone(), namespace)
                     .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await

@@ -143,6 +143,11 @@ pub async fn migrate(
     let mut image_carries = Vec::new();
     if let Some(mounted) = &mounted {
         for step in steps.iter_mut().filter(|s| s.carried.object.is_some()) {
+            report.extend(moved_url(step, mounted));
+        }
+    }
+    if let Some(mounted) = mounted.as_ref().filter(|m| m.images.is_some()) {
+        for step in steps.iter_mut().filter(|s| s.carried.object.is_some()) {
             let carry = carry_images(client, step, &copies).await?;
             report.push(carry.describe(&mounted.source));
             image_carries.push(carry);
@@ -253,6 +258,7 @@ pub async fn migrate(
         secrets::make(client, copy).await?;
     }
     if let Some(mounted) = &mounted {
+        // (Only carries made above, where the file has images.)
         for carry in &image_carries {
             progress(&format!("{}...", carry.describe(&mounted.source)));
             carry.make(client, mounted).await?;
@@ -417,6 +423,35 @@ async fn use_cached_release(
     Ok(())
 }
 
+/// A provider that cluster-api-operator fetched by name (no `fetchConfig` of its own) from a URL
+/// its mounted clusterctl.yaml gave it: the carried-over object fetches from there too. One
+/// that reads the release cluster-api-operator cached keeps reading it, and the note of what to
+/// set to follow new releases names that URL. The line of the plan, when it moves.
+fn moved_url(step: &mut Step, mounted: &images::Mounted) -> Option<String> {
+    if step.old.object["spec"].get("fetchConfig").is_some() {
+        return None;
+    }
+    let type_ = ProviderKind::from_kind(&step.old.kind)?;
+    let url = mounted.url_of(type_, &step.old.name)?.to_string();
+    let object = step.carried.object.as_mut()?;
+    let follow = format!("to follow new releases, set spec.fetchConfig to {{url: {url}}}");
+    if object.pointer("/spec/fetchConfig/selector").is_some() {
+        for note in step.carried.notes.iter_mut() {
+            if let Some((head, _)) = note.split_once("; to follow new releases") {
+                *note = format!("{head}; {follow} (from {})", mounted.source);
+            }
+        }
+        return None;
+    }
+    object["spec"]["fetchConfig"] = json!({"url": url});
+    step.carried.notes.retain(|n| !n.starts_with(carry::UPSTREAM_URL_NOTE));
+    Some(format!(
+        "{}: spec.fetchConfig.url set to {url}, where {}'s providers: moved it",
+        step.old.describe(),
+        mounted.source
+    ))
+}
+
 /// Where a provider's image overrides go: its config Secret (a copy being made counts with the
 /// keys of its source), else a Secret of its own that the carried-over object then names.
 async fn carry_images(
@@ -489,4 +524,57 @@ fn spec_schemas() -> Result<Vec<(ProviderKind, Value)>, String> {
             Ok((kind, schema["properties"]["spec"].clone()))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(spec: Value, object_spec: Value) -> Step {
+        let old = OldProvider {
+            api_version: "operator.cluster.x-k8s.io/v1alpha2".into(),
+            kind: "InfrastructureProvider".into(),
+            namespace: "capd-system".into(),
+            name: "docker".into(),
+            uid: "u".into(),
+            object: json!({"spec": spec}),
+        };
+        let carried = Carried {
+            object: Some(json!({"spec": object_spec})),
+            version: Some("v1.10.0".into()),
+            dropped: Vec::new(),
+            notes: vec!["spec.fetchConfig.selector: reads v1.10.0 from ConfigMap x; to follow new releases, set spec.fetchConfig to {url: https://github.com/kubernetes-sigs/cluster-api/releases/latest/infrastructure-components-development.yaml}".into()],
+        };
+        Step { old, carried, made: false, unversioned: false }
+    }
+
+    #[test]
+    fn a_url_their_clusterctl_yaml_moved_moves_the_carried_provider() {
+        let url = "https://mirror.local/capd/releases/latest/infrastructure-components-development.yaml";
+        let mounted = images::Mounted {
+            source: "ConfigMap capi/clusterctl".into(),
+            images: None,
+            providers: vec![butler_repository::ProviderEntry {
+                name: "docker".into(),
+                type_: ProviderKind::Infrastructure,
+                url: url.into(),
+            }],
+        };
+        // Fetched by name there: fetched from the mirror here.
+        let mut by_name = step(json!({"version": "v1.10.0"}), json!({"version": "v1.10.0"}));
+        let line = moved_url(&mut by_name, &mounted).unwrap();
+        assert!(line.contains(&format!("spec.fetchConfig.url set to {url}")), "{line}");
+        assert_eq!(by_name.carried.object.unwrap()["spec"]["fetchConfig"], json!({"url": url}));
+        // Reading the cached release: it goes on reading it; the note names the mirror.
+        let cached = json!({"fetchConfig": {"selector": {"matchLabels": {"a": "b"}}}});
+        let mut reading = step(json!({}), cached.clone());
+        assert_eq!(moved_url(&mut reading, &mounted), None);
+        assert_eq!(reading.carried.object.unwrap()["spec"], cached);
+        assert!(
+            reading.carried.notes[0].ends_with(&format!("{{url: {url}}} (from ConfigMap capi/clusterctl)"))
+        );
+        // Its own fetchConfig there: left as it is.
+        let mut own = step(json!({"fetchConfig": {"url": "https://x/y.yaml"}}), json!({}));
+        assert_eq!(moved_url(&mut own, &mounted), None);
+    }
 }
