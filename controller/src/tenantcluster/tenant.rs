@@ -232,7 +232,9 @@ pub async fn services(tenant: &Client) -> Result<(Vec<Service>, String), kube::E
         }
         let request =
             kube::core::Request::new("/api/v1/services").list(&params).map_err(kube::Error::BuildRequest)?;
-        let page: answers::ServicePage = tenant.request(request).await?;
+        // Decoded here, not by the client, which would log the whole answer when it does not read.
+        let text = tenant.request_text(request).await?;
+        let page: answers::ServicePage = serde_json::from_str(&text).map_err(kube::Error::SerdeError)?;
         services.extend(page.services);
         match page.next {
             Some(next) => token = Some(next),
