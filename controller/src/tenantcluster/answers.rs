@@ -224,30 +224,6 @@ pub struct PoolStatus {
     pub available_ipv6: Option<i64>,
 }
 
-impl kube::Resource for MetalLbPool {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        "IPAddressPool".into()
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        "metallb.io".into()
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        "v1beta1".into()
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        "ipaddresspools".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
 /// An object of a watch event, as far as it is read: its resourceVersion.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]

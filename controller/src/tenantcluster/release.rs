@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use butler_core::api::IPAllocation;
 use kube::Client;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use super::tenant::{METALLB_POOL, pools};
+use super::tenant::{METALLB_POOL, Pool};
 
 /// How long a tenant that does not answer may hold a deleted cluster's addresses: by then its
 /// machines are gone with the cluster, or nobody will bring them back.
@@ -131,22 +131,21 @@ pub fn ranges(allocations: &[&IPAllocation]) -> Vec<String> {
 /// Asks the tenant to drop `ranges` from its pool: the pool is written without them, or
 /// deleted when they were all it listed.
 pub async fn ask(tenant: &Client, ranges: &[String]) -> Tenant {
-    let api = pools(tenant);
-    let pool = match api.get_opt(METALLB_POOL).await {
+    let api = Pool(tenant);
+    let pool = match api.get().await {
+        // No pool, or no IPAddressPool kind (no MetalLB): nothing announced.
         Ok(None) => return Tenant::Clear,
         Ok(Some(pool)) => pool,
-        // No IPAddressPool kind: no MetalLB, nothing announced.
-        Err(e) if butler_runtime::error::is_not_found(&e) => return Tenant::Clear,
         Err(e) => return answer(&e),
     };
     let listed = pool.spec.addresses.0;
     let written = match without(&listed, ranges) {
         None => return Tenant::Clear,
-        Some(rest) if rest.is_empty() => api.delete(METALLB_POOL, &DeleteParams::default()).await.map(|_| ()),
+        Some(rest) if rest.is_empty() => api.delete().await,
         Some(rest) => {
             // A merge patch of the list alone: the pool's other fields stay whoever's they are.
             let patch = json!({"spec": {"addresses": rest}});
-            api.patch(METALLB_POOL, &PatchParams::default(), &Patch::Merge(patch)).await.map(|_| ())
+            api.patch(&PatchParams::default(), &Patch::Merge(patch)).await
         }
     };
     match written {

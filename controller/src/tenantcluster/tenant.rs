@@ -247,14 +247,50 @@ pub async fn services(tenant: &Client) -> Result<(Vec<Service>, String), kube::E
     )))))
 }
 
-/// The tenant's MetalLB IPAddressPools, read into the fields used (see [`answers`]).
-pub fn pools(tenant: &Client) -> Api<MetalLbPool> {
-    Api::namespaced(tenant.clone(), METALLB_NAMESPACE)
+/// The tenant's `metallb-system/default-pool`, read and written by plain requests: what the
+/// tenant answers is decoded here into the fields used (see [`answers`]), never by the client,
+/// which logs an answer whole when it does not read.
+pub struct Pool<'a>(pub &'a Client);
+
+const POOLS: &str = "/apis/metallb.io/v1beta1/namespaces/metallb-system/ipaddresspools";
+
+impl Pool<'_> {
+    /// The pool, `None` when it (or its kind) is not there.
+    pub async fn get(&self) -> Result<Option<MetalLbPool>, kube::Error> {
+        let request = kube::core::Request::new(POOLS)
+            .get(METALLB_POOL, &kube::api::GetParams::default())
+            .map_err(kube::Error::BuildRequest)?;
+        match self.0.request_text(request).await {
+            Ok(text) => serde_json::from_str(&text).map(Some).map_err(kube::Error::SerdeError),
+            Err(e) if butler_runtime::error::is_not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Patches the pool; its answer is not read.
+    pub async fn patch(
+        &self,
+        params: &PatchParams,
+        patch: &Patch<serde_json::Value>,
+    ) -> Result<(), kube::Error> {
+        let request = kube::core::Request::new(POOLS)
+            .patch(METALLB_POOL, params, patch)
+            .map_err(kube::Error::BuildRequest)?;
+        self.0.request_text(request).await.map(|_| ())
+    }
+
+    /// Deletes the pool; its answer is not read.
+    pub async fn delete(&self) -> Result<(), kube::Error> {
+        let request = kube::core::Request::new(POOLS)
+            .delete(METALLB_POOL, &kube::api::DeleteParams::default())
+            .map_err(kube::Error::BuildRequest)?;
+        self.0.request_text(request).await.map(|_| ())
+    }
 }
 
 /// Whether MetalLB says `default-pool` has no free address (its status, MetalLB 0.14+).
 pub async fn metallb_full(tenant: &Client) -> bool {
-    let Ok(Some(pool)) = pools(tenant).get_opt(METALLB_POOL).await else { return false };
+    let Ok(Some(pool)) = Pool(tenant).get().await else { return false };
     match (pool.status.available_ipv4, pool.status.available_ipv6) {
         (None, None) => false,
         (v4, v6) => v4.unwrap_or(0) + v6.unwrap_or(0) == 0,
@@ -264,7 +300,7 @@ pub async fn metallb_full(tenant: &Client) -> bool {
 /// Applies `default-pool` with exactly `addresses`, unless it has them already (an apply that
 /// changes nothing would still wake the watches of the tenant).
 pub async fn sync_metallb(tenant: &Client, addresses: &[String]) -> Result<(), kube::Error> {
-    if let Some(existing) = pools(tenant).get_opt(METALLB_POOL).await?
+    if let Some(existing) = Pool(tenant).get().await?
         && existing.spec.addresses.0 == addresses
     {
         return Ok(());
@@ -275,10 +311,7 @@ pub async fn sync_metallb(tenant: &Client, addresses: &[String]) -> Result<(), k
         "metadata": {"name": METALLB_POOL, "namespace": METALLB_NAMESPACE},
         "spec": {"addresses": addresses},
     });
-    pools(tenant)
-        .patch(METALLB_POOL, &PatchParams::apply(FIELD_MANAGER_IPAM).force(), &Patch::Apply(pool))
-        .await
-        .map(|_| ())
+    Pool(tenant).patch(&PatchParams::apply(FIELD_MANAGER_IPAM).force(), &Patch::Apply(pool)).await
 }
 
 #[cfg(test)]
