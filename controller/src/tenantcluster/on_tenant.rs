@@ -133,13 +133,16 @@ pub(super) async fn tenant_side<'a>(
         let full = tenant::within(ctx.tenant_deadline, async { Ok(tenant::metallb_full(&tenant).await) })
             .await
             .unwrap_or(false);
+        // The team's total is read over all its clusters: only when a Service waits, the one
+        // case growth (which the limit holds) can follow.
+        let waiting = services.iter().any(|s| s.addresses.is_empty());
         let decision = elastic::decide(
             cluster,
             config,
             pool,
             &refs,
             &elastic::Tenant { services: &services, metallb_full: full },
-            team_limit(ctx, cluster),
+            waiting.then(|| team_limit(ctx, cluster)).flatten(),
             now,
         );
         for grown in &decision.create {
