@@ -23,6 +23,8 @@ pub struct Found {
     pub name: String,
     pub namespaces: Option<Vec<String>>,
     pub label: Option<String>,
+    /// The ServiceAccount it runs as: (namespace, name).
+    pub account: (String, String),
 }
 
 /// The operators found, and the namespaces that carry each of their labels set to `true`.
@@ -40,13 +42,7 @@ impl Operators {
                 "no operator runs in this cluster (no Deployment labelled app.kubernetes.io/name={FIELD_MANAGER}): nothing is installed for the providers of {namespace}"
             ));
         }
-        let labelled = |label: &Option<String>| {
-            label.as_ref().is_some_and(|l| self.labelled.get(l).is_some_and(|n| n.contains(namespace)))
-        };
-        let honours = |o: &Found| {
-            o.namespaces.as_ref().is_none_or(|l| l.iter().any(|n| n == namespace)) || labelled(&o.label)
-        };
-        if self.found.iter().any(honours) {
+        if self.honouring(namespace).is_some() {
             return None;
         }
         let theirs: Vec<String> = self
@@ -68,6 +64,16 @@ impl Operators {
             "no operator honours provider objects in {namespace} ({}): nothing is installed for them; move them to a honoured namespace, or {fix}",
             theirs.join("; ")
         ))
+    }
+
+    /// The operator that honours provider objects of `namespace`, if one does.
+    pub fn honouring(&self, namespace: &str) -> Option<&Found> {
+        let labelled = |label: &Option<String>| {
+            label.as_ref().is_some_and(|l| self.labelled.get(l).is_some_and(|n| n.contains(namespace)))
+        };
+        self.found.iter().find(|o| {
+            o.namespaces.as_ref().is_none_or(|l| l.iter().any(|n| n == namespace)) || labelled(&o.label)
+        })
     }
 
     /// The label that makes an operator honour a namespace when set to `true` on it (the first
@@ -132,6 +138,7 @@ pub async fn operators(client: &kube::Client) -> Option<Operators> {
                 name: format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any()),
                 namespaces,
                 label,
+                account: runs_as(d),
             }
         })
         .collect();
@@ -225,6 +232,7 @@ mod tests {
             name: name.into(),
             namespaces: namespaces.map(|l| l.iter().map(|s| s.to_string()).collect()),
             label: label.map(String::from),
+            account: Default::default(),
         }
     }
 

@@ -2,7 +2,9 @@
 //! operator renders them (the provider's variables, its customizations), then compared by
 //! kind, namespace and name. CRDs that the new version drops stay, as the operator keeps them.
 
-use butler_repository::{ClusterctlConfig, ComponentsOptions, Repository, Version, process_components};
+use butler_repository::{
+    ClusterctlConfig, ComponentsOptions, ImageOverrides, Repository, Version, process_components,
+};
 use serde_json::Value;
 
 use super::providers::ProviderRow;
@@ -111,26 +113,44 @@ pub async fn render(
     let version = Version::parse(version, "a version").map_err(|e| e.to_string())?;
     let text = String::from_utf8(repo.components(&version).await.map_err(|e| e.to_string())?)
         .map_err(|_| format!("the components of {} {version} are not UTF-8 text", repo.provider()))?;
-    let secret =
+    let loaded =
         config::load(client, &SecretCache::default(), &row.namespace, &row.spec, &Default::default())
             .await
-            .map_err(|e| e.0)?
-            .variables;
+            .map_err(|e| e.0)?;
+    let secret = loaded.variables;
     // As the operator: the config Secret, then the config file; never the environment.
     let lookup =
         |name: &str| secret.get(name).cloned().or_else(|| operator_config.variables.get(name).cloned());
-    let label = row.label();
+    let images = config::merged_images(&operator_config.images, &loaded.images);
+    render_text(&text, &row.spec, &row.label(), &row.namespace, &version.to_string(), &images, &lookup)
+}
+
+/// The objects of a release's components `text` as the operator installs them for a provider
+/// labelled `label` in `namespace` with `spec`: variables and images put in, the provider's
+/// pods held to the release's accounts, its `manager` and `deployment` settings, then its
+/// patches; its Namespace left out.
+pub fn render_text(
+    text: &str,
+    spec: &crate::api::ProviderSpec,
+    label: &str,
+    namespace: &str,
+    version: &str,
+    images: &ImageOverrides,
+    variables: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Value>, String> {
     let what = format!("{label} {version}");
     let options = ComponentsOptions {
         what: &what,
-        provider_label: &label,
-        target_namespace: Some(&row.namespace),
-        images: &operator_config.images,
-        variables: &lookup,
+        provider_label: label,
+        target_namespace: Some(namespace),
+        images,
+        variables,
     };
     let mut objects =
-        process_components(&text, &options).and_then(|c| c.objects()).map_err(|e| format!("{what}: {e}"))?;
-    customize(&mut objects, &row.spec, &label)?;
+        process_components(text, &options).and_then(|c| c.objects()).map_err(|e| format!("{what}: {e}"))?;
+    crate::controller::wanted::admission::check_accounts(&objects)?;
+    customize(&mut objects, spec, label)?;
+    crate::controller::wanted::patches::apply(&mut objects, spec)?;
     objects.retain(|o| o["kind"] != "Namespace");
     Ok(objects)
 }

@@ -266,6 +266,32 @@ async fn operator_stand_in(s: &Scenario, args: &[&str]) {
         .unwrap();
 }
 
+/// What an administrator gives the operator before moving Cluster API's providers over (the
+/// upstream rules): here the rights the scenario's releases grant, bound to the stand-in's
+/// account by a ClusterRole of the scenario's own.
+async fn grant_upstream_rules(s: &Scenario) {
+    let name = format!("{}-operator-stand-in-upstream", s.namespace);
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {RUN_LABEL: s.namespace}},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(s.client.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {RUN_LABEL: s.namespace}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "butler-operator-stand-in", "namespace": s.namespace}],
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(s.client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
 /// A migration of the providers of `namespace` from the old operator's Deployment `old` (of that
 /// namespace), each step waiting at most `seconds`; no flag given.
 fn moving(namespace: &str, old: Option<&str>, seconds: u64) -> Options {
@@ -330,7 +356,8 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
         "widget",
         json!({"version": "v1.0.0", "fetchConfig": selector("infrastructure-widget"),
                "configSecret": {"name": "widget-variables", "namespace": secrets_ns},
-               "manager": {"featureGates": {"MachinePool": true}}}),
+               "manager": {"featureGates": {"MachinePool": true}},
+               "deployment": {"containers": [{"name": "manager", "imageUrl": "registry.example.com/widget/manager:v9"}]}}),
     )
     .await;
     // Its own clusterctl.yaml, mounted into its pod, moves every provider's images to a mirror,
@@ -371,6 +398,14 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     .unwrap();
     let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &ns);
     deployments.create(&PostParams::default(), &old_operator).await.unwrap();
+    // Its mounted overrides came after the object's imageUrl, as cluster-api-operator applies them.
+    let image = json!([{"op": "replace", "path": "/spec/template/spec/containers/0/image",
+                        "value": "mirror.local/capi/manager:v9"}]);
+    let image: json_patch::Patch = serde_json::from_value(image).unwrap();
+    deployments
+        .patch("widget-controller-manager", &PatchParams::default(), &Patch::<()>::Json(image))
+        .await
+        .unwrap();
     if s.cluster.is_in_memory() {
         butler_apiserver::stand_ins::roll_out_deployments(&s.client, &ns, "cluster.x-k8s.io/provider")
             .await
@@ -398,8 +433,30 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
         ..moving(&ns, Some("capi-operator-cluster-api-operator"), 60)
     };
 
+    // The operator's account lacks what the releases' ClusterRoles grant: nothing moves.
+    let refused = migrate::migrate(&s.client, &options(true), &|_| {}).await.unwrap_err();
+    assert!(
+        refused.contains(&format!("CoreProvider {ns}/cluster-api: its release's ClusterRole {ns}-capi-manager-role grants what this operator's account {ns}/butler-operator-stand-in does not hold (get on configmaps, list on configmaps, watch on configmaps)"))
+            && refused.contains("upstreamRBAC.enabled=true"),
+        "{refused}"
+    );
+    grant_upstream_rules(&s).await;
+
     // The dry run says it all and changes nothing.
     let plan = migrate::migrate(&s.client, &options(true), &|_| {}).await.unwrap();
+    assert!(
+        plan.contains(&format!("InfrastructureProvider {ns}/widget: spec.deployment.containers[0].imageUrl: mirror.local/capi/manager:v9, as cluster-api-operator's image overrides made registry.example.com/widget/manager:v9")),
+        "{plan}"
+    );
+    // Rendered as this operator will install them, the pod templates are those that run.
+    for deployment in ["capi-controller-manager", "widget-controller-manager"] {
+        assert!(
+            plan.contains(&format!(
+                "Deployment {ns}/{deployment}: the same pod template; its pods keep running"
+            )),
+            "{plan}"
+        );
+    }
     println!("{plan}");
     assert!(plan.contains("scale from 1 to 0 replicas"), "{plan}");
     assert!(
@@ -647,6 +704,85 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
         old_api(&s, "InfrastructureProvider").list(&ListParams::default()).await.unwrap().items.len(),
         1
     );
+}
+
+/// Each carried-over object is rendered from its release before anything changes, as this
+/// operator would install it: a patch that matches nothing, a role granting what the operator's
+/// account lacks and a kind the cluster does not serve each stop the move, and the pods that
+/// would restart are named.
+#[tokio::test]
+async fn migrate_renders_each_provider_first_and_stops_on_what_the_operator_could_not_install() {
+    let s = Scenario::new("migrate-render").await;
+    s.cluster.remove_cluster_objects_labelled(&format!("{RUN_LABEL}={}", s.namespace));
+    install_old_crds(&s).await;
+    let ns = s.namespace.clone();
+    // A release whose ClusterRole may delete Nodes and that ships a kind no CRD defines.
+    let gadget_installed = release("gadget", &ns, false);
+    let mut gadget_release = gadget_installed.clone();
+    gadget_release.push_str(&format!(
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {ns}-gadget-nodes}}\nrules:\n  - {{apiGroups: [''], resources: [nodes], verbs: [delete]}}\n---\napiVersion: issuers.{ns}.example/v1\nkind: Issuer\nmetadata: {{name: gadget-selfsigned-issuer, namespace: gadget-system}}\nspec: {{selfSigned: {{}}}}\n"
+    ));
+    let widget_release = release("widget", &ns, false);
+    publish(&s, "infrastructure-gadget", "infrastructure-components.yaml", "v1.0.0", &gadget_release).await;
+    publish(&s, "infrastructure-widget", "infrastructure-components.yaml", "v1.0.0", &widget_release).await;
+    let selector =
+        |label: &str| json!({"selector": {"matchLabels": {"butler.butlerlabs.dev/provider": label}}});
+    // It runs with --v=3, which its object no longer asks for: its pods would restart.
+    let gadget = old_provider(
+        &s,
+        "InfrastructureProvider",
+        "gadget",
+        json!({"version": "v1.0.0", "fetchConfig": selector("infrastructure-gadget")}),
+    )
+    .await;
+    // A patch for a Deployment the release does not have: cluster-api-operator passed it by.
+    let widget = old_provider(
+        &s,
+        "InfrastructureProvider",
+        "widget",
+        json!({"version": "v1.0.0", "fetchConfig": selector("infrastructure-widget"),
+               "manifestPatches": ["kind: Deployment\nmetadata: {name: widget-webhook}\nspec: {replicas: 2}\n"]}),
+    )
+    .await;
+    let none = ImageOverrides::default();
+    old_install(&s, "infrastructure-gadget", &gadget_installed, Some(&gadget), &["--v=3"], "hello", &none)
+        .await;
+    old_install(&s, "infrastructure-widget", &widget_release, Some(&widget), &[], "hello", &none).await;
+    let old_operator: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "old-operator", "namespace": ns},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-operator"}},
+                 "template": {"metadata": {"labels": {"app": "old-operator"}},
+                              "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0"}]}}},
+    }))
+    .unwrap();
+    Api::<Deployment>::namespaced(s.client.clone(), &ns)
+        .create(&PostParams::default(), &old_operator)
+        .await
+        .unwrap();
+    operator_stand_in(&s, &["run", &format!("--provider-namespace={ns}")]).await;
+
+    let refused =
+        migrate::migrate(&s.client, &moving(&ns, Some("old-operator"), 5), &|_| {}).await.unwrap_err();
+    println!("{refused}");
+    assert!(refused.contains("nothing was changed"), "{refused}");
+    assert!(
+        refused.contains(&format!("InfrastructureProvider {ns}/widget: rendered as this operator would install it after the move, it fails: spec.manifestPatches[0]")),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(&format!("InfrastructureProvider {ns}/gadget: its release's ClusterRole {ns}-gadget-nodes grants what this operator's account {ns}/butler-operator-stand-in does not hold (delete on nodes)")),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(&format!("InfrastructureProvider {ns}/gadget: its release ships Issuer (issuers.{ns}.example/v1), which this cluster does not serve")),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(&format!("Deployment {ns}/gadget-controller-manager: its pods will restart: this operator renders another template.spec.containers[manager].args")),
+        "{refused}"
+    );
+    assert!(s.api::<InfrastructureProvider>().list(&ListParams::default()).await.unwrap().items.is_empty());
 }
 
 /// GitOps users keep cluster-api-operator's provider objects in Git: `migrate --from-file`

@@ -185,6 +185,57 @@ pub fn plan(namespace: &str, label: &str, secret: Option<(&str, Option<Vec<Strin
     }
 }
 
+/// The mounted overrides as clusterctl's `images:` map, when the file has them.
+pub fn overrides(mounted: &Mounted) -> Result<Option<butler_repository::ImageOverrides>, String> {
+    let Some(text) = &mounted.images else { return Ok(None) };
+    serde_saphyr::from_str(text).map(Some).map_err(|e| format!("the images: of {}: {e}", mounted.source))
+}
+
+/// cluster-api-operator applies its mounted overrides last, after a provider's own `imageUrl`s
+/// and patches; this operator applies a config Secret's before them. So each `imageUrl` of the
+/// carried-over `object` (its own Deployment's containers and those of
+/// `additionalDeployments`) is written as it ended up there, overridden, and the pods keep
+/// their image. The lines of the plan, one for each `imageUrl` changed.
+pub fn late(object: &mut Value, label: &str, overrides: &butler_repository::ImageOverrides) -> Vec<String> {
+    let mut notes = Vec::new();
+    let spec = &mut object["spec"];
+    if let Some(own) = spec.get_mut("deployment") {
+        overridden(own, "spec.deployment", label, overrides, &mut notes);
+    }
+    if let Some(map) = spec.get_mut("additionalDeployments").and_then(Value::as_object_mut) {
+        for (name, extra) in map.iter_mut() {
+            let field = format!("spec.additionalDeployments.{name}.deployment");
+            if let Some(deployment) = extra.get_mut("deployment") {
+                overridden(deployment, &field, label, overrides, &mut notes);
+            }
+        }
+    }
+    notes.sort();
+    notes
+}
+
+/// The `imageUrl`s of one `deployment` setting, overridden; a note for each changed.
+fn overridden(
+    deployment: &mut Value,
+    field: &str,
+    label: &str,
+    overrides: &butler_repository::ImageOverrides,
+    notes: &mut Vec<String>,
+) {
+    let containers = deployment.get_mut("containers").and_then(Value::as_array_mut);
+    for (i, container) in containers.into_iter().flatten().enumerate() {
+        let Some(url) = container["imageUrl"].as_str().map(String::from) else { continue };
+        if let Ok(after) = overrides.apply(label, &url)
+            && after != url
+        {
+            notes.push(format!(
+                "{field}.containers[{i}].imageUrl: {after}, as cluster-api-operator's image overrides made {url}"
+            ));
+            container["imageUrl"] = json!(after);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,6 +266,39 @@ mod tests {
             "mirror.local/capi/cluster-api-controller:v1.10.4"
         );
         assert_eq!(images_of("providers: []\n").unwrap(), None);
+    }
+
+    #[test]
+    fn image_urls_are_carried_as_the_overrides_applied_after_them_left_them() {
+        let overrides: butler_repository::ImageOverrides =
+            serde_saphyr::from_str("all: {repository: mirror.local/capi}\n").unwrap();
+        let mut object = json!({"spec": {
+            "deployment": {"containers": [{"name": "manager", "imageUrl": "registry.example.com/capz/manager:v1.20.0"},
+                                          {"name": "sidecar"}]},
+            "additionalDeployments": {"azureserviceoperator-controller-manager": {"deployment": {"containers": [
+                {"name": "manager", "imageUrl": "mcr.microsoft.com/k8s/azureserviceoperator:v2.9.0"}]}}},
+        }});
+        let notes = late(&mut object, "infrastructure-azure", &overrides);
+        assert_eq!(
+            object["spec"]["deployment"]["containers"][0]["imageUrl"],
+            "mirror.local/capi/manager:v1.20.0"
+        );
+        assert_eq!(object["spec"]["deployment"]["containers"][1].get("imageUrl"), None);
+        assert_eq!(
+            object["spec"]["additionalDeployments"]["azureserviceoperator-controller-manager"]["deployment"]
+                ["containers"][0]["imageUrl"],
+            "mirror.local/capi/azureserviceoperator:v2.9.0"
+        );
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[1]
+                .starts_with("spec.deployment.containers[0].imageUrl: mirror.local/capi/manager:v1.20.0, as"),
+            "{notes:?}"
+        );
+        // Overrides that do not touch it change nothing.
+        let none: butler_repository::ImageOverrides =
+            serde_saphyr::from_str("infrastructure-aws: {repository: mirror.local/capa}\n").unwrap();
+        assert!(late(&mut object, "infrastructure-azure", &none).is_empty());
     }
 
     #[test]

@@ -11,7 +11,10 @@ pub mod carry;
 pub mod files;
 pub mod gitops;
 pub mod images;
+pub mod needs;
 mod old;
+pub mod rendered;
+pub mod restarts;
 pub mod secrets;
 pub mod webhooks;
 
@@ -153,9 +156,55 @@ pub async fn migrate(
             image_carries.push(carry);
         }
     }
+    // There, the mounted overrides came after the providers' own imageUrls.
+    let late = match &mounted {
+        Some(mounted) => images::overrides(mounted)?,
+        None => None,
+    };
+    if let Some(overrides) = &late {
+        for step in steps.iter_mut().filter(|s| !s.made) {
+            let who = step.old.describe();
+            let label =
+                ProviderKind::from_kind(&step.old.kind).map(|k| k.label(&step.old.name)).unwrap_or_default();
+            if let Some(object) = step.carried.object.as_mut() {
+                report.extend(
+                    images::late(object, &label, overrides).into_iter().map(|n| format!("{who}: {n}")),
+                );
+            }
+        }
+    }
+    let operators = super::honoured::operators(client).await;
+    // Each object rendered as this operator will install it, and what its release needs.
+    for step in steps.iter().filter(|s| !s.made) {
+        let (Some(object), Some(version)) = (&step.carried.object, &step.carried.version) else { continue };
+        let secret = secret_read(step, &copies, &image_carries);
+        let checked = rendered::check(client, &step.old, object, version, secret, late.as_ref()).await?;
+        report.extend(checked.lines);
+        blockers.extend(checked.blockers);
+        if checked.objects.is_empty() {
+            continue;
+        }
+        let who = step.old.describe();
+        // The operator that honours the namespace, or will once migrate labels it.
+        let operator = operators.as_ref().and_then(|o| {
+            o.honouring(&step.old.namespace)
+                .or_else(|| o.found.iter().find(|f| f.label.is_some() && f.namespaces.is_some()))
+        });
+        if let Some(operator) = operator {
+            let missing = needs::missing_rights(client, &operator.account, &checked.objects).await?;
+            blockers.extend(needs::describe_missing(&who, &operator.account, &missing));
+        }
+        let unserved = needs::unserved_kinds(client, &checked.objects).await?;
+        if !unserved.is_empty() {
+            blockers.push(format!(
+                "{who}: its release ships {}, which this cluster does not serve; install what serves them (cert-manager for cert-manager.io; cluster-api-operator's chart may have installed it and take it along when uninstalled) and run migrate again",
+                unserved.join(", ")
+            ));
+        }
+    }
     let targets = steps.iter().filter(|s| s.carried.object.is_some()).map(|s| s.old.namespace.as_str());
-    let (labels, unhonoured) = match super::honoured::operators(client).await {
-        Some(operators) => to_label(&operators, targets),
+    let (labels, unhonoured) = match &operators {
+        Some(operators) => to_label(operators, targets),
         None => (
             Vec::new(),
             vec![format!(
@@ -491,6 +540,20 @@ async fn carry_images(
         })?;
     let keys = secret.map(|s| s.data.unwrap_or_default().into_keys().collect());
     Ok(images::plan(&namespace, &label, Some((&name, keys))))
+}
+
+/// The Secret whose variables the carried-over object will read, as (namespace, name): the
+/// source of a copy migrate makes, none for a Secret migrate makes for image overrides alone.
+fn secret_read(step: &Step, copies: &[secrets::Copy], carries: &[images::Carry]) -> Option<(String, String)> {
+    let name = step.carried.object.as_ref()?.pointer("/spec/configSecret/name")?.as_str()?.to_string();
+    let namespace = step.old.namespace.clone();
+    if let Some(copy) = copies.iter().find(|c| c.into == namespace && c.name == name) {
+        return Some((copy.namespace.clone(), copy.name.clone()));
+    }
+    let made = carries.iter().any(
+        |c| matches!(c, images::Carry::NewSecret { namespace: n, name: m } if *n == namespace && *m == name),
+    );
+    (!made).then_some((namespace, name))
 }
 
 /// The carried-over object reads the copy of its config Secret, in its own namespace.

@@ -144,41 +144,79 @@ enum Target<'a> {
     Resource { group: &'a str, resource: &'a str, name: Option<&'a str> },
 }
 
-/// The first part of `rule` that no rule of `ceiling` grants, in words; `None` when the
-/// ceiling covers it whole. The rule is broken down as Kubernetes does before it checks that a
-/// role does not escalate (one verb on one URL, or on one group's resource by one name or
-/// none), each part as written: `*` stays `*`, covered only by `*`.
-pub fn uncovered(rule: &Value, ceiling: &[Value]) -> Option<String> {
+/// One part of a rule: one verb on one URL, or on one group's resource by one name or none.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Atom {
+    Url { verb: String, url: String },
+    Resource { verb: String, group: String, resource: String, name: Option<String> },
+}
+
+impl Atom {
+    /// In words: `get on deployments.apps named x`.
+    pub fn describe(&self) -> String {
+        match self {
+            Atom::Url { verb, url } => format!("{verb} on the URL {url}"),
+            Atom::Resource { verb, group, resource, name } => {
+                let on = match group.as_str() {
+                    "" => resource.to_string(),
+                    g => format!("{resource}.{g}"),
+                };
+                match name {
+                    Some(n) => format!("{verb} on {on} named {n}"),
+                    None => format!("{verb} on {on}"),
+                }
+            }
+        }
+    }
+}
+
+/// `rule` broken down as Kubernetes does before it checks that a role does not escalate, each
+/// part as written: `*` stays `*` (granted only by `*`).
+pub fn atoms(rule: &Value) -> Vec<Atom> {
     let (verbs, groups, resources) =
         (strings(&rule["verbs"]), strings(&rule["apiGroups"]), strings(&rule["resources"]));
     let names = strings(&rule["resourceNames"]);
     let each: Vec<Option<&str>> =
         if names.is_empty() { vec![None] } else { names.iter().copied().map(Some).collect() };
-    let granted = |verb: &str, target: Target<'_>| ceiling.iter().any(|c| grants(c, verb, target));
+    let mut out = Vec::new();
     for verb in &verbs {
         for url in strings(&rule["nonResourceURLs"]) {
-            if !granted(verb, Target::Url(url)) {
-                return Some(format!("{verb} on the URL {url}"));
-            }
+            out.push(Atom::Url { verb: verb.to_string(), url: url.to_string() });
         }
         for group in &groups {
             for resource in &resources {
                 for name in &each {
-                    if !granted(verb, Target::Resource { group, resource, name: *name }) {
-                        let on = match *group {
-                            "" => resource.to_string(),
-                            g => format!("{resource}.{g}"),
-                        };
-                        return Some(match name {
-                            Some(n) => format!("{verb} on {on} named {n}"),
-                            None => format!("{verb} on {on}"),
-                        });
-                    }
+                    out.push(Atom::Resource {
+                        verb: verb.to_string(),
+                        group: group.to_string(),
+                        resource: resource.to_string(),
+                        name: name.map(String::from),
+                    });
                 }
             }
         }
     }
-    None
+    out
+}
+
+/// The first part of `rule` that no rule of `ceiling` grants, in words; `None` when the
+/// ceiling covers it whole (see [`atoms`]).
+pub fn uncovered(rule: &Value, ceiling: &[Value]) -> Option<String> {
+    atoms(rule)
+        .into_iter()
+        .find(|atom| {
+            let target = match atom {
+                Atom::Url { url, .. } => Target::Url(url),
+                Atom::Resource { group, resource, name, .. } => {
+                    Target::Resource { group, resource, name: name.as_deref() }
+                }
+            };
+            let verb = match atom {
+                Atom::Url { verb, .. } | Atom::Resource { verb, .. } => verb,
+            };
+            !ceiling.iter().any(|c| grants(c, verb, target))
+        })
+        .map(|atom| atom.describe())
 }
 
 /// Refuses a release whose Roles or ClusterRoles grant a power the operator does not allow, or,
