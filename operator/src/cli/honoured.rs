@@ -25,6 +25,10 @@ pub struct Found {
     pub label: Option<String>,
     /// The ServiceAccount it runs as: (namespace, name).
     pub account: (String, String),
+    /// Its first container's arguments, and its environment (`None`: a value read from
+    /// elsewhere, a Secret or ConfigMap).
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, Option<String>>,
 }
 
 /// The operators found, and the namespaces that carry each of their labels set to `true`.
@@ -87,8 +91,7 @@ impl Operators {
 /// environment: the namespaces by name, and the namespace label (the operator's default when
 /// the flag is not given).
 pub fn honoured_by(deployment: &Deployment) -> (Option<Vec<String>>, Option<String>) {
-    let Some(container) = deployment.spec.as_ref().and_then(|s| s.template.spec.as_ref()?.containers.first())
-    else {
+    let Some(container) = first_container(deployment) else {
         return (
             honoured_namespaces(&[], None, deployment.namespace().as_deref()),
             Some(NAMESPACE_LABEL.into()),
@@ -139,6 +142,13 @@ pub async fn operators(client: &kube::Client) -> Option<Operators> {
                 namespaces,
                 label,
                 account: runs_as(d),
+                args: first_container(d).and_then(|c| c.args.clone()).unwrap_or_default(),
+                env: first_container(d)
+                    .and_then(|c| c.env.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .map(|e| (e.name.clone(), e.value.clone().filter(|_| e.value_from.is_none())))
+                    .collect(),
             }
         })
         .collect();
@@ -169,6 +179,11 @@ async fn operator_accounts(client: &kube::Client) -> Option<BTreeSet<(String, St
             .map(|s| (s.namespace.clone().unwrap_or_default(), s.name.clone()))
             .collect(),
     )
+}
+
+/// A Deployment's first container (the operator's).
+fn first_container(deployment: &Deployment) -> Option<&k8s_openapi::api::core::v1::Container> {
+    deployment.spec.as_ref()?.template.spec.as_ref()?.containers.first()
 }
 
 /// The ServiceAccount a Deployment's pods run as, as (namespace, name).
@@ -232,7 +247,7 @@ mod tests {
             name: name.into(),
             namespaces: namespaces.map(|l| l.iter().map(|s| s.to_string()).collect()),
             label: label.map(String::from),
-            account: Default::default(),
+            ..Default::default()
         }
     }
 

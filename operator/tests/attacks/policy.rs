@@ -182,7 +182,7 @@ async fn a_provider_object_outside_the_configured_namespaces_installs_nothing() 
             name: "butler-system/butler-operator".into(),
             namespaces: Some(vec!["butler-system".into()]),
             label: None,
-            account: Default::default(),
+            ..Default::default()
         }],
         ..Default::default()
     };

@@ -744,6 +744,14 @@ async fn migrate_renders_each_provider_first_and_stops_on_what_the_operator_coul
                "manifestPatches": ["kind: Deployment\nmetadata: {name: widget-webhook}\nspec: {replicas: 2}\n"]}),
     )
     .await;
+    // An OCI registry over plain HTTP on the local network, which cluster-api-operator reached.
+    old_provider(
+        &s,
+        "InfrastructureProvider",
+        "gizmo",
+        json!({"version": "v1.0.0", "fetchConfig": {"oci": "http://10.20.0.5:5000/capi/gizmo:v1.0.0"}}),
+    )
+    .await;
     let none = ImageOverrides::default();
     old_install(&s, "infrastructure-gadget", &gadget_installed, Some(&gadget), &["--v=3"], "hello", &none)
         .await;
@@ -780,6 +788,11 @@ async fn migrate_renders_each_provider_first_and_stops_on_what_the_operator_coul
     );
     assert!(
         refused.contains(&format!("Deployment {ns}/gadget-controller-manager: its pods will restart: this operator renders another template.spec.containers[manager].args")),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(&format!("InfrastructureProvider {ns}/gizmo: spec.fetchConfig.oci reaches 10.20.0.5:5000 over plain HTTP"))
+            && refused.contains(&format!("InfrastructureProvider {ns}/gizmo: spec.fetchConfig.oci names 10.20.0.5:5000, and 10.20.0.5 is a private address")),
         "{refused}"
     );
     assert!(s.api::<InfrastructureProvider>().list(&ListParams::default()).await.unwrap().items.is_empty());

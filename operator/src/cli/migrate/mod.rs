@@ -13,6 +13,7 @@ pub mod gitops;
 pub mod images;
 pub mod needs;
 mod old;
+pub mod reach;
 pub mod rendered;
 pub mod restarts;
 pub mod secrets;
@@ -177,6 +178,15 @@ pub async fn migrate(
     // Each object rendered as this operator will install it, and what its release needs.
     for step in steps.iter().filter(|s| !s.made) {
         let (Some(object), Some(version)) = (&step.carried.object, &step.carried.version) else { continue };
+        let who = step.old.describe();
+        // The operator that honours the namespace, or will once migrate labels it.
+        let operator = operators.as_ref().and_then(|o| {
+            o.honouring(&step.old.namespace)
+                .or_else(|| o.found.iter().find(|f| f.label.is_some() && f.namespaces.is_some()))
+        });
+        if let Some(operator) = operator {
+            blockers.extend(reach::refusals(&who, &object["spec"], &reach::Reach::of(operator)).await);
+        }
         let secret = secret_read(step, &copies, &image_carries);
         let checked = rendered::check(client, &step.old, object, version, secret, late.as_ref()).await?;
         report.extend(checked.lines);
@@ -184,12 +194,6 @@ pub async fn migrate(
         if checked.objects.is_empty() {
             continue;
         }
-        let who = step.old.describe();
-        // The operator that honours the namespace, or will once migrate labels it.
-        let operator = operators.as_ref().and_then(|o| {
-            o.honouring(&step.old.namespace)
-                .or_else(|| o.found.iter().find(|f| f.label.is_some() && f.namespaces.is_some()))
-        });
         if let Some(operator) = operator {
             let missing = needs::missing_rights(client, &operator.account, &checked.objects).await?;
             blockers.extend(needs::describe_missing(&who, &operator.account, &missing));
