@@ -848,15 +848,56 @@ async fn every_provider_object_of_their_users_files_is_taken_after_from_file() {
 /// cluster-api-operator's objects as Git keeps them often name no version. Converted as they
 /// are and applied from Git, this operator would install the newest release once it honours
 /// their namespace; `--from-file --versions-from-cluster` writes the versions that run, and
-/// `migrate` sets it on an object Git applied without one before it labels the namespace.
-#[tokio::test]
+/// `migrate` sets it on an object Git applied without one before it labels the namespace. Under
+/// Argo CD, migrate waits for `--gitops-paused`; then the provider moves with the version that
+/// ran (a newer release is there) and no pod restarts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_kept_in_git_without_a_version_get_the_one_that_runs() {
-    let s = Scenario::new("migrate-git").await;
+    let mut s = Scenario::new("migrate-git").await;
+    s.cluster.remove_cluster_objects_labelled(&format!("{RUN_LABEL}={}", s.namespace));
     install_old_crds(&s).await;
     let ns = s.namespace.clone();
-    old_provider(&s, "CoreProvider", "cluster-api", json!({})).await;
+    // v1.0.0 runs; v1.1.0 is newer, which a provider with no version would install.
+    let core_release = release("capi", &ns, true);
+    publish(&s, "cluster-api", "core-components.yaml", "v1.0.0", &core_release).await;
+    publish(&s, "cluster-api", "core-components.yaml", "v1.1.0", &core_release.replace("v1.0.0", "v1.1.0"))
+        .await;
+    let fetch = json!({"selector": {"matchLabels": {"butler.butlerlabs.dev/provider": "cluster-api"}}});
+    // Argo CD applied cluster-api-operator's object from Git (annotation tracking).
+    let tracked = |kind: &str, name: &str| format!("capi:operator.cluster.x-k8s.io/{kind}:{ns}/{name}");
+    let core = old_provider(&s, "CoreProvider", "cluster-api", json!({"fetchConfig": fetch})).await;
+    old_api(&s, "CoreProvider")
+        .patch(
+            "cluster-api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"argocd.argoproj.io/tracking-id": tracked("CoreProvider", "cluster-api")}}})),
+        )
+        .await
+        .unwrap();
+    old_install(&s, "cluster-api", &core_release, Some(&core), &[], "hello", &ImageOverrides::default())
+        .await;
+    let old_operator: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "old-operator", "namespace": ns},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-operator"}},
+                 "template": {"metadata": {"labels": {"app": "old-operator"}},
+                              "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0"}]}}},
+    }))
+    .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &ns);
+    deployments.create(&PostParams::default(), &old_operator).await.unwrap();
+    if s.cluster.is_in_memory() {
+        butler_apiserver::stand_ins::roll_out_deployments(&s.client, &ns, "cluster.x-k8s.io/provider")
+            .await
+            .unwrap();
+    }
+    let before = running(&s).await;
+
+    // The Git file holds no version: the plain conversion says so, for the command to refuse;
+    // with the versions of the cluster it writes the one that runs.
+    let fetch_yaml = "{selector: {matchLabels: {butler.butlerlabs.dev/provider: cluster-api}}}";
     let file = format!(
-        "apiVersion: operator.cluster.x-k8s.io/v1alpha2\nkind: CoreProvider\nmetadata: {{name: cluster-api, namespace: {ns}}}\n"
+        "apiVersion: operator.cluster.x-k8s.io/v1alpha2\nkind: CoreProvider\nmetadata: {{name: cluster-api, namespace: {ns}}}\nspec: {{fetchConfig: {fetch_yaml}}}\n"
     );
     let files = vec![("git.yaml".to_string(), file)];
     let plain = migrate::files::convert(&files).unwrap();
@@ -865,22 +906,54 @@ async fn objects_kept_in_git_without_a_version_get_the_one_that_runs() {
         vec![format!("CoreProvider {ns}/cluster-api")],
         "said, for the command to refuse"
     );
-    let running = migrate::files::running_versions(&s.client).await.unwrap();
-    let filled = migrate::files::convert_with(&files, &running).unwrap();
+    let running_versions = migrate::files::running_versions(&s.client).await.unwrap();
+    let filled = migrate::files::convert_with(&files, &running_versions).unwrap();
     assert!(filled.unversioned.is_empty());
     let documents: Vec<Value> = serde_saphyr::from_multiple(&filled.yaml).unwrap();
     assert_eq!(documents[0]["spec"]["version"], "v1.0.0", "the version that runs");
 
-    // Applied from Git as the plain conversion wrote it, before migrate ran.
+    // Applied from Git as the plain conversion wrote it, before migrate ran (the namespace is not
+    // honoured yet, so nothing installs it).
     let applied: Vec<Value> = serde_saphyr::from_multiple(&plain.yaml).unwrap();
     let object: CoreProvider = serde_json::from_value(applied[0].clone()).unwrap();
     s.api::<CoreProvider>().create(&PostParams::default(), &object).await.unwrap();
-    let options = Options { dry_run: true, ..moving(&ns, None, 5) };
-    let plan = migrate::migrate(&s.client, &options, &|_| {}).await.unwrap_or_else(|refused| refused);
+    use butler_operator::controller::wanted::policy::NAMESPACE_LABEL;
+    operator_stand_in(&s, &["run", "--provider-namespace=butler-system"]).await;
+    grant_upstream_rules(&s).await;
+    s.start_operator_with_options(|o| {
+        o.policy.provider_namespaces = Some(vec!["butler-system".into()]);
+        o.policy.namespace_label = Some(NAMESPACE_LABEL.into());
+    });
+    let marking = crate::cli::keep_marking_available(&s);
+
+    // Argo CD would undo the move: nothing changes until it is paused.
+    let refused =
+        migrate::migrate(&s.client, &moving(&ns, Some("old-operator"), 60), &|_| {}).await.unwrap_err();
+    assert!(
+        refused.contains(&format!(
+            "CoreProvider {ns}/cluster-api is managed by Argo CD (application capi)"
+        )) && refused.contains("--gitops-paused"),
+        "{refused}"
+    );
+    let options = Options { dry_run: true, gitops_paused: true, ..moving(&ns, Some("old-operator"), 60) };
+    let plan = migrate::migrate(&s.client, &options, &|_| {}).await.unwrap();
     assert!(
         plan.contains(&format!(
             "CoreProvider {ns}/cluster-api: carried over already (from a file), with no version: set to v1.0.0, the version that runs"
         )),
         "{plan}"
     );
+    let options = Options { dry_run: false, ..options };
+    let report = migrate::migrate(&s.client, &options, &|line| println!("{line}")).await.unwrap();
+    assert!(
+        report.contains(&format!("CoreProvider {ns}/cluster-api: Ready under this operator")),
+        "{report}"
+    );
+    let moved = s.wait_for::<CoreProvider>("cluster-api", "Ready", |p| is(p, "Ready", "True")).await;
+    assert_eq!(moved.spec.version.as_deref(), Some("v1.0.0"), "the version that ran, not the newest");
+    assert_eq!(moved.status.as_ref().unwrap().installed_version.as_deref(), Some("v1.0.0"));
+    assert_eq!(restarts(&before, &running(&s).await), 0, "no pod restarted");
+    assert!(old_api(&s, "CoreProvider").list(&ListParams::default()).await.unwrap().items.is_empty());
+    marking.abort();
+    s.stop_operator().await;
 }
