@@ -549,6 +549,19 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
         copied.metadata.labels.unwrap()[migrate::secrets::COPIED_FROM],
         format!("{secrets_ns}.widget-variables")
     );
+    // The copy is a snapshot: a later run brings it up to its changed source.
+    let changed = json!({"stringData": {"GREETING": "hey"}});
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(s.client.clone(), &secrets_ns)
+        .patch("widget-variables", &PatchParams::default(), &Patch::Merge(changed))
+        .await
+        .unwrap();
+    let again = migrate::migrate(&s.client, &options(false), &|_| {}).await.unwrap();
+    assert!(
+        again.contains(&format!("copy Secret {secrets_ns}/widget-variables into {ns}/widget-variables")),
+        "{again}"
+    );
+    let refreshed = secrets.get("widget-variables").await.unwrap().data.unwrap();
+    assert_eq!(refreshed["GREETING"].0, b"hey");
     assert_eq!(widget.status.as_ref().unwrap().installed_version.as_deref(), Some("v1.0.0"));
     for d in deployments.list(&ListParams::default().labels("cluster.x-k8s.io/provider")).await.unwrap().items
     {
@@ -930,9 +943,8 @@ async fn objects_kept_in_git_without_a_version_get_the_one_that_runs() {
     let refused =
         migrate::migrate(&s.client, &moving(&ns, Some("old-operator"), 60), &|_| {}).await.unwrap_err();
     assert!(
-        refused.contains(&format!(
-            "CoreProvider {ns}/cluster-api is managed by Argo CD (application capi)"
-        )) && refused.contains("--gitops-paused"),
+        refused.contains(&format!("CoreProvider {ns}/cluster-api is managed by Argo CD (application capi)"))
+            && refused.contains("--gitops-paused"),
         "{refused}"
     );
     let options = Options { dry_run: true, gitops_paused: true, ..moving(&ns, Some("old-operator"), 60) };

@@ -242,6 +242,10 @@ pub async fn migrate(
             }
         }
     }
+    // Copies made by an earlier run whose source changed since are made again.
+    if options.copy_secrets {
+        copies.extend(secrets::stale(client, options.namespace.as_deref()).await?);
+    }
     copies.sort_by_key(secrets::Copy::describe);
     copies.dedup();
     for copy in &copies {
@@ -283,9 +287,13 @@ pub async fn migrate(
         report.extend(blockers.iter().map(|b| format!("  {b}")));
         return Err(report.join("\n"));
     }
-    if options.dry_run || steps.is_empty() {
-        if options.dry_run {
-            report.push("dry run: nothing was changed".into());
+    if options.dry_run {
+        report.push("dry run: nothing was changed".into());
+        return Ok(report.join("\n") + "\n");
+    }
+    if steps.is_empty() {
+        for copy in &copies {
+            secrets::make(client, copy).await?;
         }
         return Ok(report.join("\n") + "\n");
     }

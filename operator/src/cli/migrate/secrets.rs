@@ -1,13 +1,15 @@
 //! Config Secrets in another namespace than the provider's, as cluster-api-operator's chart and
 //! plugin make them: this operator never reads across namespaces (the Secret holds
 //! credentials), so `migrate --copy-secrets` copies each into the provider's namespace, under
-//! the same name, and the carried-over object names its own copy. An `additionalManifests`
+//! the same name, and the carried-over object names its own copy. The copies are snapshots;
+//! each run of `migrate --copy-secrets` (also once nothing is left to move) brings every copy
+//! it made up to its source again. An `additionalManifests`
 //! ConfigMap of another namespace stops the move, naming how to bring it beside the provider.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
 
 /// The label that says where a copied Secret came from (`{namespace}.{name}`).
@@ -89,7 +91,7 @@ pub async fn check(client: &kube::Client, copy: &Copy) -> Result<Option<String>,
         )));
     };
     match read(&copy.into).get_opt(&copy.name).await.map_err(failed)? {
-        Some(there) if there.data != source.data => Ok(Some(format!(
+        Some(there) if there.data != source.data && !made_from(&there, copy) => Ok(Some(format!(
             "Secret {}/{} exists already with other data than {}/{}; rename or remove one of them",
             copy.into, copy.name, copy.namespace, copy.name
         ))),
@@ -97,17 +99,63 @@ pub async fn check(client: &kube::Client, copy: &Copy) -> Result<Option<String>,
     }
 }
 
-/// Makes the copy (a copy there already, with the same data, is kept).
+/// Whether `secret` is the copy migrate made of `copy`'s source.
+fn made_from(secret: &Secret, copy: &Copy) -> bool {
+    secret.metadata.labels.as_ref().and_then(|l| l.get(COPIED_FROM)) == Some(&copy.origin())
+}
+
+/// Makes the copy: a copy there already with the same data is kept, one migrate made of the
+/// same source with older data gets the source's.
 pub async fn make(client: &kube::Client, copy: &Copy) -> Result<(), String> {
     let failed = |e: kube::Error| format!("{}: {}", copy.describe(), butler_runtime::error::describe(&e));
     let source =
         Api::<Secret>::namespaced(client.clone(), &copy.namespace).get(&copy.name).await.map_err(failed)?;
     let target: Api<Secret> = Api::namespaced(client.clone(), &copy.into);
-    if target.get_opt(&copy.name).await.map_err(failed)?.is_some_and(|t| t.data == source.data) {
-        return Ok(());
-    }
     let params = PostParams { field_manager: Some("butlerctl".into()), ..Default::default() };
-    target.create(&params, &copy_of(&source, copy)).await.map(|_| ()).map_err(failed)
+    match target.get_opt(&copy.name).await.map_err(failed)? {
+        Some(there) if there.data == source.data => Ok(()),
+        // Replaced at the version read: a change made meanwhile is not overwritten unseen.
+        Some(mut there) if made_from(&there, copy) => {
+            there.data = source.data.clone();
+            target.replace(&copy.name, &params, &there).await.map(|_| ()).map_err(failed)
+        }
+        _ => target.create(&params, &copy_of(&source, copy)).await.map(|_| ()).map_err(failed),
+    }
+}
+
+/// The copies migrate made (in `namespace`, or every one) whose source has other data now.
+pub async fn stale(client: &kube::Client, namespace: Option<&str>) -> Result<Vec<Copy>, String> {
+    let api: Api<Secret> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let failed = |e: kube::Error| {
+        format!("reading the Secrets migrate copied: {}", butler_runtime::error::describe(&e))
+    };
+    let copies = api.list(&ListParams::default().labels(COPIED_FROM)).await.map_err(failed)?;
+    let mut out = Vec::new();
+    for copied in copies.items {
+        let origin =
+            copied.metadata.labels.as_ref().and_then(|l| l.get(COPIED_FROM)).cloned().unwrap_or_default();
+        // A namespace has no dot: the first one ends it.
+        let Some((source_ns, source_name)) = origin.split_once('.') else { continue };
+        let copy = Copy {
+            namespace: source_ns.to_string(),
+            name: source_name.to_string(),
+            into: copied.metadata.namespace.clone().unwrap_or_default(),
+        };
+        if copied.metadata.name.as_deref() != Some(source_name) {
+            continue;
+        }
+        let source = Api::<Secret>::namespaced(client.clone(), source_ns)
+            .get_opt(source_name)
+            .await
+            .map_err(failed)?;
+        if source.is_some_and(|s| s.data != copied.data) {
+            out.push(copy);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
