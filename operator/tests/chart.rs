@@ -46,6 +46,7 @@ fn template(args: &[&str]) -> Option<Vec<Value>> {
 /// The labels helm's conventions add, which the install manifest has no need of.
 fn without_helm_labels(mut object: Value) -> Value {
     if let Some(labels) = object.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
+        labels.remove("app.kubernetes.io/instance");
         labels.remove("app.kubernetes.io/managed-by");
         labels.remove("helm.sh/chart");
     }
@@ -121,6 +122,46 @@ fn default_values_render_the_install_manifest_object_by_object() {
             differences(found, object, "")
         );
     }
+}
+
+/// Two releases in one cluster (each operator honouring its own namespaces) collide on no
+/// cluster-wide name: `clusterRoleName` names each one's, and its bindings follow.
+#[test]
+fn each_release_names_its_cluster_wide_objects_after_its_cluster_role_name() {
+    let args = [
+        "-n",
+        "team-a",
+        "--set",
+        "clusterRoleName=butler-operator-team-a",
+        "--set",
+        "upstreamRBAC.enabled=true",
+        "--set",
+        "infrastructure.widget.version=v1.0.0",
+    ];
+    let Some(rendered) = template(&args) else { return };
+    let cluster_wide: Vec<&Value> = rendered
+        .iter()
+        .filter(|o| o["metadata"]["namespace"].is_null() && o["kind"] != "Namespace")
+        .collect();
+    let kinds: Vec<&str> = cluster_wide.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"ClusterRole") && kinds.contains(&"ClusterRoleBinding"), "{kinds:?}");
+    for object in &cluster_wide {
+        let name = object["metadata"]["name"].as_str().unwrap();
+        assert!(
+            name.starts_with("butler-operator-team-a"),
+            "{} {name} is not the release's own",
+            object["kind"]
+        );
+        assert_eq!(object["metadata"]["labels"]["app.kubernetes.io/instance"], "butler", "{name}");
+        if object["kind"] == "ClusterRoleBinding" {
+            assert_eq!(object["roleRef"]["name"], object["metadata"]["name"], "{name} binds its own role");
+        }
+    }
+    assert!(
+        cluster_wide.len() >= 7,
+        "the operator's, the reader's, the upstream rules' and the hook's: {}",
+        cluster_wide.len()
+    );
 }
 
 /// Where `a` and `b` differ, by JSON pointer.

@@ -1,5 +1,6 @@
 {{/* The labels of every object the chart makes: the install manifest's, and helm's. */}}
 {{- define "butler-operator.labels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/name: butler-operator
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}

@@ -167,6 +167,10 @@ pub fn values_schema() -> Value {
         ),
     );
     properties.insert(
+        "clusterRoleName".into(),
+        json!({"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 200, "description": "The name of the operator's ClusterRole and its binding, and the start of the chart's other cluster-wide names (-metrics-reader, -upstream, -uninstall): another for each release when a cluster runs several."}),
+    );
+    properties.insert(
         "upstreamRBAC".into(),
         object(
             "Rules beyond Butler's providers: what Cluster API's own providers hold (cert-manager objects, Secrets, Cluster API's kinds).",
@@ -187,6 +191,7 @@ pub fn values_schema() -> Value {
             json!({
                 "deleteProviders": {"type": "boolean", "description": "Delete them, every other kind before the core, and wait for the operator to remove their components before it goes; false keeps them (and the operator must be reinstalled to remove them)."},
                 "timeout": {"type": "integer", "minimum": 1, "description": "Seconds each provider may take to go."},
+                "managedBy": {"type": "string", "description": "The controller that runs the uninstall Job (its spec.managedBy), such as a multi-cluster dispatcher; Kubernetes' own when empty."},
             }),
         ),
     );

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
@@ -162,18 +162,27 @@ pub async fn operators(client: &kube::Client) -> Option<Operators> {
     Some(Operators { found, labelled })
 }
 
-/// The ServiceAccounts, as (namespace, name), that the cluster binds to the operator's
-/// ClusterRole. Only a Deployment that runs as one is taken for an operator: anyone who may
-/// write Deployments could label one as the operator, but only an administrator binds cluster
-/// roles.
+/// The ServiceAccounts, as (namespace, name), that the cluster binds to an operator's
+/// ClusterRole: the manifest's `butler-operator`, or one labelled
+/// `app.kubernetes.io/name=butler-operator` (the chart names its own after `clusterRoleName`).
+/// Only a Deployment that runs as one is taken for an operator: anyone who may write
+/// Deployments could label one as the operator, but only an administrator writes cluster roles
+/// and binds them.
 async fn operator_accounts(client: &kube::Client) -> Option<BTreeSet<(String, String)>> {
+    let roles: Api<PartialObjectMeta<ClusterRole>> = Api::all(client.clone());
+    let labelled = roles
+        .list_metadata(&ListParams::default().labels(&format!("app.kubernetes.io/name={FIELD_MANAGER}")))
+        .await
+        .ok()?;
+    let mut names: BTreeSet<String> = labelled.items.iter().map(|r| r.name_any()).collect();
+    names.insert(FIELD_MANAGER.to_string());
     let api: Api<ClusterRoleBinding> = Api::all(client.clone());
     let bindings = api.list(&ListParams::default()).await.ok()?;
     Some(
         bindings
             .items
             .iter()
-            .filter(|b| b.role_ref.kind == "ClusterRole" && b.role_ref.name == FIELD_MANAGER)
+            .filter(|b| b.role_ref.kind == "ClusterRole" && names.contains(&b.role_ref.name))
             .flat_map(|b| b.subjects.iter().flatten())
             .filter(|s| s.kind == "ServiceAccount")
             .map(|s| (s.namespace.clone().unwrap_or_default(), s.name.clone()))

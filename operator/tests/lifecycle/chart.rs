@@ -19,6 +19,22 @@ use crate::fixtures::selector;
 use crate::support::{OPERATOR_AGENT, Scenario, is};
 use crate::upgrade::{installed, publish_releases};
 
+/// Who runs the release's Jobs (their `spec.managedBy`): the scenario, in place of
+/// kube-controller-manager and a kubelet (on a real cluster Kubernetes' Job controller leaves
+/// them alone).
+const JOB_RUNNER: &str = "butler-e2e.butlerlabs.dev/job-runner";
+
+/// The scenario's `clusterRoleName`.
+fn cluster_role_name(namespace: &str) -> String {
+    format!("butler-operator-{namespace}")
+}
+
+/// The scenario's release: named after its namespace, so that its cluster-wide objects
+/// (labelled `app.kubernetes.io/instance` with it) are its own to take away.
+fn release_name(s: &Scenario) -> String {
+    s.namespace.clone()
+}
+
 /// The values of the scenario's release: Butler's core and the test provider `widget`, from the
 /// scenario's ConfigMaps, in the scenario's namespace (which the chart does not create).
 fn values(namespace: &str, widget: &str) -> String {
@@ -39,7 +55,9 @@ fn values_keeping(namespace: &str, widget: &str, keep: bool) -> String {
         "infrastructure": {"widget": provider("infrastructure-widget", widget)},
         // No kubelet here: the scenario runs the operator itself, as the chart's account.
         "replicaCount": 0,
-        "uninstall": {"timeout": 60, "deleteProviders": !keep},
+        "uninstall": {"timeout": 60, "deleteProviders": !keep, "managedBy": JOB_RUNNER},
+        // Cluster-wide names of the scenario's own, beside other releases of a shared cluster.
+        "clusterRoleName": cluster_role_name(namespace),
     });
     serde_json::to_string_pretty(&values).unwrap()
 }
@@ -48,26 +66,17 @@ fn values_keeping(namespace: &str, widget: &str, keep: bool) -> String {
 /// new Job's container runs as the operator's binary with the Job's arguments, under the Job's
 /// ServiceAccount, and the Job is marked Complete or Failed by how it ended. What each run
 /// printed is kept.
-fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<String>>>) {
-    let server = s.cluster.server().expect("in memory");
+async fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<String>>>) {
     let (namespace, client) = (s.namespace.clone(), s.client.clone());
-    let token = server.service_account_token(&namespace, "butler-operator-uninstall");
-    let kubeconfig = std::env::temp_dir().join(format!("{namespace}-uninstall.kubeconfig"));
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{}'}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: '{token}'}}\n",
-            server.url()
-        ),
-    )
-    .unwrap();
+    let kubeconfig = account_kubeconfig(s, "butler-operator-uninstall").await;
     let printed = Arc::new(Mutex::new(Vec::new()));
     let kept = Arc::clone(&printed);
     let task = tokio::spawn(async move {
         let jobs: Api<Job> = Api::namespaced(client, &namespace);
         loop {
             for job in jobs.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default() {
-                if job.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some() {
+                let ours = job.spec.as_ref().and_then(|s| s.managed_by.as_deref()) == Some(JOB_RUNNER);
+                if !ours || job.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some() {
                     continue;
                 }
                 let spec = job.spec.as_ref().and_then(|s| s.template.spec.clone()).expect("a pod spec");
@@ -89,7 +98,10 @@ fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<String>
                         {"type": "Complete", "status": "True", "lastTransitionTime": now},
                     ]),
                     false => {
-                        json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "lastTransitionTime": now}])
+                        json!([
+                            {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "lastTransitionTime": now},
+                            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "lastTransitionTime": now},
+                        ])
                     }
                 };
                 let counts =
@@ -110,12 +122,63 @@ fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<String>
     (task, printed)
 }
 
+/// A kubeconfig file of the cluster with a token of the ServiceAccount `name` of the scenario's
+/// namespace, for the operator's binary run as a Job's pod runs it.
+async fn account_kubeconfig(s: &Scenario, name: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("{}-{name}.kubeconfig", s.namespace));
+    let (server, token, certificate) = match s.cluster.server() {
+        Some(server) => (server.url().to_string(), server.service_account_token(&s.namespace, name), None),
+        None => {
+            use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+            let request = TokenRequest {
+                spec: TokenRequestSpec { expiration_seconds: Some(3600), ..Default::default() },
+                ..Default::default()
+            };
+            let issued = Api::<ServiceAccount>::namespaced(s.client.clone(), &s.namespace)
+                .create_token_request(name, &Default::default(), &request)
+                .await
+                .unwrap();
+            let admin = kube::config::Kubeconfig::read_from(s.cluster.kubeconfig()).unwrap();
+            let context = admin.current_context.clone().unwrap_or_default();
+            let cluster_name = admin
+                .contexts
+                .iter()
+                .find(|c| c.name == context)
+                .and_then(|c| c.context.clone())
+                .unwrap()
+                .cluster;
+            let cluster = admin
+                .clusters
+                .iter()
+                .find(|c| c.name == cluster_name)
+                .and_then(|c| c.cluster.clone())
+                .unwrap();
+            (
+                cluster.server.unwrap_or_default(),
+                issued.status.unwrap().token,
+                cluster.certificate_authority_data,
+            )
+        }
+    };
+    let authority =
+        certificate.map(|data| format!(", certificate-authority-data: '{data}'")).unwrap_or_default();
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{server}'{authority}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: '{token}'}}\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
 /// `helm uninstall` of the scenario's release, its pre-delete Job run as a cluster would run it:
 /// what the Job printed.
-fn uninstall(s: &Scenario, helm: &Helm) -> String {
-    let (jobs, printed) = run_jobs(s);
+async fn uninstall(s: &Scenario, helm: &Helm) -> String {
+    let (jobs, printed) = run_jobs(s).await;
+    let release = release_name(s);
     let out = tokio::task::block_in_place(|| {
-        helm.ok(&["uninstall", "butler", "-n", &s.namespace, "--timeout", "120s"], None)
+        helm.ok(&["uninstall", &release, "-n", &s.namespace, "--timeout", "120s"], None)
     });
     assert!(out.contains("uninstalled"), "{out}");
     jobs.abort();
@@ -130,11 +193,8 @@ async fn installed_release(
     s: &mut Scenario,
     keep: bool,
 ) -> Option<(Helm, String, std::path::PathBuf, String, tokio::task::JoinHandle<()>)> {
-    if !s.cluster.is_in_memory() {
-        println!("skipped: the chart would install the operator's cluster-wide RBAC into the real cluster");
-        return None;
-    }
     let helm = Helm::new("helm", &s.cluster).await?;
+    s.cluster.remove_cluster_objects_labelled(&format!("app.kubernetes.io/instance={}", release_name(s)));
     publish_releases(s).await;
     let chart = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(butler_operator::chart::DIR);
     let chart = chart.to_str().unwrap().to_string();
@@ -143,14 +203,14 @@ async fn installed_release(
     let namespace = s.namespace.clone();
     // The scenario's cluster has the provider CRDs already (every scenario installs them).
     let release = ["-n", &namespace, "-f", file.to_str().unwrap(), "--skip-crds"];
+    let name = release_name(s);
     let out = tokio::task::block_in_place(|| {
-        helm.ok(&[&["install", "butler", chart.as_str()][..], &release[..]].concat(), None)
+        helm.ok(&[&["install", name.as_str(), chart.as_str()][..], &release[..]].concat(), None)
     });
     assert!(out.contains("STATUS: deployed") && out.contains("CoreProvider"), "{out}");
     // The operator as the chart runs it: its ServiceAccount, its RBAC.
-    let server = s.cluster.server().expect("in memory");
-    let account = server.client_as_service_account(OPERATOR_AGENT, &s.namespace, "butler-operator");
-    s.start_operator_as(account);
+    let account = s.cluster.service_account_config(OPERATOR_AGENT, &s.namespace, "butler-operator").await;
+    s.start_operator_as(kube::Client::try_from(account).unwrap());
     let marker = keep_marking_available(s);
     s.wait_for::<CoreProvider>("butler", "Ready", |p| is(p, "Ready", "True")).await;
     s.wait_for::<InfrastructureProvider>("widget", "Ready", |p| is(p, "Ready", "True")).await;
@@ -165,24 +225,29 @@ async fn helm_installs_the_operator_and_its_providers_upgrades_one_and_uninstall
     let namespace = s.namespace.clone();
     let release = ["-n", &namespace, "-f", file.to_str().unwrap(), "--skip-crds"];
     assert!(!s.deployments("InfrastructureProvider", "widget").await.is_empty(), "the widget runs");
+    // butlerctl finds the chart's operator by its ClusterRole of the release's own name.
+    let operators = butler_operator::cli::honoured::operators(&s.client).await.expect("readable");
+    let own = format!("{namespace}/butler-operator");
+    assert!(operators.found.iter().any(|o| o.name == own), "{:?}", operators.found);
 
     // helm upgrade with a new provider version upgrades through the operator.
     std::fs::write(&file, values(&s.namespace, "v1.1.0")).unwrap();
     let out = tokio::task::block_in_place(|| {
-        helm.ok(&[&["upgrade", "butler", chart][..], &release[..]].concat(), None)
+        helm.ok(&[&["upgrade", release_name(&s).as_str(), chart][..], &release[..]].concat(), None)
     });
     assert!(out.contains("REVISION: 2"), "{out}");
     s.wait_for::<InfrastructureProvider>("widget", "v1.1.0 installed", installed("v1.1.0")).await;
 
     // Every object the release holds, to find none of them after the uninstall.
-    let manifest =
-        tokio::task::block_in_place(|| helm.ok(&["get", "manifest", "butler", "-n", &namespace], None));
+    let manifest = tokio::task::block_in_place(|| {
+        helm.ok(&["get", "manifest", &release_name(&s), "-n", &namespace], None)
+    });
     let made: Vec<serde_json::Value> = serde_saphyr::from_multiple(&manifest).unwrap();
     let made: Vec<serde_json::Value> = made.into_iter().filter(|o| !o.is_null()).collect();
     assert!(made.len() > 10, "{manifest}");
 
     // helm uninstall: the providers go first, the core last, each waited for.
-    let printed = uninstall(&s, &helm);
+    let printed = uninstall(&s, &helm).await;
     let widget = printed.find(&format!("Deleting InfrastructureProvider {}/widget", s.namespace));
     let core = printed.find(&format!("Deleting CoreProvider {}/butler", s.namespace));
     assert!(
@@ -197,8 +262,11 @@ async fn helm_installs_the_operator_and_its_providers_upgrades_one_and_uninstall
     let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
     assert!(crds.get_opt("coreproviders.operator.butlerlabs.dev").await.unwrap().is_some(), "CRDs kept");
     let roles: Api<ClusterRole> = Api::all(s.client.clone());
-    for name in ["butler-operator", "butler-operator-upstream", "butler-operator-uninstall"] {
-        assert!(roles.get_opt(name).await.unwrap().is_none(), "ClusterRole {name} is left");
+    let own = cluster_role_name(&s.namespace);
+    for name in
+        [own.clone(), format!("{own}-upstream"), format!("{own}-uninstall"), format!("{own}-metrics-reader")]
+    {
+        assert!(roles.get_opt(&name).await.unwrap().is_none(), "ClusterRole {name} is left");
     }
     let accounts: Api<ServiceAccount> = Api::namespaced(s.client.clone(), &s.namespace);
     assert!(
@@ -240,7 +308,7 @@ async fn helm_uninstall_keeping_the_providers_leaves_none_with_the_operators_fin
     // what the hook's scale-down does on a cluster.
     s.stop_operator().await;
 
-    let printed = uninstall(&s, &helm);
+    let printed = uninstall(&s, &helm).await;
     assert!(printed.contains(&format!("Kept InfrastructureProvider {}/widget", s.namespace)), "{printed}");
     let widget = s.api::<InfrastructureProvider>().get("widget").await.unwrap();
     let core = s.api::<CoreProvider>().get("butler").await.unwrap();
