@@ -66,9 +66,9 @@ fn values_keeping(namespace: &str, widget: &str, keep: bool) -> String {
 /// new Job's container runs as the operator's binary with the Job's arguments, under the Job's
 /// ServiceAccount, and the Job is marked Complete or Failed by how it ended. What each run
 /// printed is kept.
-async fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<String>>>) {
+fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<String>>>) {
     let (namespace, client) = (s.namespace.clone(), s.client.clone());
-    let kubeconfig = account_kubeconfig(s, "butler-operator-uninstall").await;
+    let account = JobAccount::of(s, "butler-operator-uninstall");
     let printed = Arc::new(Mutex::new(Vec::new()));
     let kept = Arc::clone(&printed);
     let task = tokio::spawn(async move {
@@ -82,6 +82,7 @@ async fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<S
                 let spec = job.spec.as_ref().and_then(|s| s.template.spec.clone()).expect("a pod spec");
                 assert_eq!(spec.service_account_name.as_deref(), Some("butler-operator-uninstall"));
                 let args = spec.containers[0].args.clone().unwrap_or_default();
+                let kubeconfig = account.kubeconfig().await;
                 let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_butler-operator"))
                     .args(&args)
                     .env("KUBECONFIG", &kubeconfig)
@@ -122,60 +123,86 @@ async fn run_jobs(s: &Scenario) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<S
     (task, printed)
 }
 
-/// A kubeconfig file of the cluster with a token of the ServiceAccount `name` of the scenario's
-/// namespace, for the operator's binary run as a Job's pod runs it.
-async fn account_kubeconfig(s: &Scenario, name: &str) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!("{}-{name}.kubeconfig", s.namespace));
-    let (server, token, certificate) = match s.cluster.server() {
-        Some(server) => (server.url().to_string(), server.service_account_token(&s.namespace, name), None),
-        None => {
-            use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-            let request = TokenRequest {
-                spec: TokenRequestSpec { expiration_seconds: Some(3600), ..Default::default() },
-                ..Default::default()
-            };
-            let issued = Api::<ServiceAccount>::namespaced(s.client.clone(), &s.namespace)
-                .create_token_request(name, &Default::default(), &request)
-                .await
-                .unwrap();
-            let admin = kube::config::Kubeconfig::read_from(s.cluster.kubeconfig()).unwrap();
-            let context = admin.current_context.clone().unwrap_or_default();
-            let cluster_name = admin
-                .contexts
-                .iter()
-                .find(|c| c.name == context)
-                .and_then(|c| c.context.clone())
-                .unwrap()
-                .cluster;
-            let cluster = admin
-                .clusters
-                .iter()
-                .find(|c| c.name == cluster_name)
-                .and_then(|c| c.cluster.clone())
-                .unwrap();
-            (
-                cluster.server.unwrap_or_default(),
-                issued.status.unwrap().token,
-                cluster.certificate_authority_data,
-            )
+/// Where a Job's pod would reach the cluster from, as the ServiceAccount `name` of the
+/// scenario's namespace: the in-memory server's URL and a token it issued, or the real
+/// cluster's kubeconfig (a token is asked for once the account exists: helm makes the hook's
+/// account only when it uninstalls).
+struct JobAccount {
+    name: String,
+    namespace: String,
+    client: kube::Client,
+    memory: Option<(String, String)>,
+    admin: Option<std::path::PathBuf>,
+}
+
+impl JobAccount {
+    fn of(s: &Scenario, name: &str) -> JobAccount {
+        JobAccount {
+            name: name.into(),
+            namespace: s.namespace.clone(),
+            client: s.client.clone(),
+            memory: s
+                .cluster
+                .server()
+                .map(|server| (server.url().to_string(), server.service_account_token(&s.namespace, name))),
+            admin: (!s.cluster.is_in_memory()).then(|| s.cluster.kubeconfig()),
         }
-    };
-    let authority =
-        certificate.map(|data| format!(", certificate-authority-data: '{data}'")).unwrap_or_default();
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{server}'{authority}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: '{token}'}}\n"
-        ),
-    )
-    .unwrap();
-    path
+    }
+
+    /// A kubeconfig file with the account's token.
+    async fn kubeconfig(&self) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("{}-{}.kubeconfig", self.namespace, self.name));
+        let (server, token, authority) = match (&self.memory, &self.admin) {
+            (Some((url, token)), _) => (url.clone(), token.clone(), String::new()),
+            (None, Some(admin)) => {
+                use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+                let request = TokenRequest {
+                    spec: TokenRequestSpec { expiration_seconds: Some(3600), ..Default::default() },
+                    ..Default::default()
+                };
+                let issued = Api::<ServiceAccount>::namespaced(self.client.clone(), &self.namespace)
+                    .create_token_request(&self.name, &Default::default(), &request)
+                    .await
+                    .unwrap_or_else(|e| panic!("a token for {}: {e}", self.name));
+                let admin = kube::config::Kubeconfig::read_from(admin).unwrap();
+                let context = admin.current_context.clone().unwrap_or_default();
+                let cluster_name = admin
+                    .contexts
+                    .iter()
+                    .find(|c| c.name == context)
+                    .and_then(|c| c.context.clone())
+                    .unwrap()
+                    .cluster;
+                let cluster = admin
+                    .clusters
+                    .iter()
+                    .find(|c| c.name == cluster_name)
+                    .and_then(|c| c.cluster.clone())
+                    .unwrap();
+                let authority = match (cluster.certificate_authority_data, cluster.certificate_authority) {
+                    (Some(data), _) => format!(", certificate-authority-data: '{data}'"),
+                    (None, Some(file)) => format!(", certificate-authority: '{file}'"),
+                    (None, None) => String::new(),
+                };
+                (cluster.server.unwrap_or_default(), issued.status.unwrap().token, authority)
+            }
+            (None, None) => unreachable!("a cluster is in memory or read from a kubeconfig"),
+        };
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{server}'{authority}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: '{token}'}}\n"
+            ),
+        )
+        .unwrap();
+        path
+    }
 }
 
 /// `helm uninstall` of the scenario's release, its pre-delete Job run as a cluster would run it:
 /// what the Job printed.
 async fn uninstall(s: &Scenario, helm: &Helm) -> String {
-    let (jobs, printed) = run_jobs(s).await;
+    let (jobs, printed) = run_jobs(s);
     let release = release_name(s);
     let out = tokio::task::block_in_place(|| {
         helm.ok(&["uninstall", &release, "-n", &s.namespace, "--timeout", "120s"], None)
