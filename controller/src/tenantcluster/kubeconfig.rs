@@ -78,17 +78,26 @@ fn server_allowed(server: &str) -> Result<(), String> {
             .map_or(host, |(h, _)| h),
     };
     let refused = match host.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(v4)) => v4.is_link_local(),
-        Ok(std::net::IpAddr::V6(v6)) => {
-            (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6 == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
-                || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_link_local())
-        }
+        Ok(ip) => link_local(ip),
         Err(_) => METADATA_HOSTS.contains(&host.trim_end_matches('.').to_ascii_lowercase().as_str()),
     };
     match refused {
         true => Err(format!("{host} is a link-local or metadata address, never a tenant's API server")),
         false => Ok(()),
+    }
+}
+
+/// Whether `ip` is link-local (169.254.0.0/16, fe80::/10, or such an IPv4 address mapped) or
+/// a cloud's metadata address (fd00:ec2::254): never a tenant's API server, however its name
+/// resolves.
+pub fn link_local(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_link_local(),
+        std::net::IpAddr::V6(v6) => {
+            (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6 == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+                || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_link_local())
+        }
     }
 }
 

@@ -155,6 +155,8 @@ impl TenantClients {
             .map_err(|e| format!("{what}: {e}"))?;
         let server =
             server_id(&config.cluster_url.to_string(), config.root_cert.as_deref().unwrap_or_default());
+        let attempt = self.1.lock().expect("not poisoned").get(&uid).map_or(0, |s| s.failures);
+        pin(&mut config, attempt).await.map_err(|e| format!("{what}: clusters[0].cluster.server: {e}"))?;
         // A tenant that never answers must not hold a reconcile.
         config.connect_timeout = Some(TENANT_CONNECT_TIMEOUT);
         config.read_timeout = Some(TENANT_READ_TIMEOUT);
@@ -203,6 +205,8 @@ impl TenantClients {
         message: impl Fn(u32, std::time::Duration) -> String,
     ) -> (String, std::time::Duration) {
         let uid = cluster.meta().uid.clone().unwrap_or_default();
+        // The next try resolves the server's name again (a load balancer's addresses change).
+        self.0.lock().expect("not poisoned").remove(&uid);
         let mut silences = self.1.lock().expect("not poisoned");
         let failures = silences.get(&uid).map_or(0, |s| s.failures).saturating_add(1);
         let again = backoff(failures);
@@ -215,6 +219,58 @@ impl TenantClients {
     /// Records that the cluster's tenant answered.
     pub fn answered(&self, cluster: &TenantCluster) {
         self.1.lock().expect("not poisoned").remove(&cluster.meta().uid.clone().unwrap_or_default());
+    }
+}
+
+/// A server named by a host name is resolved here, once, and reached at an address found,
+/// its certificate still checked against the name (`tls_server_name`): a name that resolves
+/// only to link-local or metadata addresses is refused, and none can be made to resolve there
+/// between the check and the connection. Nothing is sent to the tenant here (its calls wait for
+/// its turn): of the addresses allowed, IPv4 first, the one kept is the `attempt`-th (the
+/// failures so far), so that a tenant that stops answering at one is tried at the next.
+async fn pin(config: &mut kube::Config, attempt: u32) -> Result<(), String> {
+    let url = config.cluster_url.clone();
+    let Some(host) = url.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string()) else {
+        return Ok(());
+    };
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        // An address written out was checked as written.
+        return Ok(());
+    }
+    let port = url.port_u16().unwrap_or(if url.scheme_str() == Some("http") { 80 } else { 443 });
+    let found = tokio::time::timeout(TENANT_CONNECT_TIMEOUT, tokio::net::lookup_host((host.as_str(), port)))
+        .await
+        .map_err(|_| format!("{host} did not resolve within {TENANT_CONNECT_TIMEOUT:?}"))?
+        .map_err(|e| format!("{host} does not resolve: {e}"))?;
+    let addresses: Vec<std::net::IpAddr> = found.map(|a| a.ip()).collect();
+    let allowed = allowed_addresses(&host, &addresses)?;
+    let ip = allowed[attempt as usize % allowed.len()];
+    let authority = std::net::SocketAddr::new(ip, port).to_string();
+    let mut parts = url.into_parts();
+    parts.authority = Some(authority.parse().map_err(|e| format!("{authority}: {e}"))?);
+    config.cluster_url = http::Uri::from_parts(parts).map_err(|e| e.to_string())?;
+    if config.tls_server_name.is_none() {
+        config.tls_server_name = Some(host);
+    }
+    Ok(())
+}
+
+/// Of the addresses `host` resolved to, those that may be a tenant's API server; refused when
+/// none is (all link-local or metadata addresses).
+pub fn allowed_addresses(
+    host: &str,
+    addresses: &[std::net::IpAddr],
+) -> Result<Vec<std::net::IpAddr>, String> {
+    let allowed: Vec<std::net::IpAddr> =
+        addresses.iter().copied().filter(|ip| !super::kubeconfig::link_local(*ip)).collect();
+    let mut allowed = allowed;
+    allowed.sort_by_key(|ip| ip.is_ipv6());
+    match (allowed.is_empty(), addresses.first()) {
+        (true, Some(first)) => Err(format!(
+            "{host} resolves to {first}, a link-local or metadata address, never a tenant's API server"
+        )),
+        (true, None) => Err(format!("{host} resolves to no address")),
+        (false, _) => Ok(allowed),
     }
 }
 
@@ -317,6 +373,36 @@ pub async fn sync_metallb(tenant: &Client, addresses: &[String]) -> Result<(), k
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_that_resolves_only_to_link_local_addresses_is_refused() {
+        let ips = |list: &[&str]| list.iter().map(|a| a.parse().unwrap()).collect::<Vec<std::net::IpAddr>>();
+        let refused = allowed_addresses("api.tenant.example", &ips(&["169.254.169.254"])).unwrap_err();
+        assert_eq!(
+            refused,
+            "api.tenant.example resolves to 169.254.169.254, a link-local or metadata address, never a tenant's API server"
+        );
+        assert!(allowed_addresses("x", &ips(&["fe80::1", "fd00:ec2::254", "::ffff:169.254.1.1"])).is_err());
+        // The allowed ones are kept, in the resolver's order.
+        assert_eq!(
+            allowed_addresses("x", &ips(&["169.254.0.1", "10.0.0.5", "::1"])).unwrap(),
+            ips(&["10.0.0.5", "::1"])
+        );
+        assert!(allowed_addresses("x", &[]).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_name_is_reached_at_an_address_it_resolves_to_with_its_certificate_checked_against_it() {
+        let mut config = kube::Config::new("https://localhost:6443/".parse().unwrap());
+        pin(&mut config, 0).await.unwrap();
+        assert_eq!(config.cluster_url.to_string(), "https://127.0.0.1:6443/");
+        assert_eq!(config.tls_server_name.as_deref(), Some("localhost"));
+        // An address as written is left so (checked as written).
+        let mut written = kube::Config::new("https://10.0.0.5:6443/".parse().unwrap());
+        pin(&mut written, 3).await.unwrap();
+        assert_eq!(written.cluster_url.to_string(), "https://10.0.0.5:6443/");
+        assert_eq!(written.tls_server_name, None);
+    }
 
     #[test]
     fn a_silent_tenant_is_left_alone_until_its_next_try() {

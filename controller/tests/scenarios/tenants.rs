@@ -113,7 +113,9 @@ pub(crate) async fn kubeconfig_secret(
     tenant: &butler_apiserver::MemoryApiServer,
 ) {
     use k8s_openapi::api::core::v1::Secret;
-    let text = std::fs::read_to_string(tenant.kubeconfig()).unwrap();
+    // By name, as Cluster API writes a load balancer's: the controller resolves it and reaches
+    // the address it found.
+    let text = std::fs::read_to_string(tenant.kubeconfig()).unwrap().replace("127.0.0.1", "localhost");
     let secret: Secret = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": team, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
         "type": "cluster.x-k8s.io/secret", "stringData": {"value": text}}))
