@@ -238,6 +238,11 @@ pub fn objects(version: &str) -> Vec<Value> {
         deployment(version, &labels),
     ]);
     objects.extend(metrics_objects(&labels));
+    objects.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": ROLE_CEILING, "labels": labels},
+        "rules": ceiling_rules(),
+    }));
     objects
 }
 
@@ -266,6 +271,7 @@ fn deployment(version: &str, labels: &Value) -> Value {
                             "run",
                             format!("--provider-namespace={PROVIDERS_NAMESPACE}"),
                             format!("--provider-namespace-label={}", crate::controller::wanted::policy::NAMESPACE_LABEL),
+                            format!("--role-ceiling={ROLE_CEILING}"),
                         ],
                         "env": [
                             {"name": "POD_NAME", "valueFrom": field("metadata.name")["valueFrom"]},
@@ -297,6 +303,56 @@ fn deployment(version: &str, labels: &Value) -> Value {
             },
         },
     })
+}
+
+/// The ClusterRole whose rules bound what a release's roles may grant (`--role-ceiling`); bound
+/// to no one.
+pub const ROLE_CEILING: &str = "butler-operator-role-ceiling";
+
+/// What a release's Roles and ClusterRoles may grant by default (besides the kinds of the CRDs
+/// the release defines): what the managers of Cluster API's core, kubeadm bootstrap and control
+/// plane and the common infrastructure providers hold, and every rule of Butler's own
+/// providers (read from the releases compiled in, so that it covers them by construction).
+pub fn ceiling_rules() -> Vec<Value> {
+    let all = ["get", "list", "watch", "create", "update", "patch", "delete"];
+    let read = ["get", "list", "watch"];
+    let mut rules = vec![
+        // Cluster API's own kinds, which its managers reconcile.
+        json!({"apiGroups": CLUSTER_API_GROUPS, "resources": ["*"], "verbs": ["*"]}),
+        // Kubeconfigs, bootstrap data, credentials; the providers' configuration.
+        json!({"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": all}),
+        json!({"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "update", "patch"]}),
+        json!({"apiGroups": [""], "resources": ["namespaces", "serviceaccounts"], "verbs": read}),
+        // Node labels and deletion (MachineHealthCheck, node label sync), drains.
+        json!({"apiGroups": [""], "resources": ["nodes"], "verbs": all}),
+        json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]}),
+        json!({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}),
+        // Load balancers of providers that run clusters in this one (KubeVirt's, Harvester's).
+        json!({"apiGroups": [""], "resources": ["services"], "verbs": all}),
+        json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": all}),
+        // The core's CRD migration, and the providers' checks of installed CRDs.
+        json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch", "update", "patch"]}),
+        json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions/status"], "verbs": ["update", "patch"]}),
+        json!({"apiGroups": ["cert-manager.io"], "resources": ["issuers", "certificates"], "verbs": all}),
+        // Secure metrics (the diagnostics endpoint): who asks, and whether they may.
+        json!({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}),
+        json!({"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}),
+        json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]}),
+    ];
+    for provider in butler_repository::embedded_providers() {
+        let documents: Vec<Value> = serde_saphyr::from_multiple(&provider.components()).unwrap_or_default();
+        for role in documents.iter().filter(|d| {
+            d["apiVersion"] == "rbac.authorization.k8s.io/v1"
+                && matches!(d["kind"].as_str(), Some("Role" | "ClusterRole"))
+        }) {
+            for rule in role["rules"].as_array().into_iter().flatten() {
+                if !rules.contains(rule) {
+                    rules.push(rule.clone());
+                }
+            }
+        }
+    }
+    rules
 }
 
 /// The name of the ClusterRole (and its binding) of the grants beyond Butler's own providers.
@@ -374,6 +430,63 @@ pub fn render(version: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::wanted::admission::ceiling::uncovered;
+
+    #[test]
+    fn the_shipped_ceiling_covers_butlers_providers_and_what_cluster_apis_managers_hold() {
+        let ceiling = ceiling_rules();
+        let mut checked = 0;
+        for provider in butler_repository::embedded_providers() {
+            let documents: Vec<Value> = serde_saphyr::from_multiple(&provider.components()).unwrap();
+            for role in
+                documents.iter().filter(|d| matches!(d["kind"].as_str(), Some("Role" | "ClusterRole")))
+            {
+                for rule in role["rules"].as_array().into_iter().flatten() {
+                    assert_eq!(
+                        uncovered(rule, &ceiling),
+                        None,
+                        "{} {}: {rule}",
+                        provider.name,
+                        role["metadata"]["name"]
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 40, "Butler's roles are read: {checked} rules");
+        let within = [
+            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters", "clusters/status", "machines"], "verbs": ["*"]}),
+            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["*"], "verbs": ["get", "list", "watch", "patch"]}),
+            json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]}),
+            json!({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}),
+            json!({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}),
+        ];
+        for rule in within {
+            assert_eq!(uncovered(&rule, &ceiling), None, "{rule}");
+        }
+        let beyond = [
+            (
+                json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create"]}),
+                "create on deployments.apps",
+            ),
+            (
+                json!({"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingadmissionpolicies"], "verbs": ["create"]}),
+                "create on validatingadmissionpolicies.admissionregistration.k8s.io",
+            ),
+            (
+                json!({"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}),
+                "create on pods/exec",
+            ),
+            (
+                json!({"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}),
+                "create on serviceaccounts/token",
+            ),
+            (json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["get"]}), "get on *.*"),
+        ];
+        for (rule, words) in beyond {
+            assert_eq!(uncovered(&rule, &ceiling).as_deref(), Some(words), "{rule}");
+        }
+    }
 
     #[test]
     fn the_service_monitor_reaches_the_metrics_port_through_the_service() {

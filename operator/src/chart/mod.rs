@@ -68,6 +68,7 @@ fn generated_template() -> String {
     );
     out.push_str(&define("rules", &json!(manifest::cluster_rules())));
     out.push_str(&define("upstreamRules", &json!(manifest::upstream_rules())));
+    out.push_str(&define("ceilingRules", &json!(manifest::ceiling_rules())));
     out.push_str(&define("uninstallRules", &json!(uninstall_rules())));
     // The provider kinds: value key, kind, suffix of the default namespace.
     let kinds: Vec<Value> =

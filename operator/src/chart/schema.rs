@@ -171,6 +171,16 @@ pub fn values_schema() -> Value {
         json!({"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 200, "description": "The name of the operator's ClusterRole and its binding, and the start of the chart's other cluster-wide names (-metrics-reader, -upstream, -uninstall): another for each release when a cluster runs several."}),
     );
     properties.insert(
+        "roleCeiling".into(),
+        object(
+            "What the roles of a provider's release may grant (--role-ceiling): the ClusterRole {clusterRoleName}-role-ceiling, bound to no one.",
+            json!({
+                "enabled": {"type": "boolean", "description": "Refuse a release whose Roles or ClusterRoles grant beyond it; false leaves only the six powers that --allow-role-power names refused."},
+                "rules": {"type": "array", "items": {"type": "object"}, "description": "More PolicyRules a provider's roles may grant (a provider of another repository that needs them)."},
+            }),
+        ),
+    );
+    properties.insert(
         "upstreamRBAC".into(),
         object(
             "Rules beyond Butler's providers: what Cluster API's own providers hold (cert-manager objects, Secrets, Cluster API's kinds).",

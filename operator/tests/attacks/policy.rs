@@ -528,7 +528,7 @@ rules:
     assert!(
         message.starts_with(&format!("ClusterRole {role} is refused: its rule "))
             && message.ends_with(&format!(
-                "grants get on secrets, which the ceiling ClusterRole {ceiling} (--role-ceiling) does not; add it to {ceiling} if the provider needs it"
+                "grants get on secrets, which the ceiling ClusterRole {ceiling} (--role-ceiling) does not, nor is it on a kind of the release's own CRDs; add it to {ceiling} if the provider needs it"
             )),
         "{message}"
     );

@@ -33,7 +33,7 @@ metadata:
   labels:
     {label}: \"true\"
 rules:
-  - apiGroups: [widget.test.io]
+  - apiGroups: [infrastructure.cluster.x-k8s.io]
     resources: [gadgets]
     verbs: [get, list, watch]
 ",

@@ -126,8 +126,13 @@ impl Scenario {
     pub async fn start_operator_shipped(&mut self, edit: impl FnOnce(&mut Options)) {
         let mut options =
             Options { namespace: Some(self.namespace.clone()), ..Options::in_process("scenario") };
+        let shipped = self.shipped_account().await;
+        // As the manifest runs it: releases' roles held to the shipped ceiling.
+        if shipped.is_some() {
+            options.policy.role_ceiling = Some(butler_operator::manifest::ROLE_CEILING.into());
+        }
         edit(&mut options);
-        let client = match self.shipped_account().await {
+        let client = match shipped {
             Some(account) => account,
             None => self.operator_client(),
         };

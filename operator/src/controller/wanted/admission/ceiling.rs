@@ -219,10 +219,32 @@ pub fn uncovered(rule: &Value, ceiling: &[Value]) -> Option<String> {
         .map(|atom| atom.describe())
 }
 
+/// What a release's roles may grant besides the ceiling: every verb on the resources of the
+/// CRDs the release itself defines (a provider's manager manages its own kinds), by group and
+/// plural, with their subresources.
+pub fn own_kinds(objects: &[Value]) -> Vec<Value> {
+    objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition" && o["apiVersion"] == "apiextensions.k8s.io/v1")
+        .filter_map(|crd| {
+            let (group, plural) = (crd["spec"]["group"].as_str()?, crd["spec"]["names"]["plural"].as_str()?);
+            let resources: Vec<String> =
+                ["", "/status", "/finalizers", "/scale"].iter().map(|s| format!("{plural}{s}")).collect();
+            Some(serde_json::json!({"apiGroups": [group], "resources": resources, "verbs": ["*"]}))
+        })
+        .collect()
+}
+
 /// Refuses a release whose Roles or ClusterRoles grant a power the operator does not allow, or,
 /// with a ceiling ClusterRole configured (`--role-ceiling`, its rules read live as `ceiling`),
-/// anything its rules do not.
+/// anything its rules and the release's own kinds ([`own_kinds`]) do not.
 pub fn check(set: &Set<'_>, policy: &Policy, ceiling: Option<&[Value]>) -> Result<(), String> {
+    let widened: Option<Vec<Value>> = ceiling.map(|rules| {
+        let mut all = rules.to_vec();
+        all.extend(own_kinds(set.objects));
+        all
+    });
+    let ceiling = widened.as_deref();
     for object in set.objects {
         let r = butler_runtime::objects::ObjectRef::of(object);
         if r.group() != RBAC || !matches!(r.kind.as_str(), "Role" | "ClusterRole") {
@@ -239,7 +261,7 @@ pub fn check(set: &Set<'_>, policy: &Policy, ceiling: Option<&[Value]>) -> Resul
                 && let Some(beyond) = uncovered(rule, ceiling)
             {
                 return Err(format!(
-                    "{} is refused: its rule {rule} grants {beyond}, which the ceiling ClusterRole {name} (--role-ceiling) does not; add it to {name} if the provider needs it",
+                    "{} is refused: its rule {rule} grants {beyond}, which the ceiling ClusterRole {name} (--role-ceiling) does not, nor is it on a kind of the release's own CRDs; add it to {name} if the provider needs it",
                     describe(object)
                 ));
             }
@@ -306,6 +328,20 @@ mod tests {
         for (rule, wanted) in cases {
             assert_eq!(found(rule.clone()), wanted, "{rule}");
         }
+    }
+
+    #[test]
+    fn a_release_may_grant_anything_on_the_kinds_of_its_own_crds_and_no_more() {
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                         "metadata": {"name": "gadgets.widget.example"},
+                         "spec": {"group": "widget.example", "names": {"plural": "gadgets", "kind": "Gadget"}}});
+        let own = own_kinds(&[crd]);
+        let mine = json!({"apiGroups": ["widget.example"], "resources": ["gadgets", "gadgets/status"], "verbs": ["*"]});
+        assert_eq!(uncovered(&mine, &own), None);
+        let other = json!({"apiGroups": ["widget.example"], "resources": ["sprockets"], "verbs": ["get"]});
+        assert_eq!(uncovered(&other, &own).as_deref(), Some("get on sprockets.widget.example"));
+        let every = json!({"apiGroups": ["widget.example"], "resources": ["*"], "verbs": ["get"]});
+        assert_eq!(uncovered(&every, &own).as_deref(), Some("get on *.widget.example"));
     }
 
     #[test]
