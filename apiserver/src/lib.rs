@@ -330,6 +330,28 @@ impl MemoryApiServer {
         config
     }
 
+    /// Serves `plural.group` at `version` as an aggregated API is served (an APIService's
+    /// backend, through the API server): in discovery, with no CustomResourceDefinition, its
+    /// objects kept as a built-in kind's. What a cluster serves besides CRDs, for scenarios.
+    pub fn serve_aggregated(&self, group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) {
+        let served = registry::ResourceType {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            singular: kind.to_lowercase(),
+            namespaced,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            status: false,
+            generation: false,
+            custom: None,
+            scale: None,
+        };
+        let mut store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        store.registry.register(group, plural, vec![served]);
+    }
+
     /// A bearer token of the ServiceAccount `namespace/name`, as a kubeconfig written for the
     /// account holds it.
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {

@@ -314,6 +314,64 @@ spec:
     s.stop_operator().await;
 }
 
+/// An aggregated API (OLM's package server, say) serves its kinds with no CRD: a release CRD of
+/// that group and plural would shadow it, and is refused before anything is written. (On a
+/// real cluster the scenario runs where the cluster serves OLM's packages; else it is skipped.)
+#[tokio::test]
+async fn a_crd_shadowing_an_aggregated_api_is_refused_and_nothing_is_written() {
+    let (group, version, kind, plural) =
+        ("packages.operators.coreos.com", "v1", "PackageManifest", "packagemanifests");
+    let mut s = Scenario::new("attack-aggregated").await;
+    match s.cluster.server() {
+        Some(server) => server.serve_aggregated(group, version, kind, plural, true),
+        None => {
+            let served = s.client.list_api_group_resources(&format!("{group}/{version}")).await;
+            if !served.is_ok_and(|list| list.resources.iter().any(|r| r.name == plural)) {
+                println!("skipped: this cluster serves no {plural}.{group}");
+                return;
+            }
+        }
+    }
+    publish(&s, "butler", "core-components.yaml", "v1.0.0", &components("butler", "v1.0.0", &[])).await;
+    let release = format!(
+        "{}---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {plural}.{group}}}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{kind: {kind}, listKind: {kind}List, plural: {plural}, singular: packagemanifest}}
+  versions: [{{name: {version}, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+",
+        components("shadow", "v1.0.0", &[])
+    );
+    publish(&s, "infrastructure-shadow", "infrastructure-components.yaml", "v1.0.0", &release).await;
+    s.start_operator_shipped(|_| {}).await;
+    s.create::<CoreProvider>("butler", &spec("butler")).await;
+    s.create::<InfrastructureProvider>("shadow", &spec("infrastructure-shadow")).await;
+    let refused = s
+        .wait_for::<InfrastructureProvider>("shadow", "refused", |p| {
+            condition(p, "ProviderInstalled").is_some_and(|c| c.message.contains("an aggregated API"))
+        })
+        .await;
+    let message = &condition(&refused, "ProviderInstalled").unwrap().message;
+    assert!(
+        message.contains(&format!("CustomResourceDefinition {plural}.{group} would define {kind} ({plural}) in {group}/{version}, which the API server serves already without a CustomResourceDefinition (an aggregated API)")),
+        "{message}"
+    );
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(s.client.clone());
+    assert!(crds.get_opt(&format!("{plural}.{group}")).await.unwrap().is_none(), "no CRD is made");
+    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+    assert!(
+        deployments.get_opt("shadow-controller-manager").await.unwrap().is_none(),
+        "nothing of it is written"
+    );
+    s.stop_operator().await;
+}
+
 /// A variable of the operator's config file (credentials, say) reaches a provider only when the
 /// file names that provider for it: a third-party release that asks for it gets its default.
 #[tokio::test]

@@ -36,6 +36,7 @@ async fn the_install_manifest_applies_and_runs_the_operator_with_probes() {
                 "run".to_string(),
                 "--provider-namespace=butler-system".to_string(),
                 "--provider-namespace-label=operator.butlerlabs.dev/providers".to_string(),
+                format!("--role-ceiling={}", manifest::ROLE_CEILING),
             ][..]
         )
     );

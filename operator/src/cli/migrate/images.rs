@@ -198,7 +198,7 @@ pub fn overrides(mounted: &Mounted) -> Result<Option<butler_repository::ImageOve
 /// their image. The lines of the plan, one for each `imageUrl` changed.
 pub fn late(object: &mut Value, label: &str, overrides: &butler_repository::ImageOverrides) -> Vec<String> {
     let mut notes = Vec::new();
-    let spec = &mut object["spec"];
+    let Some(spec) = object.get_mut("spec") else { return notes };
     if let Some(own) = spec.get_mut("deployment") {
         overridden(own, "spec.deployment", label, overrides, &mut notes);
     }
