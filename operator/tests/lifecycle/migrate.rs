@@ -292,6 +292,22 @@ async fn grant_upstream_rules(s: &Scenario) {
         .unwrap();
 }
 
+/// cluster-api-operator's Deployment `old-operator` in the scenario's namespace, at 1 replica,
+/// with `annotations`; the Deployments API of the namespace.
+async fn old_operator_deployment(s: &Scenario, annotations: Value) -> Api<Deployment> {
+    let old_operator: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "old-operator", "namespace": s.namespace, "annotations": annotations},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-operator"}},
+                 "template": {"metadata": {"labels": {"app": "old-operator"}},
+                              "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0"}]}}},
+    }))
+    .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &s.namespace);
+    deployments.create(&PostParams::default(), &old_operator).await.unwrap();
+    deployments
+}
+
 /// A migration of the providers of `namespace` from the old operator's Deployment `old` (of that
 /// namespace), each step waiting at most `seconds`; no flag given.
 fn moving(namespace: &str, old: Option<&str>, seconds: u64) -> Options {
@@ -676,18 +692,9 @@ async fn migrate_changes_nothing_while_something_would_be_lost() {
     let ns = s.namespace.clone();
     let spec = json!({"version": "v1.0.0", "configSecret": {"name": "widget-variables", "namespace": "kube-system"}});
     old_provider(&s, "InfrastructureProvider", "widget", spec).await;
-    let old_operator: Deployment = serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        // Argo CD manages it (annotation tracking): it would scale it back up.
-        "metadata": {"name": "old-operator", "namespace": ns,
-                     "annotations": {"argocd.argoproj.io/tracking-id": "capi:apps/Deployment:x/old-operator"}},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-operator"}},
-                 "template": {"metadata": {"labels": {"app": "old-operator"}},
-                              "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0"}]}}},
-    }))
-    .unwrap();
-    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &ns);
-    deployments.create(&PostParams::default(), &old_operator).await.unwrap();
+    // Argo CD manages it (annotation tracking): it would scale it back up.
+    let tracking = json!({"argocd.argoproj.io/tracking-id": "capi:apps/Deployment:x/old-operator"});
+    let deployments = old_operator_deployment(&s, tracking).await;
     // An operator that honours butler-system alone, by name.
     operator_stand_in(&s, &["run", "--provider-namespace=butler-system", "--provider-namespace-label="])
         .await;
@@ -773,45 +780,35 @@ async fn migrate_renders_each_provider_first_and_stops_on_what_the_operator_coul
     old_install(&s, "infrastructure-gadget", &gadget_installed, Some(&gadget), &["--v=3"], "hello", &none)
         .await;
     old_install(&s, "infrastructure-widget", &widget_release, Some(&widget), &[], "hello", &none).await;
-    let old_operator: Deployment = serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "old-operator", "namespace": ns},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-operator"}},
-                 "template": {"metadata": {"labels": {"app": "old-operator"}},
-                              "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0"}]}}},
-    }))
-    .unwrap();
-    Api::<Deployment>::namespaced(s.client.clone(), &ns)
-        .create(&PostParams::default(), &old_operator)
-        .await
-        .unwrap();
+    old_operator_deployment(&s, json!({})).await;
     operator_stand_in(&s, &["run", &format!("--provider-namespace={ns}")]).await;
 
     let refused =
         migrate::migrate(&s.client, &moving(&ns, Some("old-operator"), 5), &|_| {}).await.unwrap_err();
     println!("{refused}");
-    assert!(refused.contains("nothing was changed"), "{refused}");
-    assert!(
-        refused.contains(&format!("InfrastructureProvider {ns}/widget: rendered as this operator would install it after the move, it fails: spec.manifestPatches[0]")),
-        "{refused}"
-    );
-    assert!(
-        refused.contains(&format!("InfrastructureProvider {ns}/gadget: its release's ClusterRole {ns}-gadget-nodes grants what this operator's account {ns}/butler-operator-stand-in does not hold (delete on nodes)")),
-        "{refused}"
-    );
-    assert!(
-        refused.contains(&format!("InfrastructureProvider {ns}/gadget: its release ships Issuer (issuers.{ns}.example/v1), which this cluster does not serve")),
-        "{refused}"
-    );
-    assert!(
-        refused.contains(&format!("Deployment {ns}/gadget-controller-manager: its pods will restart: this operator renders another template.spec.containers[manager].args")),
-        "{refused}"
-    );
-    assert!(
-        refused.contains(&format!("InfrastructureProvider {ns}/gizmo: spec.fetchConfig.oci reaches 10.20.0.5:5000 over plain HTTP"))
-            && refused.contains(&format!("InfrastructureProvider {ns}/gizmo: spec.fetchConfig.oci names 10.20.0.5:5000, and 10.20.0.5 is a private address")),
-        "{refused}"
-    );
+    for said in [
+        "nothing was changed".to_string(),
+        format!(
+            "InfrastructureProvider {ns}/widget: rendered as this operator would install it after the move, it fails: spec.manifestPatches[0]"
+        ),
+        format!(
+            "InfrastructureProvider {ns}/gadget: its release's ClusterRole {ns}-gadget-nodes grants what this operator's account {ns}/butler-operator-stand-in does not hold (delete on nodes)"
+        ),
+        format!(
+            "InfrastructureProvider {ns}/gadget: its release ships Issuer (issuers.{ns}.example/v1), which this cluster does not serve"
+        ),
+        format!(
+            "Deployment {ns}/gadget-controller-manager: its pods will restart: this operator renders another template.spec.containers[manager].args"
+        ),
+        format!(
+            "InfrastructureProvider {ns}/gizmo: spec.fetchConfig.oci reaches 10.20.0.5:5000 over plain HTTP"
+        ),
+        format!(
+            "InfrastructureProvider {ns}/gizmo: spec.fetchConfig.oci names 10.20.0.5:5000, and 10.20.0.5 is a private address"
+        ),
+    ] {
+        assert!(refused.contains(&said), "{said}\nnot in:\n{refused}");
+    }
     assert!(s.api::<InfrastructureProvider>().list(&ListParams::default()).await.unwrap().items.is_empty());
 }
 
@@ -893,16 +890,7 @@ async fn objects_kept_in_git_without_a_version_get_the_one_that_runs() {
         .unwrap();
     old_install(&s, "cluster-api", &core_release, Some(&core), &[], "hello", &ImageOverrides::default())
         .await;
-    let old_operator: Deployment = serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "old-operator", "namespace": ns},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-operator"}},
-                 "template": {"metadata": {"labels": {"app": "old-operator"}},
-                              "spec": {"containers": [{"name": "manager", "image": "registry.example.com/cluster-api-operator:v0.28.0"}]}}},
-    }))
-    .unwrap();
-    let deployments: Api<Deployment> = Api::namespaced(s.client.clone(), &ns);
-    deployments.create(&PostParams::default(), &old_operator).await.unwrap();
+    old_operator_deployment(&s, json!({})).await;
     if s.cluster.is_in_memory() {
         butler_apiserver::stand_ins::roll_out_deployments(&s.client, &ns, "cluster.x-k8s.io/provider")
             .await
