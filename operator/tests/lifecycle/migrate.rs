@@ -266,14 +266,16 @@ async fn operator_stand_in(s: &Scenario, args: &[&str]) {
         .unwrap();
 }
 
-/// What an administrator gives the operator before moving Cluster API's providers over (the
-/// upstream rules): here the rights the scenario's releases grant, bound to the stand-in's
-/// account by a ClusterRole of the scenario's own.
+/// What the stand-in's account holds once installed as the manifest installs the operator,
+/// with the upstream rules an administrator adds before moving Cluster API's providers over:
+/// the manifest's rules and the upstream ones, in a ClusterRole of the scenario's own.
 async fn grant_upstream_rules(s: &Scenario) {
     let name = format!("{}-operator-stand-in-upstream", s.namespace);
+    let mut rules = butler_operator::manifest::cluster_rules();
+    rules.extend(butler_operator::manifest::upstream_rules());
     let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {RUN_LABEL: s.namespace}},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
+        "rules": rules,
     }))
     .unwrap();
     Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(s.client.clone())
@@ -455,7 +457,8 @@ async fn migrate_moves_core_and_infrastructure_from_cluster_api_operator_without
     if s.cluster.is_in_memory() || first.is_err() {
         let refused = first.unwrap_err();
         assert!(
-        refused.contains(&format!("CoreProvider {ns}/cluster-api: its release's ClusterRole {ns}-capi-manager-role grants what this operator's account {ns}/butler-operator-stand-in does not hold (get on configmaps, list on configmaps, watch on configmaps)"))
+        refused.contains(&format!("CoreProvider {ns}/cluster-api: this operator's account {ns}/butler-operator-stand-in may not write what its release ships ("))
+            && refused.contains(&format!("create on serviceaccounts in {ns}"))
             && refused.contains("upstreamRBAC.enabled=true"),
             "{refused}"
         );
@@ -740,11 +743,12 @@ async fn migrate_renders_each_provider_first_and_stops_on_what_the_operator_coul
     s.cluster.remove_cluster_objects_labelled(&format!("{RUN_LABEL}={}", s.namespace));
     install_old_crds(&s).await;
     let ns = s.namespace.clone();
-    // A release whose ClusterRole may delete Nodes and that ships a kind no CRD defines.
+    // A release whose ClusterRole may create Deployments (beyond the operator's role ceiling)
+    // and that ships a kind no CRD defines.
     let gadget_installed = release("gadget", &ns, false);
     let mut gadget_release = gadget_installed.clone();
     gadget_release.push_str(&format!(
-        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {ns}-gadget-nodes}}\nrules:\n  - {{apiGroups: [''], resources: [nodes], verbs: [delete]}}\n---\napiVersion: issuers.{ns}.example/v1\nkind: Issuer\nmetadata: {{name: gadget-selfsigned-issuer, namespace: gadget-system}}\nspec: {{selfSigned: {{}}}}\n"
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {ns}-gadget-deployer}}\nrules:\n  - {{apiGroups: [apps], resources: [deployments], verbs: [create]}}\n---\napiVersion: issuers.{ns}.example/v1\nkind: Issuer\nmetadata: {{name: gadget-selfsigned-issuer, namespace: gadget-system}}\nspec: {{selfSigned: {{}}}}\n"
     ));
     let widget_release = release("widget", &ns, false);
     publish(&s, "infrastructure-gadget", "infrastructure-components.yaml", "v1.0.0", &gadget_release).await;
@@ -781,7 +785,23 @@ async fn migrate_renders_each_provider_first_and_stops_on_what_the_operator_coul
         .await;
     old_install(&s, "infrastructure-widget", &widget_release, Some(&widget), &[], "hello", &none).await;
     old_operator_deployment(&s, json!({})).await;
-    operator_stand_in(&s, &["run", &format!("--provider-namespace={ns}")]).await;
+    // The operator as shipped holds releases' roles to its ceiling (here one of the scenario's
+    // own, with the shipped rules).
+    let ceiling = format!("{ns}-ceiling");
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": ceiling, "labels": {RUN_LABEL: ns}},
+        "rules": butler_operator::manifest::ceiling_rules(),
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(s.client.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    operator_stand_in(
+        &s,
+        &["run", &format!("--provider-namespace={ns}"), &format!("--role-ceiling={ceiling}")],
+    )
+    .await;
 
     let refused =
         migrate::migrate(&s.client, &moving(&ns, Some("old-operator"), 5), &|_| {}).await.unwrap_err();
@@ -792,7 +812,13 @@ async fn migrate_renders_each_provider_first_and_stops_on_what_the_operator_coul
             "InfrastructureProvider {ns}/widget: rendered as this operator would install it after the move, it fails: spec.manifestPatches[0]"
         ),
         format!(
-            "InfrastructureProvider {ns}/gadget: its release's ClusterRole {ns}-gadget-nodes grants what this operator's account {ns}/butler-operator-stand-in does not hold (delete on nodes)"
+            "InfrastructureProvider {ns}/gadget: this operator's account {ns}/butler-operator-stand-in may not write what its release ships ("
+        ),
+        format!(
+            "InfrastructureProvider {ns}/gadget: the operator {ns}/butler-operator would refuse it: ClusterRole {ns}-gadget-deployer is refused: its rule"
+        ),
+        format!(
+            "grants create on deployments.apps, which the ceiling ClusterRole {ns}-ceiling (--role-ceiling) does not"
         ),
         format!(
             "InfrastructureProvider {ns}/gadget: its release ships Issuer (issuers.{ns}.example/v1), which this cluster does not serve"

@@ -195,8 +195,11 @@ pub async fn migrate(
             continue;
         }
         if let Some(operator) = operator {
-            let missing = needs::missing_rights(client, &operator.account, &checked.objects).await?;
+            let missing = needs::missing_writes(client, &operator.account, &checked.objects).await?;
             blockers.extend(needs::describe_missing(&who, &operator.account, &missing));
+            let refused =
+                needs::refused_roles(client, operator, &checked.objects, &step.old.namespace).await?;
+            blockers.extend(refused.map(|why| format!("{who}: {why}")));
         }
         let unserved = needs::unserved_kinds(client, &checked.objects).await?;
         if !unserved.is_empty() {
