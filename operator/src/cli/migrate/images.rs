@@ -210,8 +210,97 @@ pub fn late(object: &mut Value, label: &str, overrides: &butler_repository::Imag
             }
         }
     }
+    // The images the patches write (applied before the overrides there too).
+    if let Some(patches) = spec.get_mut("manifestPatches").and_then(Value::as_array_mut) {
+        for (i, text) in patches.iter_mut().enumerate() {
+            patched(text, &format!("spec.manifestPatches[{i}]"), label, overrides, &mut notes);
+        }
+    }
+    if let Some(patches) = spec.get_mut("patches").and_then(Value::as_array_mut) {
+        for (i, patch) in patches.iter_mut().enumerate() {
+            if let Some(text) = patch.get_mut("patch") {
+                patched(text, &format!("spec.patches[{i}].patch"), label, overrides, &mut notes);
+            }
+        }
+    }
     notes.sort();
     notes
+}
+
+/// A patch (YAML text: a merge patch, or RFC 6902 operations) with the images it writes
+/// overridden: a container's `image` in a merge patch or in an operation's value, or an
+/// operation's value at a path ending `/image`. Written back as YAML when one changed.
+fn patched(
+    text: &mut Value,
+    field: &str,
+    label: &str,
+    overrides: &butler_repository::ImageOverrides,
+    notes: &mut Vec<String>,
+) {
+    let Some(mut patch) = text.as_str().and_then(|t| serde_saphyr::from_str::<Value>(t).ok()) else { return };
+    let mut changed = Vec::new();
+    let mut alter = |image: &mut Value| {
+        let Some(written) = image.as_str().map(String::from) else { return };
+        if let Ok(after) = overrides.apply(label, &written)
+            && after != written
+        {
+            changed.push(format!("{written} becomes {after}"));
+            *image = json!(after);
+        }
+    };
+    match &mut patch {
+        Value::Array(operations) => {
+            for operation in operations.iter_mut() {
+                let at_image = operation["path"].as_str().is_some_and(|p| p.ends_with("/image"));
+                match operation.get_mut("value") {
+                    Some(value) if at_image => alter(value),
+                    Some(value) => container_images(value, &mut alter),
+                    None => {}
+                }
+            }
+        }
+        other => container_images(other, &mut alter),
+    }
+    if changed.is_empty() {
+        return;
+    }
+    if let Ok(written) = serde_saphyr::to_string(&patch) {
+        notes.push(format!(
+            "{field}: the image it writes as cluster-api-operator's image overrides made it ({})",
+            changed.join(", ")
+        ));
+        *text = json!(written);
+    }
+}
+
+/// Calls `alter` on the `image` of every container and init container under `value` (a pod
+/// template anywhere in it, or containers themselves).
+fn container_images(value: &mut Value, alter: &mut dyn FnMut(&mut Value)) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map.iter_mut() {
+                match (key.as_str(), inner) {
+                    ("containers" | "initContainers", Value::Array(list)) => {
+                        for container in list.iter_mut() {
+                            if let Some(image) = container.get_mut("image") {
+                                alter(image);
+                            }
+                        }
+                    }
+                    (_, inner) => container_images(inner, alter),
+                }
+            }
+            // A container itself (an operation's value at `/containers/0`).
+            if map.contains_key("name")
+                && !map.contains_key("spec")
+                && let Some(image) = map.get_mut("image").filter(|i| i.is_string())
+            {
+                alter(image);
+            }
+        }
+        Value::Array(list) => list.iter_mut().for_each(|v| container_images(v, alter)),
+        _ => {}
+    }
 }
 
 /// The `imageUrl`s of one `deployment` setting, overridden; a note for each changed.
@@ -299,6 +388,32 @@ mod tests {
         let none: butler_repository::ImageOverrides =
             serde_saphyr::from_str("infrastructure-aws: {repository: mirror.local/capa}\n").unwrap();
         assert!(late(&mut object, "infrastructure-azure", &none).is_empty());
+    }
+
+    #[test]
+    fn images_the_patches_write_are_carried_as_the_overrides_left_them() {
+        let overrides: butler_repository::ImageOverrides =
+            serde_saphyr::from_str("all: {repository: mirror.local/capi}\n").unwrap();
+        let merge = "kind: Deployment\nmetadata: {name: capi-controller-manager}\nspec:\n  template:\n    spec:\n      containers:\n        - {name: manager, image: registry.example.com/capi/manager:v1.10.9}\n";
+        let operations = "- {op: replace, path: /spec/template/spec/containers/0/image, value: registry.example.com/capi/manager:v1.10.9}\n- {op: add, path: /spec/template/spec/initContainers/0, value: {name: init, image: registry.example.com/capi/init:v1}}\n- {op: replace, path: /spec/replicas, value: 2}\n";
+        let mut object = json!({"spec": {"manifestPatches": [merge], "patches": [{"patch": operations}]}});
+        let notes = late(&mut object, "cluster-api", &overrides);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        let merged: Value =
+            serde_saphyr::from_str(object["spec"]["manifestPatches"][0].as_str().unwrap()).unwrap();
+        assert_eq!(
+            merged["spec"]["template"]["spec"]["containers"][0]["image"],
+            "mirror.local/capi/manager:v1.10.9"
+        );
+        let ops: Value =
+            serde_saphyr::from_str(object["spec"]["patches"][0]["patch"].as_str().unwrap()).unwrap();
+        assert_eq!(ops[0]["value"], "mirror.local/capi/manager:v1.10.9");
+        assert_eq!(ops[1]["value"]["image"], "mirror.local/capi/init:v1");
+        assert_eq!(ops[2]["value"], 2, "what is no image is left as it was");
+        // A patch that writes no image is left as written.
+        let mut plain = json!({"spec": {"manifestPatches": ["kind: Deployment\nspec: {replicas: 2}\n"]}});
+        assert!(late(&mut plain, "cluster-api", &overrides).is_empty());
+        assert_eq!(plain["spec"]["manifestPatches"][0], "kind: Deployment\nspec: {replicas: 2}\n");
     }
 
     #[test]
