@@ -4,6 +4,8 @@
 //! that a reconcile killed at any point carries on; then stored objects moved to a new
 //! storage version.
 
+use std::collections::HashSet;
+
 use butler_runtime::apply::Made;
 use butler_runtime::inventory::while_applying;
 use butler_runtime::objects::{ObjectRef, defined_kind};
@@ -269,10 +271,13 @@ where
         return Err(format!("nothing is applied: {}", outside.join("; ")));
     }
     // Made by this provider before (and not still pending from an install that stopped).
-    let pending_before: &[ObjectRef] = previous.map(|p| p.pending.as_slice()).unwrap_or_default();
+    // Looked up in sets from here on: a release may hold 10,000 objects.
+    let pending_before: HashSet<&ObjectRef> =
+        previous.map(|p| p.pending.iter().collect()).unwrap_or_default();
     let made_before: Vec<ObjectRef> = previous
         .map(|p| p.objects.iter().filter(|o| !pending_before.contains(o)).cloned().collect())
         .unwrap_or_default();
+    let before: HashSet<&ObjectRef> = made_before.iter().collect();
     let earlier = EarlierInstall::new(plan);
     // What is to be written, against the cluster as it is, before the first write: an object
     // that exists and is not this provider's (nor one it may take over) refuses the set whole,
@@ -280,7 +285,7 @@ where
     // refused. Also when nothing changed: after a restart every object is applied again, and
     // the inventory that says it was made before could be forged.
     let wanted: Vec<&serde_json::Value> = to_apply.iter().map(|(o, _)| *o).collect();
-    let foreign = claimed_elsewhere(ctx, key, plan, &wanted, &made_before, &earlier).await?;
+    let foreign = claimed_elsewhere(ctx, key, plan, &wanted, &before, &earlier).await?;
     if !foreign.is_empty() {
         return Err(format!("nothing is applied: {}", foreign.join("; ")));
     }
@@ -297,12 +302,11 @@ where
         // provider's yet stays pending.
         let all_before: &[ObjectRef] = previous.map(|p| p.objects.as_slice()).unwrap_or_default();
         let objects = while_applying(all_before, &plan.inventory.objects);
-        let pending: Vec<ObjectRef> = objects.iter().filter(|o| !made_before.contains(o)).cloned().collect();
+        let pending: Vec<ObjectRef> = objects.iter().filter(|o| !before.contains(o)).cloned().collect();
         let during = Inventory { objects, pending, ..plan.inventory.clone() };
         inventory::write(ctx, object, key, &during).await?;
     }
     let defined: Vec<String> = plan.objects.iter().filter_map(defined_kind).collect();
-    let before: &[ObjectRef] = &made_before;
     // An object this provider has not made before is created, not applied over whatever is
     // there; one that exists is taken on only when it carries this provider's labels.
     let ours = |existing: &kube::api::DynamicObject| key.labelled_on(&existing.metadata);
@@ -396,7 +400,7 @@ async fn claimed_elsewhere(
     key: &ProviderKey,
     plan: &InstallPlan,
     objects: &[&serde_json::Value],
-    made_before: &[ObjectRef],
+    made_before: &HashSet<&ObjectRef>,
     earlier: &EarlierInstall<'_>,
 ) -> Result<Vec<String>, String> {
     let mut foreign = Vec::new();

@@ -275,7 +275,10 @@ pub fn plan_install(input: &InstallInput<'_>) -> InstallPlan {
         version: version.clone(),
         contract: fetched.contract.clone(),
         digest: digest.clone(),
-        adopted: previous.adopted.iter().filter(|o| refs.contains(o)).cloned().collect(),
+        adopted: {
+            let listed: std::collections::HashSet<&ObjectRef> = refs.iter().collect();
+            previous.adopted.iter().filter(|o| listed.contains(o)).cloned().collect()
+        },
         objects: refs,
         pending: Vec::new(),
         migrating: previous.migrating.clone(),
