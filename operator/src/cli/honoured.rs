@@ -164,17 +164,20 @@ pub async fn operators(client: &kube::Client) -> Option<Operators> {
 
 /// The ServiceAccounts, as (namespace, name), that the cluster binds to an operator's
 /// ClusterRole: the manifest's `butler-operator`, or one labelled
-/// `app.kubernetes.io/name=butler-operator` (the chart names its own after `clusterRoleName`).
-/// Only a Deployment that runs as one is taken for an operator: anyone who may write
-/// Deployments could label one as the operator, but only an administrator writes cluster roles
-/// and binds them.
+/// `app.kubernetes.io/name=butler-operator` (the chart names its own after `clusterRoleName`)
+/// that grants what only the operator holds, writing provider objects' status. Only a
+/// Deployment that runs as one is taken for an operator: anyone who may write Deployments could
+/// label one as the operator, but binding a role that grants those rights takes an
+/// administrator (Kubernetes lets a binding grant only what its writer holds), while a labelled
+/// role with no such rule would bind for anyone who may write bindings.
 async fn operator_accounts(client: &kube::Client) -> Option<BTreeSet<(String, String)>> {
-    let roles: Api<PartialObjectMeta<ClusterRole>> = Api::all(client.clone());
+    let roles: Api<ClusterRole> = Api::all(client.clone());
     let labelled = roles
-        .list_metadata(&ListParams::default().labels(&format!("app.kubernetes.io/name={FIELD_MANAGER}")))
+        .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={FIELD_MANAGER}")))
         .await
         .ok()?;
-    let mut names: BTreeSet<String> = labelled.items.iter().map(|r| r.name_any()).collect();
+    let mut names: BTreeSet<String> =
+        labelled.items.iter().filter(|role| grants_provider_status(role)).map(|r| r.name_any()).collect();
     names.insert(FIELD_MANAGER.to_string());
     let api: Api<ClusterRoleBinding> = Api::all(client.clone());
     let bindings = api.list(&ListParams::default()).await.ok()?;
@@ -188,6 +191,16 @@ async fn operator_accounts(client: &kube::Client) -> Option<BTreeSet<(String, St
             .map(|s| (s.namespace.clone().unwrap_or_default(), s.name.clone()))
             .collect(),
     )
+}
+
+/// Whether `role` grants writing the status of every provider kind, as the operator's own does.
+fn grants_provider_status(role: &ClusterRole) -> bool {
+    use crate::api::{KindNames, ProviderKind};
+    let rules: Vec<serde_json::Value> =
+        role.rules.iter().flatten().filter_map(|r| serde_json::to_value(r).ok()).collect();
+    let statuses: Vec<String> = ProviderKind::ALL.iter().map(|k| format!("{}/status", k.plural())).collect();
+    let wanted = serde_json::json!({"apiGroups": [crate::api::GROUP], "resources": statuses, "verbs": ["update", "patch"]});
+    crate::controller::wanted::admission::ceiling::uncovered(&wanted, &rules).is_none()
 }
 
 /// A Deployment's first container (the operator's).
@@ -249,6 +262,21 @@ mod tests {
         assert_eq!(label(&["run"]).as_deref(), Some(NAMESPACE_LABEL));
         assert_eq!(label(&["run", "--provider-namespace-label=x.io/p"]).as_deref(), Some("x.io/p"));
         assert_eq!(label(&["run", "--provider-namespace-label", ""]), None);
+    }
+
+    #[test]
+    fn only_a_role_that_writes_provider_status_makes_an_operator_account() {
+        let role = |rules: serde_json::Value| -> ClusterRole {
+            serde_json::from_value(
+                serde_json::json!({"metadata": {"name": "butler-operator-team-a"}, "rules": rules}),
+            )
+            .unwrap()
+        };
+        assert!(grants_provider_status(&role(serde_json::json!(crate::manifest::cluster_rules()))));
+        // An empty role binds for anyone who may write bindings: it proves nothing.
+        assert!(!grants_provider_status(&role(serde_json::json!([]))));
+        let some = serde_json::json!([{"apiGroups": ["operator.butlerlabs.dev"], "resources": ["coreproviders/status"], "verbs": ["patch"]}]);
+        assert!(!grants_provider_status(&role(some)), "every provider kind's status");
     }
 
     fn found(name: &str, namespaces: Option<&[&str]>, label: Option<&str>) -> Found {
