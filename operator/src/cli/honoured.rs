@@ -98,29 +98,16 @@ pub fn honoured_by(deployment: &Deployment) -> (Option<Vec<String>>, Option<Stri
         );
     };
     let own = deployment.namespace();
-    let mut label = Some(NAMESPACE_LABEL.to_string());
     let args = container.args.clone().unwrap_or_default();
-    let mut given = Vec::new();
-    let mut managed =
+    let given = flag_values(&args, "--provider-namespace");
+    // The last of a flag given twice wins, as the operator reads its flags.
+    let label = match flag_values(&args, "--provider-namespace-label").pop() {
+        Some(value) => Some(value).filter(|l| !l.is_empty()),
+        None => Some(NAMESPACE_LABEL.to_string()),
+    };
+    let from_env =
         container.env.iter().flatten().find(|e| e.name == "BUTLER_NAMESPACE").and_then(|e| e.value.clone());
-    let mut words = args.iter();
-    while let Some(arg) = words.next() {
-        let mut flag = |name: &str| -> Option<String> {
-            match arg.strip_prefix(name)? {
-                "" => words.clone().next().cloned().inspect(|_| {
-                    words.next();
-                }),
-                rest => rest.strip_prefix('=').map(String::from),
-            }
-        };
-        if let Some(value) = flag("--provider-namespace") {
-            given.push(value);
-        } else if let Some(value) = flag("--provider-namespace-label") {
-            label = Some(value).filter(|l| !l.is_empty());
-        } else if let Some(value) = flag("--namespace") {
-            managed = Some(value);
-        }
-    }
+    let managed = flag_values(&args, "--namespace").pop().or(from_env);
     (honoured_namespaces(&given, managed.as_deref(), own.as_deref()), label)
 }
 
@@ -203,6 +190,20 @@ fn grants_provider_status(role: &ClusterRole) -> bool {
     crate::controller::wanted::admission::ceiling::uncovered(&wanted, &rules).is_none()
 }
 
+/// The values of `flag` in `args`, written `--flag=value` or `--flag value`, in order.
+pub fn flag_values(args: &[String], flag: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut words = args.iter();
+    while let Some(arg) = words.next() {
+        match arg.strip_prefix(flag) {
+            Some("") => out.extend(words.next().cloned()),
+            Some(rest) if let Some(value) = rest.strip_prefix('=') => out.push(value.to_string()),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// A Deployment's first container (the operator's).
 fn first_container(deployment: &Deployment) -> Option<&k8s_openapi::api::core::v1::Container> {
     deployment.spec.as_ref()?.template.spec.as_ref()?.containers.first()
@@ -277,6 +278,16 @@ mod tests {
         assert!(!grants_provider_status(&role(serde_json::json!([]))));
         let some = serde_json::json!([{"apiGroups": ["operator.butlerlabs.dev"], "resources": ["coreproviders/status"], "verbs": ["patch"]}]);
         assert!(!grants_provider_status(&role(some)), "every provider kind's status");
+    }
+
+    #[test]
+    fn flags_are_read_in_both_forms() {
+        let args: Vec<String> =
+            ["--allow-network=10.0.0.0/8", "--allow-network", "fd00::/8", "--allow-networks=x"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        assert_eq!(flag_values(&args, "--allow-network"), ["10.0.0.0/8", "fd00::/8"]);
     }
 
     fn found(name: &str, namespaces: Option<&[&str]>, label: Option<&str>) -> Found {

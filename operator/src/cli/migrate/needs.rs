@@ -16,8 +16,7 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
 
-use super::reach::flag_values;
-use crate::cli::honoured::Found;
+use crate::cli::honoured::{Found, flag_values};
 use crate::controller::wanted::admission::ceiling::Atom;
 
 /// Reviews in flight at once.

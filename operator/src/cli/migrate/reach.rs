@@ -9,7 +9,7 @@
 use butler_repository::{IpNet, Location, NetworkPolicy, ProviderUrl};
 use serde_json::Value;
 
-use crate::cli::honoured::Found;
+use crate::cli::honoured::{Found, flag_values};
 
 /// How long a name may take to resolve before it is left unchecked.
 const RESOLVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
@@ -42,20 +42,6 @@ impl Reach {
             .collect();
         Reach { insecure, allowed }
     }
-}
-
-/// The values of `flag` in `args`, written `--flag=value` or `--flag value`.
-pub fn flag_values(args: &[String], flag: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut words = args.iter();
-    while let Some(arg) = words.next() {
-        match arg.strip_prefix(flag) {
-            Some("") => out.extend(words.next().cloned()),
-            Some(rest) if let Some(value) = rest.strip_prefix('=') => out.push(value.to_string()),
-            _ => {}
-        }
-    }
-    out
 }
 
 /// Where `spec` fetches from, as (field, host, plain-HTTP registry), when it names a host.
@@ -175,15 +161,5 @@ mod tests {
         // Public hosts and ConfigMaps pass.
         assert!(refusals("x", &json!({"fetchConfig": {"url": "https://github.com/kubernetes-sigs/cluster-api/releases/latest/core-components.yaml"}}), &none).await.is_empty());
         assert!(refusals("x", &json!({"fetchConfig": {"selector": {}}}), &none).await.is_empty());
-    }
-
-    #[test]
-    fn flags_are_read_in_both_forms() {
-        let args: Vec<String> =
-            ["--allow-network=10.0.0.0/8", "--allow-network", "fd00::/8", "--allow-networks=x"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-        assert_eq!(flag_values(&args, "--allow-network"), ["10.0.0.0/8", "fd00::/8"]);
     }
 }

@@ -87,11 +87,9 @@ pub async fn check(
         },
         None => Default::default(),
     };
+    // (An `images` key that does not read is said by the operator, as its config Secret's.)
     let images = match variables.get(IMAGES_KEY) {
-        Some(text) => serde_saphyr::from_str::<Value>(text)
-            .ok()
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default(),
+        Some(text) => config::images(text).unwrap_or_default(),
         None => mounted.cloned().unwrap_or_default(),
     };
     let lookup = |key: &str| variables.get(key).cloned();

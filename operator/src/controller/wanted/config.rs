@@ -173,7 +173,7 @@ pub async fn load(
 }
 
 /// Image overrides written as clusterctl's `images:` (YAML or JSON).
-fn images(text: &str) -> Result<ImageOverrides, String> {
+pub fn images(text: &str) -> Result<ImageOverrides, String> {
     let value: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
     serde_json::from_value(value).map_err(|e| e.to_string())
 }
