@@ -119,10 +119,10 @@ impl Applier {
         }
     }
 
-    /// The resource of a kind. A group version is asked for once, and again when it lacks the
-    /// kind: at most every [`REDISCOVER_AFTER`], or, when a CRD of this apply has just defined
-    /// the kind (`wait`), until it is served.
-    async fn resource(
+    /// The resource of a kind, and whether it is namespaced. A group version is asked for
+    /// once, and again when it lacks the kind: at most every [`REDISCOVER_AFTER`], or, when a
+    /// CRD of this apply has just defined the kind (`wait`), until it is served.
+    pub async fn resource(
         &self,
         api_version: &str,
         kind: &str,

@@ -821,7 +821,7 @@ async fn migrate_renders_each_provider_first_and_stops_on_what_the_operator_coul
             "grants create on deployments.apps, which the ceiling ClusterRole {ns}-ceiling (--role-ceiling) does not"
         ),
         format!(
-            "InfrastructureProvider {ns}/gadget: its release ships Issuer (issuers.{ns}.example/v1), which this cluster does not serve"
+            "InfrastructureProvider {ns}/gadget: its release ships what this cluster does not serve: issuers.{ns}.example/v1 Issuer is not served by the cluster"
         ),
         format!(
             "Deployment {ns}/gadget-controller-manager: its pods will restart: this operator renders another template.spec.containers[manager].args"

@@ -175,6 +175,8 @@ pub async fn migrate(
         }
     }
     let operators = super::honoured::operators(client).await;
+    // Asks discovery once for each group version of every release.
+    let applier = butler_runtime::apply::Applier::new(client.clone(), crate::api::FIELD_MANAGER);
     // Each object rendered as this operator will install it, and what its release needs.
     for step in steps.iter().filter(|s| !s.made) {
         let (Some(object), Some(version)) = (&step.carried.object, &step.carried.version) else { continue };
@@ -195,17 +197,19 @@ pub async fn migrate(
             continue;
         }
         if let Some(operator) = operator {
-            let missing = needs::missing_writes(client, &operator.account, &checked.objects).await?;
+            let missing =
+                needs::missing_writes(client, &applier, &operator.account, &checked.objects).await?;
             blockers.extend(needs::describe_missing(&who, &operator.account, &missing));
             let refused =
                 needs::refused_roles(client, operator, &checked.objects, &step.old.namespace).await?;
             blockers.extend(refused.map(|why| format!("{who}: {why}")));
         }
-        let unserved = needs::unserved_kinds(client, &checked.objects).await?;
+        // As the operator checks it before its first write.
+        let unserved = applier.unserved(&checked.objects).await;
         if !unserved.is_empty() {
             blockers.push(format!(
-                "{who}: its release ships {}, which this cluster does not serve; install what serves them (cert-manager for cert-manager.io; cluster-api-operator's chart may have installed it and take it along when uninstalled) and run migrate again",
-                unserved.join(", ")
+                "{who}: its release ships what this cluster does not serve: {} (cert-manager for cert-manager.io; cluster-api-operator's chart may have installed it and take it along when uninstalled); then run migrate again",
+                unserved.join("; ")
             ));
         }
     }

@@ -3,15 +3,15 @@
 //! down): the account of the operator that will honour it must be allowed to write every object
 //! of the release (Cluster API's providers ship kinds Butler's do not, cert-manager's Issuers
 //! and Certificates among them: the upstream rules grant them), the release's roles must stay
-//! within that operator's role ceiling and allowed powers, and every kind it ships must be
-//! served by the cluster or defined by its own CRDs.
+//! within that operator's role ceiling and allowed powers. (That every kind it ships is served
+//! or defined by its own CRDs is `Applier::unserved`, the operator's own check.)
 
 use std::collections::BTreeSet;
 
+use butler_runtime::apply::Applier;
+use butler_runtime::objects::ObjectRef;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
@@ -26,28 +26,23 @@ const NAMED: usize = 6;
 
 /// The writes of `objects` (server-side apply: `create` and `patch` of each resource, in its
 /// namespace) that the ServiceAccount `account` (namespace, name) may not make, in words. A
-/// kind is resolved by the release's own CRDs, else by what the cluster serves (a kind it
-/// does not serve is said by [`unserved_kinds`]).
+/// kind is resolved as `applier` resolves it (its discovery, asked once a group version), else
+/// by the release's own CRDs; one the cluster does not serve is said by `Applier::unserved`.
 pub async fn missing_writes(
     client: &kube::Client,
+    applier: &Applier,
     account: &(String, String),
     objects: &[Value],
 ) -> Result<Vec<String>, String> {
     let mut wanted: BTreeSet<(Option<String>, Atom)> = BTreeSet::new();
     for object in objects {
-        let (Some(api_version), Some(kind)) = (object["apiVersion"].as_str(), object["kind"].as_str()) else {
-            continue;
-        };
-        let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or_default();
-        let Some((resource, namespaced)) = resource_of(client, objects, api_version, kind).await else {
-            continue;
-        };
-        let namespace =
-            namespaced.then(|| object["metadata"]["namespace"].as_str().unwrap_or_default().to_string());
+        let r = ObjectRef::of(object);
+        let Some((resource, namespaced)) = resource_of(applier, objects, &r).await else { continue };
+        let namespace = namespaced.then(|| r.namespace.clone().unwrap_or_default());
         for verb in ["create", "patch"] {
             let atom = Atom::Resource {
                 verb: verb.into(),
-                group: group.into(),
+                group: r.group().into(),
                 resource: resource.clone(),
                 name: None,
             };
@@ -69,35 +64,18 @@ pub async fn missing_writes(
     Ok(answers.into_iter().flatten().collect())
 }
 
-/// The resource (plural) of `kind` in `api_version` and whether it is namespaced: a built-in
-/// kind's, one a CRD of `objects` defines, or what the cluster serves.
-async fn resource_of(
-    client: &kube::Client,
-    objects: &[Value],
-    api_version: &str,
-    kind: &str,
-) -> Option<(String, bool)> {
-    if let Some((resource, namespaced)) = butler_runtime::apply::builtin(api_version, kind) {
+/// The resource (plural) of the kind of `r` and whether it is namespaced: what the cluster
+/// serves, else what a CRD of `objects` defines (not served before the release is applied).
+async fn resource_of(applier: &Applier, objects: &[Value], r: &ObjectRef) -> Option<(String, bool)> {
+    if let Ok((resource, namespaced)) = applier.resource(&r.api_version, &r.kind, false).await {
         return Some((resource.plural, namespaced));
     }
-    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or_default();
-    let defined = objects.iter().find(|o| {
+    let crd = objects.iter().find(|o| {
         o["kind"] == "CustomResourceDefinition"
-            && o["spec"]["group"] == group
-            && o["spec"]["names"]["kind"] == kind
-    });
-    if let Some(crd) = defined {
-        return Some((
-            crd["spec"]["names"]["plural"].as_str()?.to_string(),
-            crd["spec"]["scope"] != "Cluster",
-        ));
-    }
-    let served = client.list_api_group_resources(api_version).await.ok()?;
-    served
-        .resources
-        .into_iter()
-        .find(|r| r.kind == kind && !r.name.contains('/'))
-        .map(|r| (r.name, r.namespaced))
+            && o["spec"]["group"] == r.group()
+            && o["spec"]["names"]["kind"] == r.kind
+    })?;
+    Some((crd["spec"]["names"]["plural"].as_str()?.to_string(), crd["spec"]["scope"] != "Cluster"))
 }
 
 /// The lack of rights as one line, naming a few.
@@ -181,26 +159,21 @@ async fn allowed(
         ]),
         ..Default::default()
     };
-    match atom {
-        Atom::Url { verb, url } => {
-            spec.non_resource_attributes =
-                Some(NonResourceAttributes { verb: Some(verb.clone()), path: Some(url.clone()) });
-        }
-        Atom::Resource { verb, group, resource, name } => {
-            let (resource, subresource) = match resource.split_once('/') {
-                Some((r, sub)) => (r.to_string(), Some(sub.to_string())),
-                None => (resource.clone(), None),
-            };
-            spec.resource_attributes = Some(ResourceAttributes {
-                verb: Some(verb.clone()),
-                group: Some(group.clone()),
-                resource: Some(resource),
-                subresource,
-                name: name.clone(),
-                namespace: namespace.map(String::from),
-                ..Default::default()
-            });
-        }
+    // Only writes of resources are asked (never URLs): see `missing_writes`.
+    if let Atom::Resource { verb, group, resource, name } = atom {
+        let (resource, subresource) = match resource.split_once('/') {
+            Some((r, sub)) => (r.to_string(), Some(sub.to_string())),
+            None => (resource.clone(), None),
+        };
+        spec.resource_attributes = Some(ResourceAttributes {
+            verb: Some(verb.clone()),
+            group: Some(group.clone()),
+            resource: Some(resource),
+            subresource,
+            name: name.clone(),
+            namespace: namespace.map(String::from),
+            ..Default::default()
+        });
     }
     let review = SubjectAccessReview { spec, ..Default::default() };
     let answer = Api::<SubjectAccessReview>::all(client.clone())
@@ -213,54 +186,6 @@ async fn allowed(
             )
         })?;
     Ok(answer.status.is_some_and(|s| s.allowed))
-}
-
-/// The kinds of `objects` that neither the cluster serves nor the release's own CRDs define, as
-/// `Kind (group/version)`.
-pub async fn unserved_kinds(client: &kube::Client, objects: &[Value]) -> Result<Vec<String>, String> {
-    let defined: BTreeSet<(String, String)> = objects
-        .iter()
-        .filter(|o| o["kind"] == "CustomResourceDefinition")
-        .map(|crd| {
-            let group = crd["spec"]["group"].as_str().unwrap_or_default().to_string();
-            (group, crd["spec"]["names"]["kind"].as_str().unwrap_or_default().to_string())
-        })
-        .collect();
-    let mut kinds: BTreeSet<(String, String)> = BTreeSet::new();
-    for object in objects {
-        let (Some(api_version), Some(kind)) = (object["apiVersion"].as_str(), object["kind"].as_str()) else {
-            continue;
-        };
-        let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or_default();
-        if !defined.contains(&(group.to_string(), kind.to_string())) {
-            kinds.insert((api_version.to_string(), kind.to_string()));
-        }
-    }
-    let mut unserved = Vec::new();
-    let versions: BTreeSet<&String> = kinds.iter().map(|(v, _)| v).collect();
-    for version in versions {
-        // The core group is served under /api, the others under /apis.
-        let listed = match version.contains('/') {
-            true => client.list_api_group_resources(version).await,
-            false => client.list_core_api_resources(version).await,
-        };
-        let served = match listed {
-            Ok(list) => list.resources.into_iter().map(|r| r.kind).collect::<BTreeSet<_>>(),
-            Err(kube::Error::Api(e)) if e.code == 404 => BTreeSet::new(),
-            Err(e) => {
-                return Err(format!(
-                    "reading which kinds {version} serves: {}",
-                    butler_runtime::error::describe(&e)
-                ));
-            }
-        };
-        for (_, kind) in kinds.iter().filter(|(v, _)| v == version) {
-            if !served.contains(kind) {
-                unserved.push(format!("{kind} ({version})"));
-            }
-        }
-    }
-    Ok(unserved)
 }
 
 #[cfg(test)]
