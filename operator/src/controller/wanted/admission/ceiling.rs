@@ -222,15 +222,13 @@ pub fn uncovered(rule: &Value, ceiling: &[Value]) -> Option<String> {
 /// What a release's roles may grant besides the ceiling: every verb on the resources of the
 /// CRDs the release itself defines (a provider's manager manages its own kinds), by group and
 /// plural, with their subresources.
-pub fn own_kinds(objects: &[Value]) -> Vec<Value> {
-    objects
+pub fn own_kinds(set: &Set<'_>) -> Vec<Value> {
+    set.crd_plurals
         .iter()
-        .filter(|o| o["kind"] == "CustomResourceDefinition" && o["apiVersion"] == "apiextensions.k8s.io/v1")
-        .filter_map(|crd| {
-            let (group, plural) = (crd["spec"]["group"].as_str()?, crd["spec"]["names"]["plural"].as_str()?);
+        .map(|(group, plural)| {
             let resources: Vec<String> =
                 ["", "/status", "/finalizers", "/scale"].iter().map(|s| format!("{plural}{s}")).collect();
-            Some(serde_json::json!({"apiGroups": [group], "resources": resources, "verbs": ["*"]}))
+            serde_json::json!({"apiGroups": [group], "resources": resources, "verbs": ["*"]})
         })
         .collect()
 }
@@ -241,7 +239,7 @@ pub fn own_kinds(objects: &[Value]) -> Vec<Value> {
 pub fn check(set: &Set<'_>, policy: &Policy, ceiling: Option<&[Value]>) -> Result<(), String> {
     let widened: Option<Vec<Value>> = ceiling.map(|rules| {
         let mut all = rules.to_vec();
-        all.extend(own_kinds(set.objects));
+        all.extend(own_kinds(set));
         all
     });
     let ceiling = widened.as_deref();
@@ -335,7 +333,8 @@ mod tests {
         let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                          "metadata": {"name": "gadgets.widget.example"},
                          "spec": {"group": "widget.example", "names": {"plural": "gadgets", "kind": "Gadget"}}});
-        let own = own_kinds(&[crd]);
+        let objects = [crd];
+        let own = own_kinds(&Set::of(&objects, "widget-system"));
         let mine = json!({"apiGroups": ["widget.example"], "resources": ["gadgets", "gadgets/status"], "verbs": ["*"]});
         assert_eq!(uncovered(&mine, &own), None);
         let other = json!({"apiGroups": ["widget.example"], "resources": ["sprockets"], "verbs": ["get"]});
