@@ -19,8 +19,30 @@ fn pointer(path: &str) -> PointerBuf {
     PointerBuf::parse(path).expect("the finalizer paths are valid JSON pointers")
 }
 
-/// Adds `finalizer` to the object; returns the object as written.
+/// Adds `finalizer` to the object; returns the object as written. A copy from a cache may lag
+/// behind the object (the finalizer a moment ago added, another's since): when its test fails,
+/// the object is read live once, and the finalizer added to that, unless it is there already.
+/// An object made again under the name is never written from the old one's copy.
 pub async fn add<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let stale = match add_to(api, object, finalizer).await {
+        Err(kube::Error::Api(status)) if status.code == 422 => kube::Error::Api(status),
+        done => return done,
+    };
+    let live = api.get(&object.name_any()).await?;
+    if live.meta().uid != object.meta().uid {
+        return Err(stale);
+    }
+    match has(&live, finalizer) {
+        true => Ok(live),
+        false => add_to(api, &live, finalizer).await,
+    }
+}
+
+/// One JSON patch that adds `finalizer` to the object as `object` has it.
+async fn add_to<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<K, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {

@@ -33,3 +33,27 @@ async fn a_finalizer_is_not_removed_from_an_object_made_again_under_the_name() {
     assert_eq!(kept.metadata.finalizers, Some(vec![FINALIZER.to_string()]));
     finalizer::remove(&api, &new, FINALIZER).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_finalizer_added_from_a_stale_copy_is_added_once_from_the_live_object() {
+    let server = MemoryApiServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let made: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "y"}})).unwrap();
+    let stale = api.create(&PostParams::default(), &made).await.unwrap();
+    // The cache's copy lags: the finalizer went on a moment ago, and another's since.
+    finalizer::add(&api, &stale, FINALIZER).await.unwrap();
+    let other = "test.butlerlabs.dev/other";
+    let live = api.get("y").await.unwrap();
+    finalizer::add(&api, &live, other).await.unwrap();
+
+    let again = finalizer::add(&api, &stale, FINALIZER).await.unwrap();
+    assert_eq!(again.metadata.finalizers, Some(vec![FINALIZER.to_string(), other.to_string()]));
+    // A stale copy without a finalizer that is not there yet adds it to the live list.
+    let third = "test.butlerlabs.dev/third";
+    let written = finalizer::add(&api, &stale, third).await.unwrap();
+    assert_eq!(written.metadata.finalizers, Some(vec![FINALIZER.into(), other.into(), third.into()]));
+    api.patch("y", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .await
+        .unwrap();
+    api.delete("y", &DeleteParams::default()).await.unwrap();
+}
