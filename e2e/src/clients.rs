@@ -40,7 +40,7 @@ pub struct Client {
 }
 
 /// A kubeconfig for the in-memory server behind its HTTPS front, as an administrator's.
-fn https_kubeconfig(address: &str, ca_pem: &str, token: &str) -> String {
+pub fn https_kubeconfig(address: &str, ca_pem: &str, token: &str) -> String {
     use base64::Engine;
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(

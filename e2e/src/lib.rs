@@ -7,6 +7,7 @@
 
 pub mod clients;
 pub mod cluster;
+pub mod hot_code;
 mod lock;
 pub mod registry;
 pub mod tls;
