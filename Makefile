@@ -1,7 +1,7 @@
 # Butler provider operator. `make help` lists the targets.
 CARGO ?= cargo
 
-.PHONY: help run sandbox build test fmt lint unit e2e crds release image docs docs-generate bench test-tools
+.PHONY: help run sandbox build test fmt lint unit e2e crds release image docs docs-generate bench hot-code test-tools
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
