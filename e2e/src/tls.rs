@@ -30,11 +30,16 @@ impl TlsFront {
             while let Ok((tcp, _)) = listener.accept().await {
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
+                    // A relay's small writes wait for acknowledgements under Nagle's
+                    // algorithm (40 ms a round trip): the API server it stands for, like
+                    // every Go server, sends at once.
+                    let _ = tcp.set_nodelay(true);
                     let (Ok(mut tls), Ok(mut plain)) =
                         (acceptor.accept(tcp).await, TcpStream::connect(upstream).await)
                     else {
                         return;
                     };
+                    let _ = plain.set_nodelay(true);
                     let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
                 });
             }
