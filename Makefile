@@ -85,4 +85,4 @@ bench: test-tools ## Run the criterion benchmarks
 
 hot-code: ## Record the functions butler-operator runs (under valgrind's callgrind, in the Cluster API memory benchmark) into operator/hot-code.ld, which lays them out together in its release build
 	@command -v valgrind >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq valgrind; }
-	BUTLER_RECORD_HOT_CODE=$(CURDIR)/operator/hot-code.ld $(CARGO) bench -p butler-operator --bench cluster_api_memory
+	BUTLER_HOT_CODE=off BUTLER_RECORD_HOT_CODE=$(CURDIR)/operator/hot-code.ld $(CARGO) bench -p butler-operator --bench cluster_api_memory

@@ -9,7 +9,9 @@
 //! The script names functions by their v0-mangled symbols (the workspace mangles with v0, so
 //! that each generic instantiation has a name of its own) with every crate's disambiguator
 //! left open (`Cs*_`): those change with features, dependencies and compilers, the paths and
-//! types do not. A function the script misses still links, into `.text`.
+//! types do not. A function the script misses still links, into `.text`. Valgrind names only
+//! the functions of `.text`, so a recording runs a build without the script
+//! (`BUTLER_HOT_CODE=off`).
 
 use std::collections::BTreeSet;
 use std::path::Path;
