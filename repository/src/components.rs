@@ -67,16 +67,25 @@ impl Components {
     /// Every object, parsed one at a time: a caller that keeps each in a smaller form never
     /// holds the whole release as a tree (Cluster API's core is tens of MB of values).
     pub fn each_object(&self) -> impl Iterator<Item = Result<Value, ProcessError>> + '_ {
-        self.documents.iter().map(|d| {
-            d.to_value()
-                .map_err(|message| ProcessError::Invalid { what: "processed components".into(), message })
-        })
+        self.documents.iter().map(object_of)
+    }
+
+    /// Every object, parsed one at a time, each document let go once it is: the parsed release
+    /// and what the caller makes of it are never both whole.
+    pub fn into_objects(self) -> impl Iterator<Item = Result<Value, ProcessError>> {
+        self.documents.into_iter().map(|d| object_of(&d))
     }
 
     /// The objects as one YAML stream.
     pub fn to_yaml(&self) -> String {
         self.documents.iter().map(|d| format!("---\n{}", d.to_yaml())).collect()
     }
+}
+
+fn object_of(document: &Document) -> Result<Value, ProcessError> {
+    document
+        .to_value()
+        .map_err(|message| ProcessError::Invalid { what: "processed components".into(), message })
 }
 
 /// The namespace a release's components declare (their Namespace object), which clusterctl
@@ -142,6 +151,8 @@ pub fn process_components(text: &str, options: &ComponentsOptions<'_>) -> Result
     let variables = parsed.variables();
     let expanded = parsed.expand_text(text, options.variables).map_err(|e| expand_error(what, e))?;
     let mut documents = parse_file(&expanded, what)?;
+    // Parsed, the expanded text (as large as the release) goes before the objects are worked on.
+    drop((expanded, parsed));
     let fail = |object: &str, message: String| ProcessError::Object {
         what: what.into(),
         object: object.into(),

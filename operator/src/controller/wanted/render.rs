@@ -83,19 +83,18 @@ impl Renders {
         {
             return Ok(Arc::clone(rendered));
         }
-        let components = process_components(text, options)?;
-        let rendered = Arc::new(Rendered::new(components.each_object(), components.warnings.clone())?);
+        let mut components = process_components(text, options)?;
+        let variables =
+            components.variables.iter().map(|v| (v.name.clone(), (options.variables)(&v.name))).collect();
+        let warnings = std::mem::take(&mut components.warnings);
+        let rendered = Arc::new(Rendered::new(components.into_objects(), warnings)?);
         let inputs = Inputs {
             text: digest,
             what: options.what.to_string(),
             label: options.provider_label.to_string(),
             namespace: options.target_namespace.map(String::from),
             images: options.images.clone(),
-            variables: components
-                .variables
-                .iter()
-                .map(|v| (v.name.clone(), (options.variables)(&v.name)))
-                .collect(),
+            variables,
         };
         self.last.lock().expect("not poisoned").insert(provider.clone(), (inputs, Arc::clone(&rendered)));
         Ok(rendered)
