@@ -24,38 +24,41 @@ pub const RECORD_VARIABLE: &str = "BUTLER_RECORD_HOT_CODE";
 /// symbol (run with `--demangle=no`). Callgrind names an object (`ob=`, `cob=` for a callee's)
 /// and a function (`fn=`, `cfn=`) once, as `(id) name`, and by its id afterwards; it marks
 /// recursion with `'2`.
-pub fn executed_functions(callgrind: &str, object: &str) -> BTreeSet<String> {
-    let mut objects: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
-    let mut ours = |spec: &str| -> bool {
-        let (id, name) = spec.split_once(')').unwrap_or((spec, ""));
-        let name = name.trim();
-        if !name.is_empty() {
-            let file = name.rsplit('/').next().unwrap_or(name);
-            objects.insert(id.to_string(), file == object);
+pub fn executed_functions<'a>(callgrind: &'a str, object: &str) -> BTreeSet<String> {
+    let mut objects: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
+    let mut ours = |spec: &'a str| -> bool {
+        let (id, name) = id_and_name(spec);
+        if let Some(name) = name {
+            objects.insert(id, name.rsplit('/').next() == Some(object));
         }
         objects.get(id).copied().unwrap_or(false)
     };
     let (mut in_object, mut callee_in_object) = (false, None);
     let mut functions = BTreeSet::new();
     for line in callgrind.lines() {
-        if let Some(spec) = line.strip_prefix("ob=(") {
+        if let Some(spec) = line.strip_prefix("ob=") {
             in_object = ours(spec);
-        } else if let Some(spec) = line.strip_prefix("cob=(") {
+        } else if let Some(spec) = line.strip_prefix("cob=") {
             callee_in_object = Some(ours(spec));
         } else if let Some((spec, callee)) = line
-            .strip_prefix("fn=(")
+            .strip_prefix("fn=")
             .map(|s| (s, false))
-            .or_else(|| line.strip_prefix("cfn=(").map(|s| (s, true)))
+            .or_else(|| line.strip_prefix("cfn=").map(|s| (s, true)))
         {
             let here = if callee { callee_in_object.take().unwrap_or(in_object) } else { in_object };
-            let name =
-                spec.split_once(") ").map(|(_, name)| name.trim().split('\'').next().unwrap_or_default());
+            let name = id_and_name(spec).1.map(|name| name.split('\'').next().unwrap_or_default());
             if let Some(name) = name.filter(|n| here && !n.is_empty()) {
                 functions.insert(name.to_string());
             }
         }
     }
     functions
+}
+
+/// `(id) name` as the id and the name, `(id)` alone as the id (a name given before).
+fn id_and_name(spec: &str) -> (&str, Option<&str>) {
+    let (id, name) = spec.split_once(')').unwrap_or((spec, ""));
+    (id.trim_start_matches('('), Some(name.trim()).filter(|n| !n.is_empty()))
 }
 
 /// The section pattern that finds `symbol` in another build of the same code, or `None` for a
