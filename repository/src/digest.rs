@@ -29,20 +29,35 @@ pub fn sha256_json_hex(value: &impl serde::Serialize) -> String {
     hashing.0.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Decompresses gzip, refusing output beyond `limit` bytes (a gzip bomb is an error, not an
-/// exhausted memory).
+/// Decompresses gzip, every member of it as Go's reader (so clusterctl) does, refusing output
+/// beyond `limit` bytes (a gzip bomb is an error, not an exhausted memory).
 pub fn gunzip(bytes: &[u8], limit: u64, what: &str) -> Result<Vec<u8>, RepositoryError> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(bytes)
+    let mut out = Vec::with_capacity(expected_size(bytes, limit));
+    flate2::read::MultiGzDecoder::new(bytes)
         .take(limit + 1)
         .read_to_end(&mut out)
         .map_err(|e| RepositoryError::BadGzip { what: what.to_string(), message: e.to_string() })?;
     if out.len() as u64 > limit {
         return Err(RepositoryError::TooLarge { what: format!("{what} (decompressed)"), limit });
     }
-    // Grown by doubling: up to twice the text, held as long as the release is.
+    // Only when the trailer undersold the text (several members, or a forged size).
     out.shrink_to_fit();
     Ok(out)
+}
+
+/// The size the gzip trailer gives (of the last member, modulo 4 GiB), within what deflate
+/// can expand `bytes` to and within `limit`. Reading into exactly that room, a release of
+/// megabytes is never held twice: grown by doubling, then shrunk by a copy, it was for a
+/// moment up to three times its size.
+fn expected_size(bytes: &[u8], limit: u64) -> usize {
+    /// Deflate expands at most about 1032 to 1.
+    const MOST_EXPANSION: u64 = 1032;
+    let Some(trailer) = bytes.len().checked_sub(4).and_then(|at| bytes.get(at..)) else {
+        return 0;
+    };
+    let stated = u32::from_le_bytes(trailer.try_into().expect("four bytes")) as u64;
+    let most = (bytes.len() as u64).saturating_mul(MOST_EXPANSION).min(limit);
+    usize::try_from(stated.min(most)).unwrap_or(0)
 }
 
 /// At most this many entries in an archive (a million empty files is an archive too).
@@ -168,6 +183,30 @@ mod tests {
         let err = gunzip(&bomb, 1 << 20, "components").unwrap_err().to_string();
         assert_eq!(err, "components (decompressed) is larger than the limit of 1048576 bytes");
         assert!(gunzip(b"not gzip", 10, "c").unwrap_err().to_string().starts_with("c is not valid gzip"));
+    }
+
+    #[test]
+    fn gunzip_reads_into_the_size_the_trailer_gives() {
+        let text: Vec<u8> = (0..300_000u32).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+        let packed = gzip(&text);
+        assert_eq!(expected_size(&packed, 10 << 20), text.len(), "read into room of its size");
+        assert_eq!(gunzip(&packed, 10 << 20, "x").unwrap(), text);
+
+        // Two members (as `cat a.gz b.gz` makes): both are read, though the trailer names the last.
+        let mut two = gzip(&text);
+        two.extend(gzip(b"tail"));
+        let out = gunzip(&two, 10 << 20, "x").unwrap();
+        assert_eq!(out.len(), text.len() + 4);
+        assert!(out.ends_with(b"tail"));
+
+        // A trailer that lies is only a size to start from: the limit still holds.
+        let mut forged = gzip(&text);
+        let at = forged.len() - 4;
+        forged[at..].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(gunzip(&forged, 10 << 20, "x").is_err(), "the checksum and size no longer match");
+        assert_eq!(expected_size(&forged, 1 << 20), 1 << 20, "within the limit");
+        assert_eq!(expected_size(&forged[..40], u64::MAX), 40 * 1032, "within what deflate can expand");
+        assert_eq!(expected_size(b"gz", 100), 0);
     }
 
     #[test]
