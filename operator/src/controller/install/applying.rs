@@ -74,13 +74,17 @@ fn anothers_crd(name: &str, owner: &ProviderKey) -> String {
 /// is taken over only when the provider's Deployment there is theirs too, so that an install
 /// in another namespace keeps its own.
 struct EarlierInstall<'a> {
-    plan: &'a InstallPlan,
+    /// The provider's Deployments of the rendered set.
+    deployments: Vec<ObjectRef>,
+    /// The inventory once the plan is carried out.
+    inventory: &'a Inventory,
     here: tokio::sync::OnceCell<bool>,
 }
 
 impl<'a> EarlierInstall<'a> {
-    fn new(plan: &'a InstallPlan) -> EarlierInstall<'a> {
-        EarlierInstall { plan, here: tokio::sync::OnceCell::new() }
+    fn new(objects: &[serde_json::Value], inventory: &'a Inventory) -> EarlierInstall<'a> {
+        let deployments = objects.iter().filter(|o| o["kind"] == "Deployment").map(ObjectRef::of).collect();
+        EarlierInstall { deployments, inventory, here: tokio::sync::OnceCell::new() }
     }
 
     /// The owner references to drop when `existing` is such an installation's, else none.
@@ -106,8 +110,8 @@ impl<'a> EarlierInstall<'a> {
         let found = self
             .here
             .get_or_try_init(|| async {
-                for deployment in self.plan.objects.iter().filter(|o| o["kind"] == "Deployment") {
-                    let live = ctx.applier.get(&ObjectRef::of(deployment)).await?;
+                for deployment in &self.deployments {
+                    let live = ctx.applier.get(deployment).await?;
                     if live.is_some_and(|d| adopt::judge(&d.metadata, label) != adopt::Installed::Elsewhere) {
                         return Ok::<bool, String>(true);
                     }
@@ -204,10 +208,8 @@ async fn adopt_crd<K: ProviderObject>(
     if claim_crd(ctx, key, wanted, &existing, earlier).await?? == CrdClaim::Adopted {
         adopted.push(ObjectRef::of(wanted));
         let recorded = ctx.inventories.lock().expect("not poisoned").get(&uid_of(object)).cloned();
-        let record = Inventory {
-            adopted: adopted.clone(),
-            ..recorded.unwrap_or_else(|| earlier.plan.inventory.clone())
-        };
+        let record =
+            Inventory { adopted: adopted.clone(), ..recorded.unwrap_or_else(|| earlier.inventory.clone()) };
         inventory::write(ctx, object, key, &record).await?;
     }
     ctx.applier.apply(wanted, waits).await
@@ -219,11 +221,13 @@ async fn adopt_crd<K: ProviderObject>(
 /// and what dropped out is deleted; the inventory then forgets those.
 /// When they did not change, only objects that drifted (or that this process has not written
 /// yet: after a restart, all of them) are applied.
+/// Each object but the Deployments (which readiness reads) is taken out of the plan once it
+/// is written: a release's CRDs are most of its memory, and they are written first.
 pub(super) async fn apply<K>(
     ctx: &Context,
     object: &K,
     key: &ProviderKey,
-    plan: &InstallPlan,
+    plan: &mut InstallPlan,
     previous: Option<&Inventory>,
 ) -> Result<Vec<LiveDeployment>, String>
 where
@@ -233,10 +237,11 @@ where
     // What changed goes, and what drifted; what this process applied as it is stays. Each
     // object considered is digested once (and only those: a reconcile that changed nothing
     // digests only what drifted).
-    let to_apply: Vec<(&serde_json::Value, String)> = plan
+    let to_apply: Vec<(usize, String)> = plan
         .objects
         .iter()
-        .filter_map(|o| {
+        .enumerate()
+        .filter_map(|(at, o)| {
             let r = ObjectRef::of(o);
             match plan.changed {
                 true => Some(crate::controller::install::drift::content_of(o))
@@ -245,7 +250,7 @@ where
                     (!ctx.drift.is_current(&r)).then(|| crate::controller::install::drift::content_of(o))
                 }
             }
-            .map(|content| (o, content))
+            .map(|content| (at, content))
         })
         .collect();
     let recorded = |ctx: &Context| {
@@ -278,14 +283,14 @@ where
         .map(|p| p.objects.iter().filter(|o| !pending_before.contains(o)).cloned().collect())
         .unwrap_or_default();
     let before: HashSet<&ObjectRef> = made_before.iter().collect();
-    let earlier = EarlierInstall::new(plan);
+    let earlier = EarlierInstall::new(&plan.objects, &plan.inventory);
     // What is to be written, against the cluster as it is, before the first write: an object
     // that exists and is not this provider's (nor one it may take over) refuses the set whole,
     // so that the order of a release never lets its first objects in before a later one is
     // refused. Also when nothing changed: after a restart every object is applied again, and
     // the inventory that says it was made before could be forged.
-    let wanted: Vec<&serde_json::Value> = to_apply.iter().map(|(o, _)| *o).collect();
-    let foreign = claimed_elsewhere(ctx, key, plan, &wanted, &before, &earlier).await?;
+    let wanted: Vec<&serde_json::Value> = to_apply.iter().map(|(at, _)| &plan.objects[*at]).collect();
+    let foreign = claimed_elsewhere(ctx, key, &plan.inventory, &wanted, &before, &earlier).await?;
     if !foreign.is_empty() {
         return Err(format!("nothing is applied: {}", foreign.join("; ")));
     }
@@ -313,7 +318,13 @@ where
     let mut made: Vec<ObjectRef> = Vec::new();
     let mut adopted: Vec<ObjectRef> = plan.inventory.adopted.clone();
     let mut stale_crds: Vec<String> = Vec::new();
-    for (wanted, content) in to_apply {
+    drop(wanted);
+    for (at, content) in to_apply {
+        let wanted = match plan.objects[at]["kind"] == "Deployment" {
+            true => plan.objects[at].clone(),
+            false => std::mem::take(&mut plan.objects[at]),
+        };
+        let wanted = &wanted;
         let r = ObjectRef::of(wanted);
         ctx.drift.begin(&r);
         let waits = defined.contains(&format!("{}/{}", r.group(), r.kind));
@@ -398,7 +409,7 @@ where
 async fn claimed_elsewhere(
     ctx: &Context,
     key: &ProviderKey,
-    plan: &InstallPlan,
+    inventory: &Inventory,
     objects: &[&serde_json::Value],
     made_before: &HashSet<&ObjectRef>,
     earlier: &EarlierInstall<'_>,
@@ -410,7 +421,7 @@ async fn claimed_elsewhere(
         if key.labelled_on(&existing.metadata) {
             continue;
         }
-        let listed = made_before.contains(&r) || plan.inventory.adopted.contains(&r);
+        let listed = made_before.contains(&r) || inventory.adopted.contains(&r);
         let why = if r.group() == "apiextensions.k8s.io" && r.kind == "CustomResourceDefinition" {
             claim_crd(ctx, key, wanted, &existing, earlier).await?.err()
         } else if listed {

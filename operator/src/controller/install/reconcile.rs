@@ -144,7 +144,7 @@ where
     };
     // A pause is carried out whatever the version asks: refused a contract change until every
     // provider is paused, this provider pauses at the version it runs.
-    let plan = match plan::pause_first(&plan, &me) {
+    let mut plan = match plan::pause_first(&plan, &me) {
         None => plan,
         Some(installed) => {
             let mut at = spec.clone();
@@ -169,6 +169,10 @@ where
     if decides {
         drop(ctx.decided.read().await);
     }
+    // Rendered (and the rendering kept): the release's text is not held through the apply,
+    // which for a large release is most of a reconcile.
+    let mut observed = observed;
+    observed.fetched.components = String::new();
     for warning in &plan.warnings {
         tracing::warn!(provider = %key, "{}", redactor.redact(warning));
     }
@@ -184,7 +188,7 @@ where
     }
 
     // Apply.
-    let applied = match apply(&ctx, object, &key, &plan, observed.previous.as_ref()).await {
+    let applied = match apply(&ctx, object, &key, &mut plan, observed.previous.as_ref()).await {
         Ok(applied) => applied,
         Err(message) if message.contains(crate::controller::install::repair::NAMESPACE_TERMINATING) => {
             // The namespace goes, and the provider with it: nothing to say on a status that
