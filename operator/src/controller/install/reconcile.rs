@@ -89,6 +89,10 @@ where
         }
     };
 
+    // The release asked for, held only until it is planned: a pause plans the installed one
+    // next, and an apply (most of a reconcile of a large release) needs neither text.
+    let asked = observed.fetched;
+
     // Plan. The config Secret first, then the operator's config file (only what it names for
     // this provider); never the operator's own environment.
     let label = key.kind.label(&key.name);
@@ -126,14 +130,13 @@ where
             shadow: shadow.as_deref(),
         })
     };
-    let plan_with = |me: &ProviderView, all: &[ProviderView]| {
-        plan_of(me, all, spec, &observed.fetched, rollback_to.as_deref())
-    };
+    let plan_with =
+        |me: &ProviderView, all: &[ProviderView]| plan_of(me, all, spec, &asked, rollback_to.as_deref());
     // An unpause and a contract change depend on the other providers: they are decided again
     // at the one decision point, from the views as they are now, and the gate stays held
     // until the status is written.
     let decides = (me.held && !me.paused)
-        || (me.installed() && me.contract.as_deref() != Some(observed.fetched.contract.as_str()));
+        || (me.installed() && me.contract.as_deref() != Some(asked.contract.as_str()));
     let (_gate, plan) = match decides {
         false => (None, plan_with(&me, &all)),
         true => {
@@ -142,6 +145,7 @@ where
             (Some(gate), plan_with(&me, &ctx.views()))
         }
     };
+    drop(asked);
     // A pause is carried out whatever the version asks: refused a contract change until every
     // provider is paused, this provider pauses at the version it runs.
     let mut plan = match plan::pause_first(&plan, &me) {
@@ -169,10 +173,6 @@ where
     if decides {
         drop(ctx.decided.read().await);
     }
-    // Rendered (and the rendering kept): the release's text is not held through the apply,
-    // which for a large release is most of a reconcile.
-    let mut observed = observed;
-    observed.fetched.components = String::new();
     for warning in &plan.warnings {
         tracing::warn!(provider = %key, "{}", redactor.redact(warning));
     }
