@@ -150,9 +150,11 @@ pub fn process_components(text: &str, options: &ComponentsOptions<'_>) -> Result
     let parsed = envsubst::Parsed::new(text);
     let variables = parsed.variables();
     let expanded = parsed.expand_text(text, options.variables).map_err(|e| expand_error(what, e))?;
+    // Each of these is as large as the release: the parsed text goes once it is expanded, the
+    // expanded text once it is parsed, before the objects are worked on.
+    drop(parsed);
     let mut documents = parse_file(&expanded, what)?;
-    // Parsed, the expanded text (as large as the release) goes before the objects are worked on.
-    drop((expanded, parsed));
+    drop(expanded);
     let fail = |object: &str, message: String| ProcessError::Object {
         what: what.into(),
         object: object.into(),

@@ -200,7 +200,7 @@ fn parse_at(text: &str, depth: usize) -> Vec<Node> {
                 };
                 literal.push_str(&text[from..at]);
                 if !literal.is_empty() {
-                    nodes.push(Node::Text(unescape(&std::mem::take(&mut literal))));
+                    nodes.push(Node::Text(unescape(std::mem::take(&mut literal))));
                 }
                 nodes.push(node);
                 i = next;
@@ -211,16 +211,16 @@ fn parse_at(text: &str, depth: usize) -> Vec<Node> {
     }
     literal.push_str(&text[from..]);
     if !literal.is_empty() {
-        nodes.push(Node::Text(unescape(&literal)));
+        nodes.push(Node::Text(unescape(literal)));
     }
     nodes
 }
 
 /// drone/envsubst's escapes in plain text: `\\` is `\` and `\/` is `/`; any other backslash
 /// stays.
-fn unescape(text: &str) -> String {
+fn unescape(text: String) -> String {
     if !text.contains('\\') {
-        return text.to_string();
+        return text;
     }
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
@@ -466,7 +466,10 @@ fn eval(
     lookup: &dyn Fn(&str) -> Option<String>,
     missing: &mut Vec<String>,
 ) -> Result<String, TooLarge> {
-    let mut out = String::new();
+    // Room for the text around the forms: a release's megabyte grown by doubling would be held
+    // twice, and for a moment three times, while it grows.
+    let literal: usize = nodes.iter().map(|n| if let Node::Text(t) = n { t.len() } else { 0 }).sum();
+    let mut out = String::with_capacity(literal.min(MAX_OUTPUT));
     for node in nodes {
         match node {
             Node::Text(t) => push(&mut out, t)?,

@@ -9,6 +9,7 @@
 //! Smaller documents, and any document with anchors, aliases, tags, flow style or document
 //! markers inside, are parsed whole.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use serde_json::{Map, Value};
@@ -18,7 +19,7 @@ use serde_json::{Map, Value};
 pub const MAX_DOCUMENTS: usize = 10_000;
 
 /// Refuses a text of more than [`MAX_DOCUMENTS`] documents.
-pub fn check_count(documents: &[String]) -> Result<(), String> {
+pub fn check_count<T>(documents: &[T]) -> Result<(), String> {
     match documents.len() {
         n if n > MAX_DOCUMENTS => {
             Err(format!("it holds {n} YAML documents, more than the {MAX_DOCUMENTS} one may"))
@@ -81,19 +82,22 @@ pub const OUTLINE_THRESHOLD: usize = 16 * 1024;
 
 /// The non-empty documents of a multi-document YAML text, in order. A document starts after a
 /// `---` line (content after `--- ` on the same line belongs to it) and ends at the next `---`
-/// or `...` line; documents holding only blank lines and comments are skipped.
-pub fn split_documents(text: &str) -> Vec<String> {
+/// or `...` line; documents holding only blank lines and comments are skipped. Each is a slice
+/// of `text` but for one that starts on its marker's line: a release is not copied whole.
+pub fn split_documents<'a>(text: &'a str) -> Vec<Cow<'a, str>> {
     let mut documents = Vec::new();
     // The current document: an optional first line from a `--- content` marker, then a slice.
     let mut head = String::new();
     let mut from = 0;
-    let mut flush = |head: &mut String, body: &str| {
+    let mut flush = |head: &mut String, body: &'a str| {
         let meaningful = head.lines().chain(body.lines()).any(|l| {
             let t = l.trim();
             !t.is_empty() && !t.starts_with('#')
         });
-        if meaningful {
-            documents.push(std::mem::take(head) + body);
+        if meaningful && head.is_empty() {
+            documents.push(Cow::Borrowed(body));
+        } else if meaningful {
+            documents.push(Cow::Owned(std::mem::take(head) + body));
         } else {
             head.clear();
         }

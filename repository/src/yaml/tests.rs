@@ -7,6 +7,9 @@ fn documents_split_on_markers_and_empty_ones_are_skipped() {
     assert_eq!(split_documents(text), ["a: 1\n", "b: 2\n", "c: 3\n", "d: 4\n"]);
     assert_eq!(split_documents("a: |\n  ---not a marker\n"), ["a: |\n  ---not a marker\n"]);
     assert!(split_documents("").is_empty());
+    // Slices of the text, but where a marker's line starts the document.
+    let copied: Vec<bool> = split_documents(text).iter().map(|d| matches!(d, Cow::Owned(_))).collect();
+    assert_eq!(copied, [false, true, false, false]);
 }
 
 fn big(doc: &str) -> String {

@@ -83,6 +83,8 @@ impl Renders {
         {
             return Ok(Arc::clone(rendered));
         }
+        // The last rendering is not used again: it goes before this one is made, not after.
+        self.forget(provider);
         let mut components = process_components(text, options)?;
         let variables =
             components.variables.iter().map(|v| (v.name.clone(), (options.variables)(&v.name))).collect();
